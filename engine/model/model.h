@@ -1,0 +1,78 @@
+#pragma once
+// A loaded Llama-family model: hyper-parameters, weight views (pointing into the
+// memory-mapped file or loader-owned buffers) and the tokenizer's raw data.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/tokenizer/vocab_data.h"
+#include "kernels/backend.h"
+
+namespace kvs {
+
+struct ModelConfig {
+    std::string arch;            // "llama" or "qwen2"
+    std::string name;            // general.name or the folder name
+    int n_layer = 0;
+    int n_embd = 0;
+    int n_ff = 0;
+    int n_head = 0;
+    int n_kv_head = 0;
+    int head_dim = 0;            // n_embd / n_head unless the file says otherwise
+    int n_rot = 0;               // rotated dims per head (head_dim for these families)
+    int n_vocab = 0;
+    int n_ctx_train = 0;
+    float rms_eps = 1e-5f;
+    float rope_freq_base = 10000.0f;
+    RopeStyle rope_style = RopeStyle::Normal;
+    bool tied_embeddings = false;  // output head shares token_embd
+    bool attn_bias = false;        // q/k/v projections have biases (qwen2)
+};
+
+struct LayerWeights {
+    const float* attn_norm = nullptr;  // [n_embd]
+    WeightView wq;                     // [n_head*head_dim, n_embd]
+    WeightView wk;                     // [n_kv_head*head_dim, n_embd]
+    WeightView wv;                     // [n_kv_head*head_dim, n_embd]
+    WeightView wo;                     // [n_embd, n_head*head_dim]
+    const float* bq = nullptr;         // [n_head*head_dim] or null
+    const float* bk = nullptr;         // [n_kv_head*head_dim] or null
+    const float* bv = nullptr;         // [n_kv_head*head_dim] or null
+    const float* ffn_norm = nullptr;   // [n_embd]
+    WeightView w_gate;                 // [n_ff, n_embd]
+    WeightView w_up;                   // [n_ff, n_embd]
+    WeightView w_down;                 // [n_embd, n_ff]
+};
+
+struct Model {
+    ModelConfig config;
+    WeightView token_embd;             // [n_vocab, n_embd]
+    const float* output_norm = nullptr;// [n_embd]
+    WeightView output;                 // [n_vocab, n_embd] (== token_embd when tied)
+    std::vector<LayerWeights> layers;  // [n_layer]
+    VocabData vocab;
+
+    std::string path;                  // file or folder it came from
+    std::string format;                // "gguf" or "safetensors"
+    std::string file_type;             // dominant weight type, e.g. "Q4_1"
+    std::map<std::string, int> tensor_types;  // type name -> tensor count
+    int64_t n_params = 0;
+    int64_t weight_bytes = 0;          // bytes of all weight tensors as stored
+    int64_t n_tensors = 0;
+
+    std::shared_ptr<void> storage;     // keeps the mapping / owned buffers alive
+};
+
+// Loads a GGUF file or a Hugging Face safetensors folder (config.json,
+// tokenizer.json, *.safetensors). Errors name the file, the field and what was expected.
+Result<std::shared_ptr<Model>> load_model(const std::string& path);
+
+// KV cache bytes per token: 2 (K and V) x n_layer x n_kv_head x head_dim x bytes_per_elem.
+inline int64_t kv_bytes_per_token(const ModelConfig& c, int bytes_per_elem = 2) {
+    return 2LL * c.n_layer * c.n_kv_head * c.head_dim * bytes_per_elem;
+}
+
+}  // namespace kvs

@@ -1,0 +1,118 @@
+#pragma once
+// The op interface every compute backend implements (CPU in kernels/cpu/, CUDA in
+// kernels/cuda/). The engine's forward pass calls only these ops, so a backend is
+// swapped without touching the model code.
+//
+// Pointers passed to ops are "device" pointers of that backend: host memory for the
+// CPU backend, cudaMalloc'd memory for CUDA. alloc()/copy_*() move data between them;
+// a host_visible() backend may also be handed host pointers (for example weights that
+// live in a memory-mapped model file) directly.
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/dtype.h"
+
+namespace kvs {
+
+// A weight matrix exactly as a model file stores it: n_out rows of n_in elements,
+// each row row_bytes(dtype, n_in) long, rows packed back to back.
+struct WeightView {
+    DType dtype = DType::F32;
+    const void* data = nullptr;  // [n_out, n_in] in dtype's block layout
+    int64_t n_in = 0;            // GGUF ne[0], contiguous
+    int64_t n_out = 0;           // GGUF ne[1]
+};
+
+enum class RopeStyle {
+    Normal,  // rotate adjacent pairs (x[2i], x[2i+1]): GGUF "llama" (Q/K rows permuted by the converter)
+    Neox,    // rotate halves (x[i], x[i + n_rot/2]): qwen2, and Hugging Face Llama checkpoints
+};
+
+// Write the keys and values of n_tokens new tokens into the paged cache (vLLM's
+// reshape_and_cache). The cache of one layer is [n_blocks, block_size, kv_dim] in F16.
+struct KvStoreArgs {
+    const float* k = nullptr;       // [n_tokens, kv_dim]
+    const float* v = nullptr;       // [n_tokens, kv_dim]
+    uint16_t* k_cache = nullptr;    // [n_blocks, block_size, kv_dim] fp16 bits
+    uint16_t* v_cache = nullptr;    // [n_blocks, block_size, kv_dim] fp16 bits
+    const int32_t* slots = nullptr; // [n_tokens] block_id * block_size + offset in block
+    int n_tokens = 0;
+    int kv_dim = 0;                 // n_kv_head * head_dim
+};
+
+// Causal attention of n_tokens query tokens, each belonging to one sequence, over
+// that sequence's cached keys/values, found through its block table. Query token t
+// attends to positions 0..token_pos[t] of sequence token_seq[t] (so prefill chunks
+// and single decode tokens of many sequences mix in one call). Grouped-query
+// attention: query head h reads kv head h / (n_head / n_kv_head).
+struct PagedAttentionArgs {
+    const float* q = nullptr;             // [n_tokens, n_head, head_dim]
+    float* out = nullptr;                 // [n_tokens, n_head, head_dim]
+    const uint16_t* k_cache = nullptr;    // [n_blocks, block_size, n_kv_head, head_dim] fp16
+    const uint16_t* v_cache = nullptr;    // [n_blocks, block_size, n_kv_head, head_dim] fp16
+    const int32_t* block_tables = nullptr;// [n_seqs, max_blocks_per_seq]
+    const int32_t* token_seq = nullptr;   // [n_tokens] row of block_tables
+    const int32_t* token_pos = nullptr;   // [n_tokens] absolute position of the query token
+    int n_tokens = 0;
+    int n_seqs = 0;
+    int max_blocks_per_seq = 0;
+    int n_head = 0;
+    int n_kv_head = 0;
+    int head_dim = 0;
+    int block_size = 16;
+    float scale = 1.0f;                   // usually 1/sqrt(head_dim)
+};
+
+class Backend {
+public:
+    virtual ~Backend() = default;
+    virtual std::string name() const = 0;       // "cpu-avx2", "cuda:NVIDIA H100", ...
+    virtual int n_threads() const { return 1; }
+
+    // ---- memory
+    virtual bool host_visible() const = 0;
+    virtual void* alloc(size_t bytes) = 0;
+    virtual void release(void* ptr) = 0;
+    virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
+    virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;
+    virtual void synchronize() {}
+
+    // ---- ops
+    virtual bool supports(DType weight_type) const = 0;
+    // y[t, o] = sum_i x[t, i] * W[o, i]; x [n_tokens, n_in], y [n_tokens, n_out]
+    virtual void matmul(const WeightView& w, const float* x, float* y, int n_tokens) = 0;
+    // out[t, :] = dequantized row ids[t] of table; out [n_tokens, n_in]
+    virtual void embedding(const WeightView& table, const int32_t* ids, int n_tokens, float* out) = 0;
+    // y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight; x, y [n_rows, n]; weight [n]
+    virtual void rms_norm(const float* x, const float* weight, float* y, int n_rows, int n, float eps) = 0;
+    // in place; x [n_tokens, n_head, head_dim]; rotates the first n_rot dims of each head
+    // by angle pos * freq_base^(-2i/n_rot)
+    virtual void rope(float* x, const int32_t* pos, int n_tokens, int n_head, int head_dim, int n_rot,
+                      float freq_base, RopeStyle style) = 0;
+    // in place, row-wise; x [n_rows, n_cols]
+    virtual void softmax(float* x, int n_rows, int n_cols) = 0;
+    // y = silu(gate) * up; all [n]
+    virtual void swiglu(const float* gate, const float* up, float* y, int64_t n) = 0;
+    // y = a + b; all [n] (y may alias a)
+    virtual void add(const float* a, const float* b, float* y, int64_t n) = 0;
+    // y[r, :] = x[r, :] + bias; x, y [n_rows, n], bias [n] (y may alias x)
+    virtual void add_bias(const float* x, const float* bias, float* y, int n_rows, int n) = 0;
+    virtual void kv_store(const KvStoreArgs& a) = 0;
+    virtual void paged_attention(const PagedAttentionArgs& a) = 0;
+};
+
+// The CPU backend with n_threads workers (0: one per core). `simd` picks the kernel
+// level: "auto" (best the CPU supports), "avx512", "avx2" or "scalar" (the reference).
+std::unique_ptr<Backend> make_cpu_backend(int n_threads = 0, const std::string& simd = "auto");
+
+// Loads libkvscope_cuda.so at run time. Returns nullptr and sets *why when the library,
+// the driver or a GPU is missing, so the program starts on machines without NVIDIA drivers.
+std::unique_ptr<Backend> make_cuda_backend(std::string* why);
+
+// "cuda" when it loads, else the CPU backend; *note says which was picked and why.
+std::unique_ptr<Backend> make_backend(const std::string& requested, int n_threads, std::string* note);
+
+}  // namespace kvs

@@ -1,0 +1,43 @@
+#include "kernels/dtype.h"
+
+#include <array>
+#include <cassert>
+
+namespace kvs {
+namespace {
+constexpr std::array<DTypeInfo, 13> kTypes = {{
+    {DType::F32, "F32", 1, 4, true},
+    {DType::F16, "F16", 1, 2, true},
+    {DType::Q4_0, "Q4_0", 32, 2 + 16, true},
+    {DType::Q4_1, "Q4_1", 32, 2 + 2 + 16, true},
+    {DType::Q5_0, "Q5_0", 32, 2 + 4 + 16, true},
+    {DType::Q5_1, "Q5_1", 32, 2 + 2 + 4 + 16, true},
+    {DType::Q8_0, "Q8_0", 32, 2 + 32, true},
+    {DType::Q8_1, "Q8_1", 32, 2 + 2 + 32, false},
+    {DType::Q4_K, "Q4_K", 256, 2 + 2 + 12 + 128, true},
+    {DType::Q5_K, "Q5_K", 256, 2 + 2 + 12 + 32 + 128, true},
+    {DType::Q6_K, "Q6_K", 256, 128 + 64 + 16 + 2, true},
+    {DType::Q8_K, "Q8_K", 256, 4 + 256 + 16 * 2, false},
+    {DType::BF16, "BF16", 1, 2, true},
+}};
+}  // namespace
+
+std::optional<DTypeInfo> dtype_info(uint32_t ggml_type) {
+    for (const auto& t : kTypes)
+        if (static_cast<uint32_t>(t.type) == ggml_type) return t;
+    return std::nullopt;
+}
+
+const DTypeInfo& dtype_info(DType t) {
+    for (const auto& i : kTypes)
+        if (i.type == t) return i;
+    assert(false && "dtype_info: DType missing from the table");
+    return kTypes[0];
+}
+
+size_t row_bytes(DType t, int64_t n) {
+    const auto& i = dtype_info(t);
+    return static_cast<size_t>(n / i.block_size) * i.block_bytes;
+}
+
+}  // namespace kvs

@@ -1,0 +1,13 @@
+#pragma once
+// Where tests find fixtures, write their output, and find the installed default model.
+#include <string>
+
+namespace kvs::test {
+
+inline std::string fixture_path(const std::string& name) { return std::string(KVS_FIXTURE_DIR) + "/" + name; }
+inline std::string output_path(const std::string& name) { return std::string(KVS_TEST_OUTPUT_DIR) + "/" + name; }
+inline std::string kvscope_exe() { return KVS_KVSCOPE_EXE; }
+// Path of the installed default model (SmolLM2-135M-Instruct Q4_1), or "" when it is not installed.
+std::string default_model_path();
+
+}  // namespace kvs::test
