@@ -86,7 +86,7 @@ public:
     virtual void matmul(const WeightView& w, const float* x, float* y, int n_tokens) = 0;
     // out[t, :] = dequantized row ids[t] of table; out [n_tokens, n_in]
     virtual void embedding(const WeightView& table, const int32_t* ids, int n_tokens, float* out) = 0;
-    // y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight; x, y [n_rows, n]; weight [n]
+    // y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight; x, y [n_rows, n]; weight [n] (y may alias x)
     virtual void rms_norm(const float* x, const float* weight, float* y, int n_rows, int n, float eps) = 0;
     // in place; x [n_tokens, n_head, head_dim]; rotates the first n_rot dims of each head
     // by angle pos * freq_base^(-2i/n_rot)
@@ -94,7 +94,7 @@ public:
                       float freq_base, RopeStyle style) = 0;
     // in place, row-wise; x [n_rows, n_cols]
     virtual void softmax(float* x, int n_rows, int n_cols) = 0;
-    // y = silu(gate) * up; all [n]
+    // y = silu(gate) * up; all [n] (y may alias gate)
     virtual void swiglu(const float* gate, const float* up, float* y, int64_t n) = 0;
     // y = a + b; all [n] (y may alias a)
     virtual void add(const float* a, const float* b, float* y, int64_t n) = 0;

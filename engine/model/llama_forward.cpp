@@ -1,0 +1,238 @@
+#include "engine/model/llama_forward.h"
+
+#include <cmath>
+#include <algorithm>
+#include <cstring>
+
+namespace kvs {
+
+// Activation scratch on the backend, sized for max_tokens tokens.
+struct LlamaForward::Buffers {
+    float* x = nullptr;       // [T, n_embd] residual stream
+    float* h = nullptr;       // [T, n_embd] normed input / projection output
+    float* q = nullptr;       // [T, n_head * head_dim]
+    float* k = nullptr;       // [T, n_kv_head * head_dim]
+    float* v = nullptr;       // [T, n_kv_head * head_dim]
+    float* attn = nullptr;    // [T, n_head * head_dim]
+    float* gate = nullptr;    // [T, n_ff]
+    float* up = nullptr;      // [T, n_ff]
+    float* out_x = nullptr;   // [T, n_embd] rows picked for logits
+    float* logits = nullptr;  // [logits_capacity, n_vocab], grown on demand
+    int logits_capacity = 0;
+    int32_t* ids = nullptr;   // [T]
+    int32_t* pos = nullptr;   // [T]
+    int32_t* seq = nullptr;   // [T]
+    int32_t* slots = nullptr; // [T]
+    int32_t* rows = nullptr;  // [T]
+    int32_t* tables = nullptr;// [table_capacity]
+    size_t table_capacity = 0;
+};
+
+namespace {
+size_t weight_bytes(const WeightView& w) { return row_bytes(w.dtype, w.n_in) * static_cast<size_t>(w.n_out); }
+}  // namespace
+
+LlamaForward::LlamaForward(std::shared_ptr<const Model> model, Backend& backend, KvTensors& kv, int max_tokens)
+    : m_model(std::move(model)), m_backend(backend), m_kv(kv), m_max_tokens(max_tokens), m_buf(new Buffers) {
+    m_layers = m_model->layers;
+    m_token_embd = m_model->token_embd;
+    m_output = m_model->output;
+    m_output_norm = m_model->output_norm;
+    upload_weights_if_needed();
+
+    const auto& c = m_model->config;
+    const size_t T = static_cast<size_t>(max_tokens);
+    const size_t q_dim = static_cast<size_t>(c.n_head) * c.head_dim;
+    const size_t kv_dim = static_cast<size_t>(c.n_kv_head) * c.head_dim;
+    auto& b = *m_buf;
+    b.x = scratch(T * c.n_embd);
+    b.h = scratch(T * c.n_embd);
+    b.q = scratch(T * q_dim);
+    b.k = scratch(T * kv_dim);
+    b.v = scratch(T * kv_dim);
+    b.attn = scratch(T * q_dim);
+    b.gate = scratch(T * c.n_ff);
+    b.up = scratch(T * c.n_ff);
+    b.out_x = scratch(T * c.n_embd);
+    b.ids = reinterpret_cast<int32_t*>(scratch(T));
+    b.pos = reinterpret_cast<int32_t*>(scratch(T));
+    b.seq = reinterpret_cast<int32_t*>(scratch(T));
+    b.slots = reinterpret_cast<int32_t*>(scratch(T));
+    b.rows = reinterpret_cast<int32_t*>(scratch(T));
+}
+
+LlamaForward::~LlamaForward() {
+    for (void* p : m_owned) m_backend.release(p);
+}
+
+float* LlamaForward::scratch(size_t n_floats) {
+    const size_t bytes = n_floats * sizeof(float);
+    void* p = m_backend.alloc(bytes);
+    m_owned.push_back(p);
+    m_scratch_bytes += static_cast<int64_t>(bytes);
+    return static_cast<float*>(p);
+}
+
+// A host-visible backend (CPU) reads the weights straight from the mapped file; any
+// other gets its own copy once.
+void LlamaForward::upload_weights_if_needed() {
+    if (m_backend.host_visible()) return;
+    auto up_w = [&](WeightView& w) {
+        if (!w.data) return;
+        const size_t n = weight_bytes(w);
+        void* d = m_backend.alloc(n);
+        m_backend.copy_to_device(d, w.data, n);
+        m_owned.push_back(d);
+        w.data = d;
+    };
+    auto up_v = [&](const float*& p, int n) {
+        if (!p) return;
+        void* d = m_backend.alloc(sizeof(float) * static_cast<size_t>(n));
+        m_backend.copy_to_device(d, p, sizeof(float) * static_cast<size_t>(n));
+        m_owned.push_back(d);
+        p = static_cast<const float*>(d);
+    };
+    const auto& c = m_model->config;
+    const bool tied = m_output.data == m_token_embd.data;
+    up_w(m_token_embd);
+    if (tied) m_output.data = m_token_embd.data; else up_w(m_output);
+    up_v(m_output_norm, c.n_embd);
+    for (auto& l : m_layers) {
+        up_v(l.attn_norm, c.n_embd);
+        up_v(l.ffn_norm, c.n_embd);
+        up_v(l.bq, c.n_head * c.head_dim);
+        up_v(l.bk, c.n_kv_head * c.head_dim);
+        up_v(l.bv, c.n_kv_head * c.head_dim);
+        for (WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) up_w(*w);
+    }
+}
+
+void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
+    const auto& c = m_model->config;
+    const auto& w = m_layers[static_cast<size_t>(il)];
+    auto& b = *m_buf;
+    const int q_dim = c.n_head * c.head_dim;
+    const int kv_dim = c.n_kv_head * c.head_dim;
+
+    // ---- attention block: h = norm(x); q,k,v = h W; rope; cache; attend; x += attn Wo
+    m_backend.rms_norm(b.x, w.attn_norm, b.h, n_tokens, c.n_embd, c.rms_eps);
+    m_backend.matmul(w.wq, b.h, b.q, n_tokens);
+    m_backend.matmul(w.wk, b.h, b.k, n_tokens);
+    m_backend.matmul(w.wv, b.h, b.v, n_tokens);
+    if (w.bq) m_backend.add_bias(b.q, w.bq, b.q, n_tokens, q_dim);
+    if (w.bk) m_backend.add_bias(b.k, w.bk, b.k, n_tokens, kv_dim);
+    if (w.bv) m_backend.add_bias(b.v, w.bv, b.v, n_tokens, kv_dim);
+    m_backend.rope(b.q, b.pos, n_tokens, c.n_head, c.head_dim, c.n_rot, c.rope_freq_base, c.rope_style);
+    m_backend.rope(b.k, b.pos, n_tokens, c.n_kv_head, c.head_dim, c.n_rot, c.rope_freq_base, c.rope_style);
+
+    KvStoreArgs st;
+    st.k = b.k;
+    st.v = b.v;
+    st.k_cache = m_kv.k(il);
+    st.v_cache = m_kv.v(il);
+    st.slots = b.slots;
+    st.n_tokens = n_tokens;
+    st.kv_dim = kv_dim;
+    m_backend.kv_store(st);
+
+    PagedAttentionArgs pa;
+    pa.q = b.q;
+    pa.out = b.attn;
+    pa.k_cache = m_kv.k(il);
+    pa.v_cache = m_kv.v(il);
+    pa.block_tables = b.tables;
+    pa.token_seq = b.seq;
+    pa.token_pos = b.pos;
+    pa.n_tokens = n_tokens;
+    pa.n_seqs = batch.n_seqs;
+    pa.max_blocks_per_seq = batch.max_blocks_per_seq;
+    pa.n_head = c.n_head;
+    pa.n_kv_head = c.n_kv_head;
+    pa.head_dim = c.head_dim;
+    pa.block_size = m_kv.block_size();
+    pa.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    m_backend.paged_attention(pa);
+    m_backend.matmul(w.wo, b.attn, b.h, n_tokens);
+    m_backend.add(b.x, b.h, b.x, static_cast<int64_t>(n_tokens) * c.n_embd);
+
+    // ---- MLP block: x += down(silu(gate(norm(x))) * up(norm(x)))
+    m_backend.rms_norm(b.x, w.ffn_norm, b.h, n_tokens, c.n_embd, c.rms_eps);
+    m_backend.matmul(w.w_gate, b.h, b.gate, n_tokens);
+    m_backend.matmul(w.w_up, b.h, b.up, n_tokens);
+    m_backend.swiglu(b.gate, b.up, b.gate, static_cast<int64_t>(n_tokens) * c.n_ff);
+    m_backend.matmul(w.w_down, b.gate, b.h, n_tokens);
+    m_backend.add(b.x, b.h, b.x, static_cast<int64_t>(n_tokens) * c.n_embd);
+}
+
+Status LlamaForward::forward(const ForwardBatch& batch, std::vector<float>* logits) {
+    const auto& c = m_model->config;
+    const int n_tokens = batch.n_tokens();
+    const int n_rows = static_cast<int>(batch.logit_rows.size());
+    if (n_tokens == 0) return Status::error("forward: empty batch");
+    if (n_tokens > m_max_tokens)
+        return Status::error("forward: batch of " + std::to_string(n_tokens) + " tokens exceeds the maximum of " +
+                             std::to_string(m_max_tokens));
+    const int bs = m_kv.block_size();
+    std::vector<int32_t> slots(static_cast<size_t>(n_tokens));  // [n_tokens]
+    for (int t = 0; t < n_tokens; ++t) {
+        const int32_t tok = batch.tokens[static_cast<size_t>(t)];
+        if (tok < 0 || tok >= c.n_vocab)
+            return Status::error("forward: token id " + std::to_string(tok) + " outside the vocabulary of " +
+                                 std::to_string(c.n_vocab));
+        const int32_t p = batch.positions[static_cast<size_t>(t)];
+        const int32_t s = batch.token_seq[static_cast<size_t>(t)];
+        const int blk = p / bs;
+        if (s < 0 || s >= batch.n_seqs || blk >= batch.max_blocks_per_seq)
+            return Status::error("forward: token " + std::to_string(t) + " has no KV block for position " +
+                                 std::to_string(p));
+        const int32_t id = batch.block_tables[static_cast<size_t>(s) * batch.max_blocks_per_seq + blk];
+        if (id < 0 || id >= m_kv.n_blocks())
+            return Status::error("forward: block table entry " + std::to_string(id) + " is not a block of the pool");
+        slots[static_cast<size_t>(t)] = id * bs + p % bs;
+    }
+    auto& b = *m_buf;
+    const size_t table_n = static_cast<size_t>(batch.n_seqs) * batch.max_blocks_per_seq;
+    if (table_n > b.table_capacity) {
+        if (b.tables) {
+            m_backend.release(b.tables);
+            std::erase(m_owned, static_cast<void*>(b.tables));
+        }
+        b.table_capacity = std::max<size_t>(table_n, 256);
+        b.tables = static_cast<int32_t*>(m_backend.alloc(b.table_capacity * sizeof(int32_t)));
+        m_owned.push_back(b.tables);
+    }
+    const size_t tb = sizeof(int32_t) * static_cast<size_t>(n_tokens);
+    m_backend.copy_to_device(b.ids, batch.tokens.data(), tb);
+    m_backend.copy_to_device(b.pos, batch.positions.data(), tb);
+    m_backend.copy_to_device(b.seq, batch.token_seq.data(), tb);
+    m_backend.copy_to_device(b.slots, slots.data(), tb);
+    m_backend.copy_to_device(b.tables, batch.block_tables.data(), table_n * sizeof(int32_t));
+    m_backend.copy_to_device(b.rows, batch.logit_rows.data(), sizeof(int32_t) * static_cast<size_t>(n_rows));
+
+    if (n_rows > b.logits_capacity) {
+        if (b.logits) {
+            m_backend.release(b.logits);
+            std::erase(m_owned, static_cast<void*>(b.logits));
+            m_scratch_bytes -= static_cast<int64_t>(b.logits_capacity) * c.n_vocab * 4;
+        }
+        b.logits_capacity = std::max(n_rows, 8);
+        b.logits = scratch(static_cast<size_t>(b.logits_capacity) * c.n_vocab);
+    }
+
+    m_backend.embedding(m_token_embd, b.ids, n_tokens, b.x);
+    for (int il = 0; il < c.n_layer; ++il) run_layer(il, batch, n_tokens);
+    if (n_rows == 0) return Status::ok();
+
+    // Only the rows that need logits go through the final norm and the output head:
+    // gather them (an embedding lookup over the residual stream), then project.
+    const WeightView x_rows{DType::F32, b.x, c.n_embd, n_tokens};
+    m_backend.embedding(x_rows, b.rows, n_rows, b.out_x);
+    m_backend.rms_norm(b.out_x, m_output_norm, b.out_x, n_rows, c.n_embd, c.rms_eps);
+    m_backend.matmul(m_output, b.out_x, b.logits, n_rows);
+    logits->resize(static_cast<size_t>(n_rows) * c.n_vocab);
+    m_backend.copy_to_host(logits->data(), b.logits, logits->size() * sizeof(float));
+    m_backend.synchronize();
+    return Status::ok();
+}
+
+}  // namespace kvs

@@ -1,0 +1,62 @@
+#pragma once
+// The Llama-family forward pass (llama, qwen2): one call runs every token of a batch —
+// prefill chunks and decode tokens of any number of sequences — through all layers,
+// reading and writing K/V through each sequence's block table.
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/kv_cache/kv_tensors.h"
+#include "engine/model/model.h"
+#include "kernels/backend.h"
+
+namespace kvs {
+
+// One forward step's inputs, host side.
+struct ForwardBatch {
+    std::vector<int32_t> tokens;        // [n_tokens]
+    std::vector<int32_t> positions;     // [n_tokens] absolute position in its sequence
+    std::vector<int32_t> token_seq;     // [n_tokens] row of block_tables
+    std::vector<int32_t> block_tables;  // [n_seqs, max_blocks_per_seq], padded with -1
+    int n_seqs = 0;
+    int max_blocks_per_seq = 0;
+    std::vector<int32_t> logit_rows;    // token rows whose next-token logits are wanted
+
+    int n_tokens() const { return static_cast<int>(tokens.size()); }
+};
+
+class LlamaForward {
+public:
+    // max_tokens: the most tokens one forward() may carry (the batch / chunk size).
+    LlamaForward(std::shared_ptr<const Model> model, Backend& backend, KvTensors& kv, int max_tokens);
+    ~LlamaForward();
+    LlamaForward(const LlamaForward&) = delete;
+    LlamaForward& operator=(const LlamaForward&) = delete;
+
+    // logits: [logit_rows.size(), n_vocab] on the host.
+    Status forward(const ForwardBatch& batch, std::vector<float>* logits);
+    int max_tokens() const { return m_max_tokens; }
+    const ModelConfig& config() const { return m_model->config; }
+    // Bytes of activation scratch the pass allocated on the backend.
+    int64_t scratch_bytes() const { return m_scratch_bytes; }
+
+private:
+    struct Buffers;
+    void upload_weights_if_needed();
+    float* scratch(size_t n_floats);
+    void run_layer(int il, const ForwardBatch& b, int n_tokens);
+
+    std::shared_ptr<const Model> m_model;
+    Backend& m_backend;
+    KvTensors& m_kv;
+    int m_max_tokens;
+    std::vector<LayerWeights> m_layers;   // weight views as the backend sees them
+    WeightView m_token_embd, m_output;
+    const float* m_output_norm = nullptr;
+    std::vector<void*> m_owned;           // backend allocations to release
+    std::unique_ptr<Buffers> m_buf;
+    int64_t m_scratch_bytes = 0;
+};
+
+}  // namespace kvs

@@ -1,0 +1,82 @@
+#include "engine/runtime/sequence_runner.h"
+
+#include <algorithm>
+
+namespace kvs {
+
+Result<std::unique_ptr<SequenceRunner>> SequenceRunner::create(std::shared_ptr<const Model> model,
+                                                              const RunnerOptions& opt) {
+    using R = Result<std::unique_ptr<SequenceRunner>>;
+    if (opt.n_ctx < 1) return R::error("context size must be at least 1 token, got " + std::to_string(opt.n_ctx));
+    if (opt.n_batch < 1) return R::error("batch size must be at least 1 token, got " + std::to_string(opt.n_batch));
+    if (opt.block_size != 8 && opt.block_size != 16 && opt.block_size != 32)
+        return R::error("KV block size must be 8, 16 or 32 tokens, got " + std::to_string(opt.block_size));
+    std::unique_ptr<SequenceRunner> r(new SequenceRunner);
+    r->m_opt = opt;
+    r->m_model = std::move(model);
+    r->m_backend = make_backend(opt.backend, opt.n_threads, &r->m_backend_note);
+    if (!r->m_backend) return R::error(r->m_backend_note);
+    for (const auto* w : {&r->m_model->token_embd, &r->m_model->output})
+        if (!r->m_backend->supports(w->dtype))
+            return R::error("backend " + r->m_backend->name() + " cannot run weights of type " +
+                            std::string(dtype_name(w->dtype)));
+    const int n_blocks = (opt.n_ctx + opt.block_size - 1) / opt.block_size;
+    r->m_kv = std::make_unique<KvTensors>(*r->m_backend, r->m_model->config, n_blocks, opt.block_size);
+    r->m_pool = std::make_unique<BlockPool>(n_blocks);
+    r->m_forward = std::make_unique<LlamaForward>(r->m_model, *r->m_backend, *r->m_kv,
+                                                  std::min(opt.n_batch, opt.n_ctx));
+    return r;
+}
+
+SequenceRunner::~SequenceRunner() = default;
+
+void SequenceRunner::clear() {
+    m_pool->release(m_block_table);
+    m_block_table.clear();
+    m_n_past = 0;
+}
+
+Status SequenceRunner::ensure_blocks(int n_tokens_total) {
+    const int bs = m_opt.block_size;
+    const int need = (n_tokens_total + bs - 1) / bs - static_cast<int>(m_block_table.size());
+    if (need <= 0) return Status::ok();
+    auto got = m_pool->allocate(need);
+    if (!got) return got.status();
+    m_block_table.insert(m_block_table.end(), got->begin(), got->end());
+    return Status::ok();
+}
+
+Status SequenceRunner::eval(const std::vector<int32_t>& tokens, bool all_logits, std::vector<float>* logits) {
+    const int n = static_cast<int>(tokens.size());
+    if (n == 0) return Status::error("eval: no tokens");
+    if (m_n_past + n > m_opt.n_ctx)
+        return Status::error("the sequence would be " + std::to_string(m_n_past + n) +
+                             " tokens long, over the context of " + std::to_string(m_opt.n_ctx) +
+                             " tokens (prompt too long: shorten it or raise --ctx)");
+    KVS_RETURN_IF_ERROR(ensure_blocks(m_n_past + n));
+    logits->clear();
+    std::vector<float> chunk_logits;
+    for (int start = 0; start < n; start += m_forward->max_tokens()) {
+        const int len = std::min(m_forward->max_tokens(), n - start);
+        ForwardBatch b;
+        b.tokens.assign(tokens.begin() + start, tokens.begin() + start + len);
+        for (int i = 0; i < len; ++i) {
+            b.positions.push_back(m_n_past + start + i);
+            b.token_seq.push_back(0);
+        }
+        b.n_seqs = 1;
+        b.max_blocks_per_seq = static_cast<int>(m_block_table.size());
+        b.block_tables = m_block_table;
+        const bool last_chunk = start + len == n;
+        if (all_logits)
+            for (int i = 0; i < len; ++i) b.logit_rows.push_back(i);
+        else if (last_chunk)
+            b.logit_rows.push_back(len - 1);
+        KVS_RETURN_IF_ERROR(m_forward->forward(b, &chunk_logits));
+        if (!b.logit_rows.empty()) logits->insert(logits->end(), chunk_logits.begin(), chunk_logits.end());
+    }
+    m_n_past += n;
+    return Status::ok();
+}
+
+}  // namespace kvs

@@ -1,0 +1,66 @@
+#pragma once
+// One sequence on the engine: the model, a backend, a paged KV cache whose blocks are
+// taken from a BlockPool as the sequence grows, and the forward pass. Used by
+// `kvscope generate`, `kvscope bench` and the reference-logit tests; the batching
+// engine (engine/runtime/engine.h) drives many sequences through the same parts.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/kv_cache/block_pool.h"
+#include "engine/kv_cache/kv_tensors.h"
+#include "engine/model/llama_forward.h"
+#include "engine/model/model.h"
+#include "kernels/backend.h"
+
+namespace kvs {
+
+struct RunnerOptions {
+    int n_ctx = 4096;            // longest sequence (prompt + generated) in tokens
+    int n_batch = 512;           // most tokens per forward pass (prompt chunk size)
+    int block_size = 16;         // tokens per KV block
+    int n_threads = 0;           // 0: one per core
+    std::string backend = "auto";// "auto", "cpu", "cuda"
+    std::string simd = "auto";   // CPU kernel level: "auto", "avx512", "avx2", "scalar"
+};
+
+class SequenceRunner {
+public:
+    static Result<std::unique_ptr<SequenceRunner>> create(std::shared_ptr<const Model> model, const RunnerOptions& opt);
+    ~SequenceRunner();
+
+    // Appends tokens to the sequence and runs them (in chunks of n_batch). With
+    // all_logits, *logits gets [tokens.size(), n_vocab]; otherwise [1, n_vocab] for the
+    // last token. Fails cleanly, leaving the sequence unchanged, when the tokens would
+    // pass n_ctx or the KV pool has no room.
+    Status eval(const std::vector<int32_t>& tokens, bool all_logits, std::vector<float>* logits);
+    // Forget the sequence and give its blocks back.
+    void clear();
+
+    int n_past() const { return m_n_past; }
+    int n_ctx() const { return m_opt.n_ctx; }
+    const Model& model() const { return *m_model; }
+    Backend& backend() { return *m_backend; }
+    const std::string& backend_note() const { return m_backend_note; }
+    int64_t kv_bytes() const { return m_kv->bytes(); }
+    int64_t scratch_bytes() const { return m_forward->scratch_bytes(); }
+    const std::vector<int32_t>& block_table() const { return m_block_table; }
+
+private:
+    SequenceRunner() = default;
+    Status ensure_blocks(int n_tokens_total);
+
+    RunnerOptions m_opt;
+    std::shared_ptr<const Model> m_model;
+    std::unique_ptr<Backend> m_backend;
+    std::string m_backend_note;
+    std::unique_ptr<KvTensors> m_kv;
+    std::unique_ptr<BlockPool> m_pool;
+    std::unique_ptr<LlamaForward> m_forward;
+    std::vector<int32_t> m_block_table;  // [n_blocks held] in position order
+    int m_n_past = 0;
+};
+
+}  // namespace kvs
