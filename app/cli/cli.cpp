@@ -1,0 +1,104 @@
+#include "app/cli/cli.h"
+
+#include <CLI/CLI.hpp>
+#include <cstdio>
+#include <thread>
+
+#include "app/cli/commands.h"
+#include "app/gui_main.h"
+#include "engine/model/model_registry.h"
+
+namespace kvs::app {
+namespace {
+
+void add_runner_options(CLI::App* c, RunnerOptions& r) {
+    c->add_option("--ctx", r.n_ctx, "context size in tokens")->check(CLI::PositiveNumber);
+    c->add_option("--batch", r.n_batch, "most tokens per forward pass (prompt chunk)")->check(CLI::PositiveNumber);
+    c->add_option("-t,--threads", r.n_threads, "CPU threads (0: one per core)")->check(CLI::NonNegativeNumber);
+    c->add_option("--backend", r.backend, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+    c->add_option("--simd", r.simd, "CPU kernels: auto, avx512, avx2, scalar")
+        ->check(CLI::IsMember({"auto", "avx512", "avx2", "scalar"}));
+    c->add_option("--block-size", r.block_size, "KV block size in tokens (8, 16, 32)")
+        ->check(CLI::IsMember({8, 16, 32}));
+}
+
+void add_sampling_options(CLI::App* c, SamplingParams& s) {
+    c->add_option("-n,--max-tokens", s.max_tokens, "tokens to generate (-1: until end or context full)");
+    c->add_option("--temp", s.temperature, "temperature (0: greedy)")->check(CLI::NonNegativeNumber);
+    c->add_option("--top-k", s.top_k, "keep the k most likely tokens (0: off)")->check(CLI::NonNegativeNumber);
+    c->add_option("--top-p", s.top_p, "nucleus sampling mass (1: off)")->check(CLI::Range(0.0, 1.0));
+    c->add_option("--min-p", s.min_p, "drop tokens under min-p x the top probability (0: off)")
+        ->check(CLI::Range(0.0, 1.0));
+    c->add_option("--repeat-penalty", s.repeat_penalty, "repetition penalty (1: off)")->check(CLI::PositiveNumber);
+    c->add_option("--presence-penalty", s.presence_penalty, "presence penalty (0: off)");
+    c->add_option("--frequency-penalty", s.frequency_penalty, "frequency penalty (0: off)");
+    c->add_option("--penalty-last-n", s.penalty_last_n, "tokens the penalties look back over");
+    c->add_option("--no-repeat-ngram", s.no_repeat_ngram_size, "ban repeating n-grams of this size (0: off)")
+        ->check(CLI::NonNegativeNumber);
+    c->add_option("--seed", s.seed, "random seed");
+    c->add_option("--stop", s.stop, "stop string (repeatable)");
+    c->add_flag("--ignore-eos", s.ignore_eos, "keep generating past end-of-sequence tokens");
+}
+
+}  // namespace
+
+int run_main(int argc, char** argv) {
+    if (argc <= 1) return run_gui(argc, argv);
+
+    CLI::App app{"KV Scope: run language models locally and watch the inference engine work.\n"
+                 "Without a subcommand, opens the desktop program."};
+    app.require_subcommand(0, 1);
+    app.set_version_flag("--version", "kvscope 0.1.0");
+    const std::string model_help = "model: a .gguf file, a safetensors folder, or an installed name (default " +
+                                   std::string(kDefaultModelName) + ")";
+
+    GenerateOptions gen;
+    gen.model = std::string(kDefaultModelName);
+    auto* g = app.add_subcommand("generate", "generate text from a prompt, streaming tokens");
+    g->add_option("-m,--model", gen.model, model_help);
+    g->add_option("-p,--prompt", gen.prompt, "the prompt");
+    g->add_option("-f,--file", gen.prompt_file, "read the prompt from a file")->check(CLI::ExistingFile);
+    g->add_flag("--chat", gen.chat, "wrap the prompt in the model's chat template as a user message");
+    g->add_option("--system", gen.system, "system prompt (with --chat)");
+    g->add_flag("--no-stats", gen.quiet_stats, "do not print timings");
+    add_sampling_options(g, gen.sampling);
+    add_runner_options(g, gen.runner);
+
+    InspectOptions ins;
+    ins.model = std::string(kDefaultModelName);
+    auto* in = app.add_subcommand("inspect", "architecture, tensor types, parameters, weight and KV memory");
+    in->add_option("model", ins.model, model_help);
+    in->add_option("--ctx", ins.ctx, "context for the KV size (default: the model's)")->check(CLI::PositiveNumber);
+    in->add_option("--batch", ins.batch, "concurrent sequences for the KV size")->check(CLI::PositiveNumber);
+    in->add_flag("--tensors", ins.tensors, "list every tensor");
+    in->add_flag("--json", ins.json, "print JSON");
+
+    BenchOptions bench;
+    bench.model = std::string(kDefaultModelName);
+    auto* b = app.add_subcommand("bench", "prompt processing (pp) and generation (tg) speed, llama-bench style");
+    b->add_option("model", bench.model, model_help);
+    b->add_option("-p,--n-prompt", bench.n_prompt, "prompt tokens for pp")->check(CLI::NonNegativeNumber);
+    b->add_option("-n,--n-gen", bench.n_gen, "generated tokens for tg")->check(CLI::NonNegativeNumber);
+    b->add_option("-r,--repetitions", bench.repetitions, "runs per test")->check(CLI::PositiveNumber);
+    b->add_flag("--json", bench.json, "print JSON instead of the table");
+    b->add_option("--json-out", bench.json_out, "also write the JSON to this file");
+    add_runner_options(b, bench.runner);
+
+    try {
+        app.parse(argc, argv);
+    } catch (const CLI::ParseError& e) {
+        return app.exit(e);
+    }
+    if (g->parsed()) {
+        if (gen.prompt.empty() && gen.prompt_file.empty()) {
+            std::fprintf(stderr, "error: generate needs --prompt TEXT or --file PATH\n");
+            return 1;
+        }
+        return cmd_generate(gen);
+    }
+    if (in->parsed()) return cmd_inspect(ins);
+    if (b->parsed()) return cmd_bench(bench);
+    return run_gui(argc, argv);
+}
+
+}  // namespace kvs::app

@@ -1,0 +1,53 @@
+#pragma once
+// The only place Qt meets the engine: a QObject that lives on its own QThread, owns the
+// model and the sequence runner, and turns engine callbacks into queued Qt signals.
+// The GUI calls its slots through queued connections and never waits on it.
+#include <QObject>
+#include <QString>
+#include <QStringList>
+#include <atomic>
+#include <memory>
+
+namespace kvs {
+struct Model;
+class SequenceRunner;
+class Tokenizer;
+}  // namespace kvs
+
+namespace kvs::app {
+
+struct ChatTurn {
+    QString role;     // "system", "user", "assistant"
+    QString content;
+};
+
+class EngineBridge : public QObject {
+    Q_OBJECT
+public:
+    EngineBridge();
+    ~EngineBridge() override;
+    // Thread-safe: asks a running generation to stop after the current token.
+    void requestStop() { m_stop.store(true); }
+
+public slots:
+    void loadModel(const QString& nameOrPath);
+    // Generates the assistant's reply to the conversation (system/user/assistant turns).
+    void generateReply(const QList<kvs::app::ChatTurn>& turns, double temperature, int maxTokens);
+
+signals:
+    void modelLoaded(const QString& description);
+    void modelLoadFailed(const QString& message);
+    void textGenerated(const QString& piece);
+    void generationFinished(const QString& summary);
+    void generationFailed(const QString& message);
+
+private:
+    std::shared_ptr<Model> m_model;
+    std::unique_ptr<Tokenizer> m_tokenizer;
+    std::unique_ptr<SequenceRunner> m_runner;
+    std::atomic<bool> m_stop{false};
+};
+
+}  // namespace kvs::app
+
+Q_DECLARE_METATYPE(kvs::app::ChatTurn)

@@ -1,0 +1,129 @@
+#include "ui/chat_view.h"
+
+#include <QHBoxLayout>
+#include <QKeyEvent>
+#include <QLabel>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QScrollBar>
+#include <QTextBrowser>
+#include <QVBoxLayout>
+
+namespace kvs::ui {
+
+ChatView::ChatView(QWidget* parent) : QWidget(parent) {
+    m_transcript = new QTextBrowser(this);
+    m_transcript->setOpenExternalLinks(false);
+    m_transcript->setObjectName("chatTranscript");
+    m_prompt = new QPlainTextEdit(this);
+    m_prompt->setObjectName("chatPrompt");
+    m_prompt->setPlaceholderText(tr("Message the model… (Ctrl+Enter to send)"));
+    m_prompt->setMaximumHeight(110);
+    m_prompt->installEventFilter(this);
+    m_send = new QPushButton(tr("Send"), this);
+    m_send->setObjectName("sendButton");
+    m_send->setDefault(true);
+    m_stop = new QPushButton(tr("Stop"), this);
+    m_stop->setObjectName("stopButton");
+    m_hint = new QLabel(this);
+    m_hint->setObjectName("chatHint");
+
+    auto* buttons = new QVBoxLayout;
+    buttons->addWidget(m_send);
+    buttons->addWidget(m_stop);
+    buttons->addStretch();
+    auto* bottom = new QHBoxLayout;
+    bottom->addWidget(m_prompt, 1);
+    bottom->addLayout(buttons);
+    auto* lay = new QVBoxLayout(this);
+    lay->addWidget(m_transcript, 1);
+    lay->addWidget(m_hint);
+    lay->addLayout(bottom);
+
+    connect(m_send, &QPushButton::clicked, this, &ChatView::send);
+    connect(m_stop, &QPushButton::clicked, this, &ChatView::stopRequested);
+    setReady(false, tr("Loading model…"));
+}
+
+bool ChatView::eventFilter(QObject* obj, QEvent* ev) {
+    if (obj == m_prompt && ev->type() == QEvent::KeyPress) {
+        auto* k = static_cast<QKeyEvent*>(ev);
+        if ((k->key() == Qt::Key_Return || k->key() == Qt::Key_Enter) && (k->modifiers() & Qt::ControlModifier)) {
+            send();
+            return true;
+        }
+    }
+    return QWidget::eventFilter(obj, ev);
+}
+
+void ChatView::send() {
+    const QString text = m_prompt->toPlainText().trimmed();
+    if (text.isEmpty() || !m_ready || m_generating) return;
+    m_prompt->clear();
+    emit sendRequested(text);
+}
+
+void ChatView::setReady(bool ready, const QString& why) {
+    m_ready = ready;
+    m_hint->setText(why);
+    m_hint->setVisible(!why.isEmpty());
+    m_send->setEnabled(m_ready && !m_generating);
+    m_stop->setEnabled(m_generating);
+}
+
+void ChatView::setGenerating(bool generating) {
+    m_generating = generating;
+    m_send->setEnabled(m_ready && !m_generating);
+    m_stop->setEnabled(m_generating);
+}
+
+void ChatView::appendUserMessage(const QString& text) {
+    m_turns.append({"user", text, {}});
+    render();
+}
+
+void ChatView::beginAssistantMessage() {
+    m_turns.append({"assistant", {}, {}});
+    render();
+}
+
+void ChatView::appendAssistantText(const QString& piece) {
+    if (m_turns.isEmpty() || m_turns.last().role != "assistant") beginAssistantMessage();
+    m_turns.last().text += piece;
+    render();
+}
+
+void ChatView::endAssistantMessage(const QString& footer) {
+    if (!m_turns.isEmpty() && m_turns.last().role == "assistant") m_turns.last().footer = footer;
+    render();
+}
+
+void ChatView::appendNotice(const QString& text) {
+    m_turns.append({"notice", text, {}});
+    render();
+}
+
+QString ChatView::transcriptText() const { return m_transcript->toPlainText(); }
+QString ChatView::promptText() const { return m_prompt->toPlainText(); }
+
+void ChatView::render() {
+    QString html;
+    for (const auto& t : m_turns) {
+        const QString body = t.text.toHtmlEscaped().replace("\n", "<br>");
+        if (t.role == "user")
+            html += QString("<p style='margin:8px 0'><b>You</b><br>%1</p>").arg(body);
+        else if (t.role == "assistant")
+            html += QString("<p style='margin:8px 0'><b>Assistant</b><br>%1%2</p>")
+                        .arg(body, t.footer.isEmpty() ? QString()
+                                                      : QString("<br><span style='color:gray; font-size:small'>%1</span>")
+                                                            .arg(t.footer.toHtmlEscaped()));
+        else
+            html += QString("<p style='margin:8px 0; color:#b05000'><i>%1</i></p>").arg(body);
+    }
+    auto* sb = m_transcript->verticalScrollBar();
+    const bool at_end = sb->value() >= sb->maximum() - 4;
+    m_transcript->setHtml(html);
+    if (at_end) sb->setValue(sb->maximum());
+}
+
+}  // namespace kvs::ui

@@ -1,0 +1,54 @@
+#pragma once
+// The chat view: the conversation as it streams, a prompt box, Send and Stop.
+// Plain Qt; it knows nothing of the engine (app/engine_bridge feeds it).
+#include <QWidget>
+
+class QTextBrowser;
+class QPlainTextEdit;
+class QPushButton;
+class QLabel;
+
+namespace kvs::ui {
+
+class ChatView : public QWidget {
+    Q_OBJECT
+public:
+    explicit ChatView(QWidget* parent = nullptr);
+
+    void setReady(bool ready, const QString& why = {});  // enable Send once a model is loaded
+    void setGenerating(bool generating);
+    void appendUserMessage(const QString& text);
+    void beginAssistantMessage();
+    void appendAssistantText(const QString& piece);
+    void endAssistantMessage(const QString& footer);
+    void appendNotice(const QString& text);           // errors and status lines in the transcript
+    QString transcriptText() const;
+    QString promptText() const;
+
+signals:
+    void sendRequested(const QString& text);
+    void stopRequested();
+
+protected:
+    bool eventFilter(QObject* obj, QEvent* ev) override;
+
+private:
+    void send();
+    void render();
+
+    struct Turn {
+        QString role;  // "user", "assistant", "notice"
+        QString text;
+        QString footer;
+    };
+    QList<Turn> m_turns;
+    QTextBrowser* m_transcript;
+    QPlainTextEdit* m_prompt;
+    QPushButton* m_send;
+    QPushButton* m_stop;
+    QLabel* m_hint;
+    bool m_ready = false;
+    bool m_generating = false;
+};
+
+}  // namespace kvs::ui
