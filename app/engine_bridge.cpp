@@ -15,31 +15,31 @@ EngineBridge::~EngineBridge() = default;
 void EngineBridge::loadModel(const QString& nameOrPath) {
     auto path = resolve_model(nameOrPath.toStdString());
     if (!path) {
-        emit modelLoadFailed(QString::fromStdString(path.message()));
+        Q_EMIT modelLoadFailed(QString::fromStdString(path.message()));
         return;
     }
     auto model = load_model(path.value());
     if (!model) {
-        emit modelLoadFailed(QString::fromStdString(model.message()));
+        Q_EMIT modelLoadFailed(QString::fromStdString(model.message()));
         return;
     }
     auto tok = Tokenizer::create(model.value()->vocab);
     if (!tok) {
-        emit modelLoadFailed(QString::fromStdString("tokenizer: " + tok.message()));
+        Q_EMIT modelLoadFailed(QString::fromStdString("tokenizer: " + tok.message()));
         return;
     }
     RunnerOptions ro;
     ro.n_ctx = std::min(4096, std::max(256, model.value()->config.n_ctx_train));
     auto runner = SequenceRunner::create(model.value(), ro);
     if (!runner) {
-        emit modelLoadFailed(QString::fromStdString(runner.message()));
+        Q_EMIT modelLoadFailed(QString::fromStdString(runner.message()));
         return;
     }
     m_model = model.value();
     m_tokenizer = std::make_unique<Tokenizer>(std::move(tok.value()));
     m_runner = std::move(runner.value());
     const auto& c = m_model->config;
-    emit modelLoaded(QString("%1 · %2 · %3 layers · %4 M params · %5")
+    Q_EMIT modelLoaded(QString("%1 · %2 · %3 layers · %4 M params · %5")
                          .arg(QString::fromStdString(c.name), QString::fromStdString(m_model->file_type))
                          .arg(c.n_layer)
                          .arg(m_model->n_params / 1e6, 0, 'f', 0)
@@ -48,7 +48,7 @@ void EngineBridge::loadModel(const QString& nameOrPath) {
 
 void EngineBridge::generateReply(const QList<ChatTurn>& turns, double temperature, int maxTokens) {
     if (!m_runner) {
-        emit generationFailed(tr("no model is loaded"));
+        Q_EMIT generationFailed(tr("no model is loaded"));
         return;
     }
     m_stop.store(false);
@@ -63,14 +63,14 @@ void EngineBridge::generateReply(const QList<ChatTurn>& turns, double temperatur
     sp.max_tokens = maxTokens;
     m_runner->clear();
     auto st = generate(*m_runner, *m_tokenizer, prompt, sp, [this](const std::string& piece) {
-        emit textGenerated(QString::fromStdString(piece));
+        Q_EMIT textGenerated(QString::fromStdString(piece));
         return !m_stop.load();
     });
     if (!st) {
-        emit generationFailed(QString::fromStdString(st.message()));
+        Q_EMIT generationFailed(QString::fromStdString(st.message()));
         return;
     }
-    emit generationFinished(QString("%1 tokens · %2 tok/s · TTFT %3 ms · %4")
+    Q_EMIT generationFinished(QString("%1 tokens · %2 tok/s · TTFT %3 ms · %4")
                                 .arg(st->n_generated)
                                 .arg(st->decode_tps(), 0, 'f', 1)
                                 .arg(st->ttft_ms, 0, 'f', 0)

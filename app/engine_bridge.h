@@ -29,12 +29,12 @@ public:
     // Thread-safe: asks a running generation to stop after the current token.
     void requestStop() { m_stop.store(true); }
 
-public slots:
+public Q_SLOTS:
     void loadModel(const QString& nameOrPath);
     // Generates the assistant's reply to the conversation (system/user/assistant turns).
     void generateReply(const QList<kvs::app::ChatTurn>& turns, double temperature, int maxTokens);
 
-signals:
+Q_SIGNALS:
     void modelLoaded(const QString& description);
     void modelLoadFailed(const QString& message);
     void textGenerated(const QString& piece);

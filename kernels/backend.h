@@ -38,7 +38,7 @@ struct KvStoreArgs {
     const float* v = nullptr;       // [n_tokens, kv_dim]
     uint16_t* k_cache = nullptr;    // [n_blocks, block_size, kv_dim] fp16 bits
     uint16_t* v_cache = nullptr;    // [n_blocks, block_size, kv_dim] fp16 bits
-    const int32_t* slots = nullptr; // [n_tokens] block_id * block_size + offset in block
+    const int32_t* slot_mapping = nullptr; // [n_tokens] block_id * block_size + offset in block
     int n_tokens = 0;
     int kv_dim = 0;                 // n_kv_head * head_dim
 };

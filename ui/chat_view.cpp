@@ -60,7 +60,7 @@ void ChatView::send() {
     const QString text = m_prompt->toPlainText().trimmed();
     if (text.isEmpty() || !m_ready || m_generating) return;
     m_prompt->clear();
-    emit sendRequested(text);
+    Q_EMIT sendRequested(text);
 }
 
 void ChatView::setReady(bool ready, const QString& why) {

@@ -25,7 +25,7 @@ public:
     QString transcriptText() const;
     QString promptText() const;
 
-signals:
+Q_SIGNALS:
     void sendRequested(const QString& text);
     void stopRequested();
 

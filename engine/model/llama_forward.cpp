@@ -130,7 +130,7 @@ void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
     st.v = b.v;
     st.k_cache = m_kv.k(il);
     st.v_cache = m_kv.v(il);
-    st.slots = b.slots;
+    st.slot_mapping = b.slots;
     st.n_tokens = n_tokens;
     st.kv_dim = kv_dim;
     m_backend.kv_store(st);

@@ -1,0 +1,72 @@
+#pragma once
+// Picks the next token from a row of logits.
+//
+// Order of operations (each step is skipped when its parameter is off):
+//   1. penalties: repetition / presence / frequency over the last penalty_last_n ids,
+//      then the no-repeat-n-gram ban (engine/sampling/penalties.h). These also apply
+//      in greedy mode, as in llama.cpp, and are no-ops at their defaults.
+//   2. temperature == 0: greedy, the argmax with the lowest id winning a tie.
+//   3. top-k (partial selection, no full sort), temperature, top-p, min-p,
+//      softmax over the survivors and one draw from a std::mt19937_64 seeded with
+//      params.seed, so a fixed seed gives the same tokens.
+// With top_k = 0 and top_p < 1, the nucleus is found among the tokens above a
+// probability threshold that is lowered until they hold top_p of the mass, so only
+// those few are sorted.
+#include <cstdint>
+#include <random>
+#include <span>
+#include <vector>
+
+#include "engine/sampling/sampling_params.h"
+
+namespace kvs {
+
+struct TokenProb {
+    int32_t id = 0;
+    float p = 0.0f;  // probability after every filter (the survivors sum to 1)
+};
+
+class Sampler {
+public:
+    explicit Sampler(const SamplingParams& params);
+
+    // Returns the next token id. logits may be modified (penalties, bans).
+    int32_t sample(float* logits /*[n_vocab], may be modified*/, int n_vocab,
+                   std::span<const int32_t> history /*prompt+generated ids*/);
+
+    // The distribution sample() draws from when temperature > 0: the surviving
+    // candidates, most likely first (ties: lower id first), probabilities summing to 1.
+    // Applies the penalties to logits like sample(). Draws nothing.
+    const std::vector<TokenProb>& distribution(float* logits /*[n_vocab], may be modified*/, int n_vocab,
+                                               std::span<const int32_t> history);
+
+    const SamplingParams& params() const { return m_params; }
+
+private:
+    struct Candidate {
+        int32_t id;
+        float logit;  // logit / temperature once scaled
+        float w;      // exp(logit - max logit), unnormalized probability
+    };
+    void compute_distribution(float* logits, int n_vocab, std::span<const int32_t> history);  // fills m_dist
+    void select_top_k(const float* logits, int n_vocab, int k);
+    void select_nucleus_superset(const float* logits, int n_vocab);
+    void select_min_p_or_all(const float* logits, int n_vocab);
+    double weigh(double total_or_flag);  // fills w; returns the mass top-p is measured against
+    void cut_top_p(double total);
+    void cut_min_p();
+    int32_t draw();
+
+    SamplingParams m_params;
+    std::mt19937_64 m_rng;
+    std::vector<Candidate> m_cand;      // [n_candidates], sorted best first unless m_sorted is false
+    bool m_sorted = true;
+    std::vector<float> m_weights;       // [n_vocab] scratch for the top-p fast path
+    double m_weights_total = 0.0;       // sum of m_weights: the full-vocabulary mass
+    std::vector<TokenProb> m_dist;      // [n_candidates] result of distribution()
+};
+
+// Index of the largest logit, the lowest index among equals. -inf everywhere gives 0.
+int32_t argmax_lowest_id(const float* logits /*[n_vocab]*/, int n_vocab);
+
+}  // namespace kvs

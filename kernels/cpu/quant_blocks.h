@@ -1,0 +1,105 @@
+#pragma once
+// GGML's quantized block layouts, byte for byte as GGUF files store them
+// (ggml/src/ggml-common.h). Private to kernels/cpu: the rest of the program sees
+// only DType and row_bytes().
+#include <cstdint>
+
+#include "kernels/dtype.h"
+
+namespace kvs::cpu {
+
+constexpr int kQK32 = 32;   // elements per block of the Q4_0 ... Q8_1 family
+constexpr int kQKK = 256;   // elements per super-block of the K-quants
+constexpr int kKScaleBytes = 12;
+
+struct BlockQ4_0 {
+    uint16_t d;        // fp16 scale; x = d * (q - 8)
+    uint8_t qs[16];    // element j in the low nibble of qs[j], element j+16 in the high nibble
+};
+struct BlockQ4_1 {
+    uint16_t d;        // fp16 scale
+    uint16_t m;        // fp16 minimum; x = d * q + m
+    uint8_t qs[16];
+};
+struct BlockQ5_0 {
+    uint16_t d;        // x = d * (q - 16), q = nibble | (bit j of qh) << 4
+    uint8_t qh[4];     // 5th bits, little-endian uint32: bit j for element j
+    uint8_t qs[16];
+};
+struct BlockQ5_1 {
+    uint16_t d;
+    uint16_t m;        // x = d * q + m
+    uint8_t qh[4];
+    uint8_t qs[16];
+};
+struct BlockQ8_0 {
+    uint16_t d;        // x = d * q
+    int8_t qs[32];
+};
+struct BlockQ8_1 {
+    uint16_t d;        // x = d * q
+    uint16_t s;        // fp16 of d * sum(qs)
+    int8_t qs[32];
+};
+// K-quants: 256 elements in 8 sub-blocks of 32 (Q4_K/Q5_K) or 16 of 16 (Q6_K).
+struct BlockQ4_K {
+    uint16_t d;                      // fp16 scale of the 6-bit sub-block scales
+    uint16_t dmin;                   // fp16 scale of the 6-bit sub-block mins
+    uint8_t scales[kKScaleBytes];    // 8 scales + 8 mins, 6 bits each (see scale_min_k4)
+    uint8_t qs[128];                 // per 64 elements: 32 bytes, low nibbles first 32, high nibbles next 32
+};
+struct BlockQ5_K {
+    uint16_t d;
+    uint16_t dmin;
+    uint8_t scales[kKScaleBytes];
+    uint8_t qh[32];                  // 5th bit: element 64*j + l uses bit 2j of qh[l], 64*j + 32 + l bit 2j+1
+    uint8_t qs[128];
+};
+struct BlockQ6_K {
+    uint8_t ql[128];                 // low 4 bits
+    uint8_t qh[64];                  // high 2 bits
+    int8_t scales[16];               // one per 16 elements
+    uint16_t d;                      // x = d * scales[e / 16] * (q - 32)
+};
+struct BlockQ8_K {
+    float d;                         // x = d * q (float, not fp16)
+    int8_t qs[256];
+    int16_t bsums[16];               // sums of qs in groups of 16
+};
+
+static_assert(sizeof(BlockQ4_0) == 18);
+static_assert(sizeof(BlockQ4_1) == 20);
+static_assert(sizeof(BlockQ5_0) == 22);
+static_assert(sizeof(BlockQ5_1) == 24);
+static_assert(sizeof(BlockQ8_0) == 34);
+static_assert(sizeof(BlockQ8_1) == 36);
+static_assert(sizeof(BlockQ4_K) == 144);
+static_assert(sizeof(BlockQ5_K) == 176);
+static_assert(sizeof(BlockQ6_K) == 210);
+static_assert(sizeof(BlockQ8_K) == 292);
+
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block (get_scale_min_k4).
+inline void scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = static_cast<uint8_t>((q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4));
+        *m = static_cast<uint8_t>((q[j + 4] >> 4) | ((q[j] >> 6) << 4));
+    }
+}
+
+// Inverse of scale_min_k4: pack 8 scales and 8 mins (each < 64) into 12 bytes.
+inline void pack_scale_min_k4(const uint8_t* sc, const uint8_t* m, uint8_t* q) {
+    for (int j = 0; j < 4; ++j) {
+        q[j] = static_cast<uint8_t>((sc[j] & 63) | ((sc[j + 4] >> 4) << 6));
+        q[j + 4] = static_cast<uint8_t>((m[j] & 63) | ((m[j + 4] >> 4) << 6));
+        q[j + 8] = static_cast<uint8_t>((sc[j + 4] & 0xF) | ((m[j + 4] & 0xF) << 4));
+    }
+}
+
+// The K-quant half of dequantize_row/quantize_row (quant_formats_k.cpp): Q4_K, Q5_K, Q6_K, Q8_K.
+void dequantize_row_k(DType t, const void* src, float* dst, int64_t n);
+void quantize_row_k(DType t, const float* src, void* dst, int64_t n);
+
+}  // namespace kvs::cpu

@@ -1,0 +1,46 @@
+#pragma once
+// Private interface between matmul.cpp and the per-level dot-product kernels
+// (vec_dot_scalar.cpp, vec_dot_avx2.cpp).
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/quant_blocks.h"
+
+namespace kvs::cpu {
+
+// ---- scalar reference: w_row in type t, act_row in activation_type(t) (GGML blocks or F32)
+float vec_dot_scalar(DType t, const void* w_row, const void* act_row, int64_t n);
+
+// ---- AVX2 (only call when detect_simd() >= Avx2)
+bool avx2_supports(DType t);  // weight types with an AVX2 kernel
+float vec_dot_avx2(DType t, const void* w_row, const void* act_row, int64_t n);
+
+// The activations of one matmul call, prepared once for the AVX2 kernels.
+//  - 32-element weight types (Q4_0/Q4_1/Q5_0/Q5_1/Q8_0): int8 quants contiguous per token
+//    plus float scales d and d*sum(q) per block, stored block-major so a tile of
+//    tokens reads its scales with one load.
+//  - K-quants: GGML Q8_K blocks per token.
+//  - float weights: the F32 input itself.
+struct ActPanel {
+    int n_tokens = 0;
+    int64_t n_in = 0;
+    const int8_t* qs = nullptr;       // [n_tokens, n_in]
+    const float* d = nullptr;         // [n_in / 32, n_tokens]
+    const float* s = nullptr;         // [n_in / 32, n_tokens]
+    const BlockQ8_K* q8k = nullptr;   // [n_tokens, n_in / 256]
+    const float* f32 = nullptr;       // [n_tokens, n_in]
+};
+
+// Bytes of scratch avx2_prepare_act needs for n_tokens rows of n_in (64-byte aligned parts).
+size_t avx2_act_bytes(DType weight_type, int n_tokens, int64_t n_in);
+// Lays out the panel inside scratch (no quantization yet).
+ActPanel avx2_act_layout(DType weight_type, void* scratch, const float* x, int n_tokens, int64_t n_in);
+// Quantizes tokens [t0, t1) of x [n_tokens, n_in] into the panel (separate token ranges may run in parallel).
+void avx2_quantize_act(DType weight_type, const ActPanel& panel, const float* x, int t0, int t1);
+// y[t, r] for r in [r0, r1), t in [t0, t1); y row stride ldy. Each output is computed the
+// same way whatever the tile it lands in, so results do not depend on n_tokens or threads.
+void avx2_gemm(const WeightView& w, const ActPanel& a, int64_t r0, int64_t r1, int t0, int t1, float* y,
+               int64_t ldy);
+
+}  // namespace kvs::cpu

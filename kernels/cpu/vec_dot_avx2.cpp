@@ -1,0 +1,345 @@
+// AVX2 kernels for the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) and the
+// float weights (F32, F16, BF16), the activation quantizer, and the entry points of
+// vec_dot.h. K-quant tiles are in vec_dot_kquants_avx2.cpp.
+//
+// A register tile multiplies R weight rows by C tokens: each weight block is decoded
+// once into 32 unsigned bytes and used for C tokens (maddubs + madd + one FMA per pair).
+// Q4_0/Q5_0 are handled like Q4_1/Q5_1 with min = -8d / -16d: the min term is
+// sum_b m_b * s_b, with s_b = d_a * sum(q_a) precomputed per activation block.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/quant_formats.h"
+#include "kernels/cpu/simd_avx2.h"
+
+namespace kvs::cpu {
+namespace avx2 {
+namespace {
+
+inline __m256i nibbles32(const uint8_t* qs) {  // 16 bytes -> 32 values 0..15 in element order
+    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
+    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(x, 4), x), _mm256_set1_epi8(0x0F));
+}
+
+inline __m256i fifth_bits32(const uint8_t* qh4) {  // bit j of a uint32 -> 0x10 in byte j
+    uint32_t x32;
+    std::memcpy(&x32, qh4, 4);
+    const __m256i shuf = _mm256_set_epi64x(0x0303030303030303, 0x0202020202020202, 0x0101010101010101, 0);
+    __m256i bytes = _mm256_shuffle_epi8(_mm256_set1_epi32(static_cast<int>(x32)), shuf);
+    bytes = _mm256_or_si256(bytes, _mm256_set1_epi64x(0x7fbfdfeff7fbfdfe));
+    return _mm256_and_si256(_mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1)), _mm256_set1_epi8(0x10));
+}
+
+// Weight decoders: quants as unsigned bytes, scale d and min m (w = d * q + m).
+struct DecQ4_0 {
+    using B = BlockQ4_0;
+    static constexpr bool kSigned = false;
+    static __m256i quants(const B& b) { return nibbles32(b.qs); }
+    static float d(const B& b) { return h2f(b.d); }
+    static float m(const B& b) { return -8.0f * h2f(b.d); }
+};
+struct DecQ4_1 {
+    using B = BlockQ4_1;
+    static constexpr bool kSigned = false;
+    static __m256i quants(const B& b) { return nibbles32(b.qs); }
+    static float d(const B& b) { return h2f(b.d); }
+    static float m(const B& b) { return h2f(b.m); }
+};
+struct DecQ5_0 {
+    using B = BlockQ5_0;
+    static constexpr bool kSigned = false;
+    static __m256i quants(const B& b) { return _mm256_or_si256(nibbles32(b.qs), fifth_bits32(b.qh)); }
+    static float d(const B& b) { return h2f(b.d); }
+    static float m(const B& b) { return -16.0f * h2f(b.d); }
+};
+struct DecQ5_1 {
+    using B = BlockQ5_1;
+    static constexpr bool kSigned = false;
+    static __m256i quants(const B& b) { return _mm256_or_si256(nibbles32(b.qs), fifth_bits32(b.qh)); }
+    static float d(const B& b) { return h2f(b.d); }
+    static float m(const B& b) { return h2f(b.m); }
+};
+struct DecQ8_0 {  // signed quants: |q| with the sign moved onto the activation
+    using B = BlockQ8_0;
+    static constexpr bool kSigned = true;
+    static __m256i quants(const B& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); }
+    static float d(const B& b) { return h2f(b.d); }
+    static float m(const B&) { return 0.0f; }
+};
+
+template <class Dec>
+struct Tile32 {
+    template <int R, int C>
+    struct T {
+        static void run(const TileArgs& t) {
+            using B = typename Dec::B;
+            constexpr bool kMin = !Dec::kSigned;
+            const ActPanel& a = *t.a;
+            const int64_t nb = a.n_in / kQK32;
+            const int n_tok = a.n_tokens;
+            const int8_t* aq = a.qs + static_cast<int64_t>(t.t0) * a.n_in;
+            __m256 acc[R][C];
+            __m128 accm[R];  // lane c: min term of token t0 + c
+            for (int r = 0; r < R; ++r) {
+                accm[r] = _mm_setzero_ps();
+                for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+            }
+            for (int64_t b = 0; b < nb; ++b) {
+                __m256i wq[R], wsign[R];
+                __m256 dw[R];
+                const float* sb = a.s + b * n_tok + t.t0;  // [4] (panel is padded)
+                for (int r = 0; r < R; ++r) {
+                    const B& blk = reinterpret_cast<const B*>(t.w + r * t.stride)[b];
+                    wq[r] = Dec::quants(blk);
+                    if constexpr (Dec::kSigned) {
+                        wsign[r] = wq[r];
+                        wq[r] = _mm256_sign_epi8(wq[r], wq[r]);
+                    }
+                    dw[r] = _mm256_set1_ps(Dec::d(blk));
+                    if constexpr (kMin) accm[r] = _mm_fmadd_ps(_mm_set1_ps(Dec::m(blk)), _mm_loadu_ps(sb), accm[r]);
+                }
+                for (int c = 0; c < C; ++c) {
+                    const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + c * a.n_in + 32 * b));
+                    const __m256 da = _mm256_set1_ps(a.d[b * n_tok + t.t0 + c]);
+                    for (int r = 0; r < R; ++r) {
+                        __m256i p;
+                        if constexpr (Dec::kSigned) p = dot_u8s8(wq[r], _mm256_sign_epi8(av, wsign[r]));
+                        else p = dot_u8s8(wq[r], av);
+                        acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw[r], da), acc[r][c]);
+                    }
+                }
+            }
+            for (int r = 0; r < R; ++r) {
+                alignas(16) float m[4];
+                _mm_store_ps(m, accm[r]);
+                for (int c = 0; c < C; ++c) t.y[(t.t0 + c) * t.ldy + r] = hsum(acc[r][c]) + m[c];
+            }
+        }
+    };
+};
+
+// Float weights: 8 elements per step, FMA per (row, token); a scalar tail with fma.
+struct LoadF32 {
+    static __m256 load8(const uint8_t* w, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + i); }
+    static float load1(const uint8_t* w, int64_t i) { return reinterpret_cast<const float*>(w)[i]; }
+};
+struct LoadF16 {
+    static __m256 load8(const uint8_t* w, int64_t i) {
+        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(w) + i)));
+    }
+    static float load1(const uint8_t* w, int64_t i) { return h2f(reinterpret_cast<const uint16_t*>(w)[i]); }
+};
+struct LoadBF16 {
+    static __m256 load8(const uint8_t* w, int64_t i) {
+        const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(w) + i));
+        return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
+    }
+    static float load1(const uint8_t* w, int64_t i) { return bf16_to_fp32(reinterpret_cast<const uint16_t*>(w)[i]); }
+};
+
+template <class L>
+struct TileF {
+    template <int R, int C>
+    struct T {
+        static void run(const TileArgs& t) {
+            const ActPanel& a = *t.a;
+            const int64_t n = a.n_in, n8 = n & ~int64_t{7};
+            const float* x = a.f32 + static_cast<int64_t>(t.t0) * n;
+            __m256 acc[R][C];
+            for (int r = 0; r < R; ++r)
+                for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+            for (int64_t i = 0; i < n8; i += 8) {
+                __m256 wv[R];
+                for (int r = 0; r < R; ++r) wv[r] = L::load8(t.w + r * t.stride, i);
+                for (int c = 0; c < C; ++c) {
+                    const __m256 av = _mm256_loadu_ps(x + c * n + i);
+                    for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(wv[r], av, acc[r][c]);
+                }
+            }
+            for (int r = 0; r < R; ++r)
+                for (int c = 0; c < C; ++c) {
+                    float s = hsum(acc[r][c]);
+                    for (int64_t i = n8; i < n; ++i) s = std::fma(L::load1(t.w + r * t.stride, i), x[c * n + i], s);
+                    t.y[(t.t0 + c) * t.ldy + r] = s;
+                }
+        }
+    };
+};
+
+// ---- activation quantization
+
+inline size_t align64(size_t n) { return (n + 63) & ~size_t{63}; }
+
+// One 32-block: q = roundf(x / d) with d = amax / 127, exactly as quantize_row(Q8_0).
+// Returns sum(q).
+inline int quantize_block32(const float* x, int8_t* q, float* d_out) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 v[4];
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(x + 8 * k);
+    __m256 amax = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                                _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float d = _mm_cvtss_f32(m) / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const __m256 idv = _mm256_set1_ps(id);
+    const __m256 half = _mm256_set1_ps(0.49999997f);  // roundf: trunc(x + copysign(0.5 - ulp, x))
+    __m256i i32[4];
+    for (int k = 0; k < 4; ++k) {
+        const __m256 s = _mm256_mul_ps(v[k], idv);
+        const __m256 r = _mm256_round_ps(_mm256_add_ps(s, _mm256_or_ps(_mm256_and_ps(s, sign), half)),
+                                         _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+        i32[k] = _mm256_cvtps_epi32(r);
+    }
+    const int sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(i32[0], i32[1]), _mm256_add_epi32(i32[2], i32[3])));
+    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i32[0], i32[1]), _mm256_packs_epi32(i32[2], i32[3]));
+    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), p);
+    *d_out = d;
+    return sum;
+}
+
+bool is_block32(DType t) {
+    return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q8_0;
+}
+bool is_kquant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
+
+}  // namespace
+}  // namespace avx2
+
+using namespace avx2;
+
+bool avx2_supports(DType t) {
+    return is_block32(t) || is_kquant(t) || t == DType::F32 || t == DType::F16 || t == DType::BF16;
+}
+
+size_t avx2_act_bytes(DType wt, int n_tokens, int64_t n_in) {
+    if (is_block32(wt)) {
+        const size_t nb = static_cast<size_t>(n_in / kQK32);
+        return align64(static_cast<size_t>(n_tokens) * static_cast<size_t>(n_in)) +
+               2 * align64((nb * static_cast<size_t>(n_tokens) + 4) * sizeof(float)) + 64;
+    }
+    if (is_kquant(wt)) return static_cast<size_t>(n_tokens) * row_bytes(DType::Q8_K, n_in) + 64;
+    return 0;
+}
+
+ActPanel avx2_act_layout(DType wt, void* scratch, const float* x, int n_tokens, int64_t n_in) {
+    ActPanel p;
+    p.n_tokens = n_tokens;
+    p.n_in = n_in;
+    auto* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~uintptr_t{63});
+    if (is_block32(wt)) {
+        const size_t nb = static_cast<size_t>(n_in / kQK32);
+        p.qs = reinterpret_cast<int8_t*>(base);
+        base += align64(static_cast<size_t>(n_tokens) * static_cast<size_t>(n_in));
+        auto* d = reinterpret_cast<float*>(base);
+        base += align64((nb * static_cast<size_t>(n_tokens) + 4) * sizeof(float));
+        auto* s = reinterpret_cast<float*>(base);
+        std::memset(d + nb * n_tokens, 0, 4 * sizeof(float));  // padding read by 4-token tiles
+        std::memset(s + nb * n_tokens, 0, 4 * sizeof(float));
+        p.d = d, p.s = s;
+    } else if (is_kquant(wt)) {
+        p.q8k = reinterpret_cast<const BlockQ8_K*>(base);
+    } else {
+        p.f32 = x;
+    }
+    return p;
+}
+
+void avx2_quantize_act(DType wt, const ActPanel& p, const float* x, int t0, int t1) {
+    if (is_block32(wt)) {
+        const int64_t nb = p.n_in / kQK32;
+        auto* qs = const_cast<int8_t*>(p.qs);
+        auto* d = const_cast<float*>(p.d);
+        auto* s = const_cast<float*>(p.s);
+        for (int t = t0; t < t1; ++t)
+            for (int64_t b = 0; b < nb; ++b) {
+                float db;
+                const int sum = quantize_block32(x + t * p.n_in + 32 * b, qs + t * p.n_in + 32 * b, &db);
+                d[b * p.n_tokens + t] = db;
+                s[b * p.n_tokens + t] = db * static_cast<float>(sum);
+            }
+    } else if (is_kquant(wt)) {
+        const size_t rb = row_bytes(DType::Q8_K, p.n_in);
+        for (int t = t0; t < t1; ++t)
+            quantize_row(DType::Q8_K, x + t * p.n_in, reinterpret_cast<uint8_t*>(const_cast<BlockQ8_K*>(p.q8k)) + t * rb,
+                         p.n_in);
+    }
+}
+
+void avx2_gemm(const WeightView& w, const ActPanel& a, int64_t r0, int64_t r1, int t0, int t1, float* y, int64_t ldy) {
+    const size_t stride = row_bytes(w.dtype, w.n_in);
+    const uint8_t* wp = static_cast<const uint8_t*>(w.data) + r0 * stride;
+    const int64_t n = r1 - r0;
+    float* yp = y + r0;
+    const bool gemv = t1 - t0 == 1;
+    switch (w.dtype) {
+        case DType::Q4_0:
+            return gemv ? drive<Tile32<DecQ4_0>::T, 4, 1>(wp, stride, a, n, t0, t1, yp, ldy)
+                        : drive<Tile32<DecQ4_0>::T, 2, 4>(wp, stride, a, n, t0, t1, yp, ldy);
+        case DType::Q4_1:
+            return gemv ? drive<Tile32<DecQ4_1>::T, 4, 1>(wp, stride, a, n, t0, t1, yp, ldy)
+                        : drive<Tile32<DecQ4_1>::T, 2, 4>(wp, stride, a, n, t0, t1, yp, ldy);
+        case DType::Q5_0:
+            return gemv ? drive<Tile32<DecQ5_0>::T, 4, 1>(wp, stride, a, n, t0, t1, yp, ldy)
+                        : drive<Tile32<DecQ5_0>::T, 2, 4>(wp, stride, a, n, t0, t1, yp, ldy);
+        case DType::Q5_1:
+            return gemv ? drive<Tile32<DecQ5_1>::T, 4, 1>(wp, stride, a, n, t0, t1, yp, ldy)
+                        : drive<Tile32<DecQ5_1>::T, 2, 4>(wp, stride, a, n, t0, t1, yp, ldy);
+        case DType::Q8_0:
+            return gemv ? drive<Tile32<DecQ8_0>::T, 4, 1>(wp, stride, a, n, t0, t1, yp, ldy)
+                        : drive<Tile32<DecQ8_0>::T, 2, 4>(wp, stride, a, n, t0, t1, yp, ldy);
+        case DType::Q4_K: return gemm_q4_k(wp, stride, a, n, t0, t1, yp, ldy);
+        case DType::Q5_K: return gemm_q5_k(wp, stride, a, n, t0, t1, yp, ldy);
+        case DType::Q6_K: return gemm_q6_k(wp, stride, a, n, t0, t1, yp, ldy);
+        case DType::F32:
+            return gemv ? drive<TileF<LoadF32>::T, 4, 1>(wp, stride, a, n, t0, t1, yp, ldy)
+                        : drive<TileF<LoadF32>::T, 4, 2>(wp, stride, a, n, t0, t1, yp, ldy);
+        case DType::F16:
+            return gemv ? drive<TileF<LoadF16>::T, 4, 1>(wp, stride, a, n, t0, t1, yp, ldy)
+                        : drive<TileF<LoadF16>::T, 4, 2>(wp, stride, a, n, t0, t1, yp, ldy);
+        case DType::BF16:
+            return gemv ? drive<TileF<LoadBF16>::T, 4, 1>(wp, stride, a, n, t0, t1, yp, ldy)
+                        : drive<TileF<LoadBF16>::T, 4, 2>(wp, stride, a, n, t0, t1, yp, ldy);
+        default: return;
+    }
+}
+
+// One row against GGML-format activations: rebuild a one-token panel and run the tile
+// the matmul uses, so tests of vec_dot cover the matmul kernels.
+float vec_dot_avx2(DType t, const void* w_row, const void* act_row, int64_t n) {
+    thread_local std::vector<uint8_t> scratch;
+    const size_t bytes = avx2_act_bytes(t, 1, n);
+    if (scratch.size() < bytes) scratch.resize(bytes);
+    ActPanel p = avx2_act_layout(t, scratch.data(), static_cast<const float*>(act_row), 1, n);
+    if (is_block32(t)) {
+        const int64_t nb = n / kQK32;
+        auto* qs = const_cast<int8_t*>(p.qs);
+        auto* d = const_cast<float*>(p.d);
+        auto* s = const_cast<float*>(p.s);
+        for (int64_t b = 0; b < nb; ++b) {
+            if (activation_type(t) == DType::Q8_1) {
+                const auto& y = static_cast<const BlockQ8_1*>(act_row)[b];
+                std::memcpy(qs + 32 * b, y.qs, 32);
+                d[b] = h2f(y.d), s[b] = h2f(y.s);
+            } else {
+                const auto& y = static_cast<const BlockQ8_0*>(act_row)[b];
+                std::memcpy(qs + 32 * b, y.qs, 32);
+                int sum = 0;
+                for (int j = 0; j < 32; ++j) sum += y.qs[j];
+                d[b] = h2f(y.d), s[b] = d[b] * static_cast<float>(sum);
+            }
+        }
+    } else if (is_kquant(t)) {
+        p.q8k = static_cast<const BlockQ8_K*>(act_row);
+    }
+    float out = 0.0f;
+    const WeightView w{t, w_row, n, 1};
+    avx2_gemm(w, p, 0, 1, 0, 1, &out, 1);
+    return out;
+}
+
+}  // namespace kvs::cpu

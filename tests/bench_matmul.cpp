@@ -1,0 +1,121 @@
+// ctest-labels: bench
+// Matmul throughput on the default model's shapes (SmolLM2-135M: n_embd 576, n_ff 1536,
+// vocab 49152) for Q4_1 / Q8_0 / Q4_0 / F16 weights: decode GEMV (1 token, weights
+// rotated through copies larger than the last-level cache, so GB/s is memory
+// bandwidth) and prompt GEMM (512 tokens, GFLOP/s). Prints a table and writes
+// bench_matmul.json to the test output folder. Never fails on slowness.
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quant_formats.h"
+#include "kernels/cpu/thread_pool.h"
+
+#include <QtTest>
+
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "tests/support/test_paths.h"
+
+using namespace kvs;
+using namespace kvs::cpu;
+
+namespace {
+
+struct Result {
+    std::string op, type;
+    int64_t n_out, n_in;
+    int n_tokens, n_threads;
+    double ms, gflops, gbs;
+};
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+    return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+// n_copies of one random weight matrix (the copies differ only in where they live).
+std::vector<std::vector<uint8_t>> make_copies(DType t, int64_t n_out, int64_t n_in, int n_copies) {
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd(0.0f, 0.05f);
+    std::vector<float> row(static_cast<size_t>(n_in));
+    const size_t rb = row_bytes(t, n_in);
+    std::vector<uint8_t> w(rb * static_cast<size_t>(n_out));
+    for (int64_t r = 0; r < n_out; ++r) {
+        for (auto& v : row) v = nd(rng);
+        quantize_row(t, row.data(), w.data() + r * rb, n_in);
+    }
+    return std::vector<std::vector<uint8_t>>(static_cast<size_t>(n_copies), w);
+}
+
+Result run(ThreadPool& pool, SimdLevel level, DType t, int64_t n_out, int64_t n_in, int n_tokens, double budget_s) {
+    const size_t bytes = row_bytes(t, n_in) * static_cast<size_t>(n_out);
+    // decode: rotate through >= 96 MB so the weights come from DRAM as in a real model
+    const int n_copies = n_tokens == 1 ? static_cast<int>(std::max<size_t>(1, (96u << 20) / bytes + 1)) : 1;
+    const auto copies = make_copies(t, n_out, n_in, n_copies);
+    std::vector<float> x(static_cast<size_t>(n_tokens * n_in), 0.5f), y(static_cast<size_t>(n_tokens * n_out));
+    std::mt19937 rng(9);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    for (auto& v : x) v = nd(rng);
+    auto call = [&](int i) {
+        const WeightView w{t, copies[static_cast<size_t>(i % n_copies)].data(), n_in, n_out};
+        matmul(pool, level, w, x.data(), y.data(), n_tokens);
+    };
+    for (int i = 0; i < std::min(n_copies, 3); ++i) call(i);  // warm-up (scratch, page faults)
+    int iters = 0;
+    const auto t0 = std::chrono::steady_clock::now();
+    do call(iters++);
+    while (seconds_since(t0) < budget_s);
+    const double s = seconds_since(t0) / iters;
+    const double flops = 2.0 * double(n_out) * double(n_in) * n_tokens;
+    return {n_tokens == 1 ? "gemv" : "gemm", std::string(dtype_name(t)), n_out, n_in, n_tokens, pool.size(),
+            s * 1e3, flops / s / 1e9, double(bytes) / s / 1e9};
+}
+
+}  // namespace
+
+class BenchMatmul : public QObject {
+    Q_OBJECT
+private slots:
+    void bench();
+};
+
+void BenchMatmul::bench() {
+    const SimdLevel level = detect_simd();
+    const double budget = qEnvironmentVariableIsSet("KVS_BENCH_QUICK") ? 0.05 : 0.25;
+    const DType types[] = {DType::Q4_1, DType::Q8_0, DType::Q4_0, DType::F16};
+    const int64_t shapes[][2] = {{576, 576}, {1536, 576}, {576, 1536}, {49152, 576}};  // {n_out, n_in}
+    std::vector<Result> results;
+    ThreadPool pool1(1), pool2(2);
+    std::printf("\nmatmul benchmark, simd %s (GB/s = weight bytes / time)\n", simd_name(level));
+    std::printf("%-5s %-5s %7s %6s %5s %3s %10s %9s %8s\n", "op", "type", "n_out", "n_in", "tok", "thr", "ms", "GFLOP/s",
+                "GB/s");
+    for (DType t : types)
+        for (const auto& s : shapes) {
+            for (ThreadPool* p : {&pool1, &pool2}) results.push_back(run(*p, level, t, s[0], s[1], 1, budget));
+            results.push_back(run(pool2, level, t, s[0], s[1], 512, budget));
+            for (size_t i = results.size() - 3; i < results.size(); ++i) {
+                const Result& r = results[i];
+                std::printf("%-5s %-5s %7lld %6lld %5d %3d %10.3f %9.1f %8.2f\n", r.op.c_str(), r.type.c_str(),
+                            static_cast<long long>(r.n_out), static_cast<long long>(r.n_in), r.n_tokens, r.n_threads,
+                            r.ms, r.gflops, r.gbs);
+            }
+            std::fflush(stdout);
+        }
+    std::ofstream out(kvs::test::output_path("bench_matmul.json"));
+    out << "{\"simd\": \"" << simd_name(level) << "\", \"results\": [\n";
+    for (size_t i = 0; i < results.size(); ++i) {
+        const Result& r = results[i];
+        out << "  {\"op\": \"" << r.op << "\", \"type\": \"" << r.type << "\", \"n_out\": " << r.n_out
+            << ", \"n_in\": " << r.n_in << ", \"n_tokens\": " << r.n_tokens << ", \"n_threads\": " << r.n_threads
+            << ", \"ms\": " << r.ms << ", \"gflops\": " << r.gflops << ", \"gbs\": " << r.gbs << "}"
+            << (i + 1 < results.size() ? ",\n" : "\n");
+    }
+    out << "]}\n";
+    QVERIFY(!results.empty());
+}
+
+QTEST_GUILESS_MAIN(BenchMatmul)
+#include "bench_matmul.moc"

@@ -1,0 +1,186 @@
+#!/usr/bin/env python3
+"""Reference token ids and logits for the default model, computed by llama.cpp.
+
+Writes tests/fixtures/smollm2_reference.json: for ten varied prompts (plain text and
+ChatML chat prompts), the prompt token ids as llama.cpp tokenizes them, the 64 greedy
+continuation ids (argmax of the logits, computed here with numpy, never llama.cpp's
+sampler chain; the prompt is evaluated as one batch, then every generated token one at
+a time), the top-1/top-2 logit margin at each of those steps, and for the first 16
+generated positions the top-20 (id, logit) pairs plus the full-vocabulary logsumexp,
+so a test can compute log-probabilities and a top-k KL divergence.
+
+Runs with the llama-cpp-python venv (see tests/tools/bench_llamacpp.sh for the build):
+    /opt/kvscope-ref-venv/bin/python tests/tools/make_llama_reference.py [--model M] [--out F]
+If the binding has no bundled library, set LLAMA_CPP_LIB_PATH=/tmp/llamacpp-build/bin.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import pathlib
+import sys
+
+import numpy as np
+
+DEFAULT_MODEL = pathlib.Path.home() / ".local/share/kvscope/models/SmolLM2-135M-Instruct.Q4_1.gguf"
+DEFAULT_OUT = pathlib.Path(__file__).resolve().parents[1] / "fixtures" / "smollm2_reference.json"
+# The vendored llama.cpp commit of llama-cpp-python 0.3.36 (its CHANGELOG.md).
+LLAMA_CPP_COMMIT_BY_BINDING = {"0.3.36": "0c1e57098"}
+
+N_GENERATE = 64   # greedy continuation length
+N_DETAILED = 16   # generated positions with top-k logits
+TOP_K = 20
+
+SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
+
+
+def chatml(turns: list[tuple[str, str]], system: str = SYSTEM) -> str:
+    """The model's own chat template (tokenizer.chat_template), generation prompt added."""
+    text = f"<|im_start|>system\n{system}<|im_end|>\n"
+    for role, content in turns:
+        text += f"<|im_start|>{role}\n{content}<|im_end|>\n"
+    return text + "<|im_start|>assistant\n"
+
+
+PROMPTS: list[tuple[str, str]] = [
+    ("story_opening", "Once upon a time, in a small village at the edge of a vast forest, there lived"),
+    ("chat_code_request", chatml([("user", "Write a Python function that checks whether a number is prime.")])),
+    ("chat_factual", chatml([("user", "What is the capital of Australia, and why was it chosen?")])),
+    ("list", "Here is a list of five fruits:\n1. Apple\n2."),
+    ("chat_math_word_problem",
+     chatml([("user", "A train travels 60 km in 45 minutes. What is its average speed in km/h? Think step by step.")])),
+    ("multilingual", "Bonjour, je m'appelle Marie. Ich komme aus Berlin. 東京は日本の首都です。 El tiempo hoy es"),
+    ("mid_word", "The quick brown fox jumps over the la"),
+    ("long_paragraph",
+     "The history of computing stretches back far beyond the electronic machines of the twentieth century. "
+     "Mechanical calculators such as Pascal's arithmetic machine and Leibniz's stepped reckoner showed that "
+     "arithmetic could be automated with gears and levers. In the nineteenth century, Charles Babbage designed "
+     "the Analytical Engine, a general-purpose machine with a store for numbers and a mill for operating on "
+     "them, and Ada Lovelace wrote what many consider the first program for it. A century later, wartime needs "
+     "for code breaking and ballistics tables drove the construction of the first electronic computers, which "
+     "filled entire rooms and consumed enormous amounts of power. The invention of the transistor and then the "
+     "integrated circuit"),
+    ("chat_multi_turn", chatml([
+        ("user", "Give me a one-word name for a grey cat."),
+        ("assistant", "Smokey"),
+        ("user", "Now suggest a name for its sister, who is white, and explain why."),
+    ])),
+    ("code_completion", 'def fibonacci(n):\n    """Return the n-th Fibonacci number."""\n'),
+]
+
+
+def logsumexp(x: np.ndarray) -> float:
+    m = float(np.max(x))
+    return m + float(np.log(np.sum(np.exp(x.astype(np.float64) - m))))
+
+
+def top_k_desc(logits: np.ndarray, k: int) -> np.ndarray:
+    """Indices of the k largest logits, largest first, the lower id first on a tie."""
+    return np.argsort(-logits, kind="stable")[:k]
+
+
+def sha256_of(path: pathlib.Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for block in iter(lambda: f.read(1 << 20), b""):
+            h.update(block)
+    return h.hexdigest()
+
+
+def last_logits(llm) -> np.ndarray:
+    """[n_vocab] float32 logits of the last evaluated position."""
+    return np.array(llm.scores[llm.n_tokens - 1], dtype=np.float32, copy=True)
+
+
+def run_prompt(llm, name: str, text: str, eog_ids: set[int]) -> dict:
+    prompt_ids = llm.tokenize(text.encode("utf-8"), add_bos=False, special=True)
+    llm.reset()
+    llm.eval(prompt_ids)                       # prompt as one batch
+    generated, margins, steps = [], [], []
+    for pos in range(N_GENERATE):
+        logits = last_logits(llm)              # [n_vocab]
+        top = top_k_desc(logits, TOP_K)
+        next_id = int(top[0])                  # argmax, lowest id on a tie
+        generated.append(next_id)
+        margins.append(round(float(logits[top[0]] - logits[top[1]]), 5))
+        if pos < N_DETAILED:
+            steps.append({
+                "top_ids": [int(i) for i in top],
+                "top_logits": [round(float(logits[i]), 5) for i in top],
+                "logsumexp": round(logsumexp(logits), 5),
+            })
+        llm.eval([next_id])                    # one token at a time
+    first_eog = next((i for i, t in enumerate(generated) if t in eog_ids), None)
+    return {
+        "name": name,
+        "prompt": text,
+        "prompt_ids": [int(t) for t in prompt_ids],
+        "greedy_ids": generated,
+        "greedy_text": llm.detokenize(generated, special=True).decode("utf-8", errors="replace"),
+        "first_eog_index": first_eog,
+        "top1_margin": margins,
+        "steps": steps,
+    }
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--model", type=pathlib.Path, default=DEFAULT_MODEL)
+    ap.add_argument("--out", type=pathlib.Path, default=DEFAULT_OUT)
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    if not args.model.is_file():
+        print(f"make_llama_reference.py: model file '{args.model}' not found", file=sys.stderr)
+        return 1
+
+    import llama_cpp  # imported late so --help works without the library
+    from llama_cpp import Llama
+
+    llm = Llama(model_path=str(args.model), n_ctx=512, logits_all=True, n_threads=args.threads,
+                n_threads_batch=args.threads, seed=0, verbose=False)
+    vocab = llm._model.vocab  # noqa: SLF001 (the binding exposes no public accessor for it)
+    n_vocab = llm.n_vocab()
+    eog_ids = {i for i in range(n_vocab) if llama_cpp.llama_vocab_is_eog(vocab, i)}
+
+    cases = []
+    for name, text in PROMPTS:
+        case = run_prompt(llm, name, text, eog_ids)
+        print(f"{name:24s} prompt {len(case['prompt_ids']):3d} tokens  "
+              f"eog at {case['first_eog_index']}  {case['greedy_text'][:60]!r}", file=sys.stderr)
+        cases.append(case)
+
+    version = llama_cpp.__version__
+    fixture = {
+        "description": "Greedy continuations and top-k logits of the default model computed by llama.cpp "
+                       "(tests/tools/make_llama_reference.py). Logits are raw (no softmax); "
+                       "log p(id) = logit - logsumexp.",
+        "generator": {
+            "llama_cpp_python": version,
+            "llama_cpp_commit": LLAMA_CPP_COMMIT_BY_BINDING.get(version, "unknown"),
+            "llama_version": llama_cpp.llama_version().decode(),
+            "system_info": llama_cpp.llama_print_system_info().decode().strip(),
+            "n_ctx": 512, "n_threads": args.threads, "prompt_eval": "one batch",
+            "generation_eval": "one token per call", "argmax": "numpy, lowest id on a tie",
+        },
+        "model": {
+            "file": args.model.name,
+            "size_bytes": args.model.stat().st_size,
+            "sha256": sha256_of(args.model),
+            "n_vocab": n_vocab,
+            "add_bos": False,
+            "eog_ids": sorted(eog_ids),
+        },
+        "n_generate": N_GENERATE, "n_detailed": N_DETAILED, "top_k": TOP_K,
+        "cases": cases,
+    }
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    text = json.dumps(fixture, ensure_ascii=False, indent=1)
+    args.out.write_text(text + "\n", encoding="utf-8")
+    print(f"wrote {args.out} ({len(text.encode('utf-8')) // 1024} KiB, {len(cases)} prompts)", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

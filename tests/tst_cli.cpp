@@ -1,0 +1,111 @@
+// ctest-labels: unit model
+// Runs the real `kvscope` executable the way a user does: bad input must give a clear
+// error and a non-zero exit (never a crash or a hang); good input must work.
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "tests/support/test_paths.h"
+
+namespace {
+
+struct Run {
+    int exit_code = -1;
+    QProcess::ExitStatus status = QProcess::CrashExit;
+    QString out, err;
+};
+
+Run run_kvscope(const QStringList& args, int timeout_ms = 120000) {
+    QProcess p;
+    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+    env.remove("DISPLAY");
+    env.remove("WAYLAND_DISPLAY");
+    env.remove("QT_QPA_PLATFORM");
+    p.setProcessEnvironment(env);
+    p.start(QString::fromStdString(kvs::test::kvscope_exe()), args);
+    Run r;
+    if (!p.waitForFinished(timeout_ms)) {
+        p.kill();
+        p.waitForFinished();
+        r.err = "TIMEOUT";
+        return r;
+    }
+    r.exit_code = p.exitCode();
+    r.status = p.exitStatus();
+    r.out = QString::fromUtf8(p.readAllStandardOutput());
+    r.err = QString::fromUtf8(p.readAllStandardError());
+    return r;
+}
+
+}  // namespace
+
+class TestCli : public QObject {
+    Q_OBJECT
+private slots:
+    void noDisplayPointsToGenerate() {
+        const Run r = run_kvscope({});
+        QCOMPARE(r.status, QProcess::NormalExit);
+        QVERIFY2(r.err.contains("no display") && r.err.contains("kvscope generate"), qPrintable(r.err));
+    }
+
+    void badModelFiles_data() {
+        QTest::addColumn<QByteArray>("content");
+        QTest::addColumn<QString>("expect");
+        QTest::newRow("zero-length") << QByteArray() << "gguf";
+        QTest::newRow("foreign") << QByteArray("\x89PNG\r\n\x1a\n this is not a model at all", 34) << "gguf";
+        QTest::newRow("truncated header") << QByteArray("GGUF\x03\x00\x00\x00\x01", 9) << "gguf";
+    }
+    void badModelFiles() {
+        QFETCH(QByteArray, content);
+        QFETCH(QString, expect);
+        QTemporaryDir dir;
+        const QString path = dir.filePath("bad.gguf");
+        QFile f(path);
+        QVERIFY(f.open(QIODevice::WriteOnly));
+        f.write(content);
+        f.close();
+        for (const QStringList& args : {QStringList{"generate", "-m", path, "-p", "hi"}, QStringList{"inspect", path}}) {
+            const Run r = run_kvscope(args);
+            QCOMPARE(r.status, QProcess::NormalExit);
+            QCOMPARE(r.exit_code, 1);
+            QVERIFY2(r.err.contains("error:") && r.err.contains("bad.gguf") && r.err.contains(expect, Qt::CaseInsensitive),
+                     qPrintable(r.err));
+        }
+    }
+
+    void missingModelNamesWhatExists() {
+        const Run r = run_kvscope({"generate", "-m", "no-such-model", "-p", "hi"});
+        QCOMPARE(r.exit_code, 1);
+        QVERIFY2(r.err.contains("no-such-model"), qPrintable(r.err));
+    }
+
+    void inspectDefaultModel() {
+        if (kvs::test::default_model_path().empty()) QSKIP("default model not installed (installer/fetch_model.sh)");
+        const Run r = run_kvscope({"inspect", "--ctx", "1024", "--batch", "2"});
+        QCOMPARE(r.exit_code, 0);
+        // SmolLM2-135M: 30 layers, 3 KV heads of 64 -> 2*30*3*64*2 = 23040 bytes per token.
+        QVERIFY2(r.out.contains("KV per token   23040 bytes"), qPrintable(r.out));
+        QVERIFY2(r.out.contains("45.0 MiB for context 1024 x batch 2"), qPrintable(r.out));
+        QVERIFY2(r.out.contains("Q4_1"), qPrintable(r.out));
+    }
+
+    void promptOverContext() {
+        if (kvs::test::default_model_path().empty()) QSKIP("default model not installed (installer/fetch_model.sh)");
+        const Run r = run_kvscope({"generate", "--ctx", "8", "-p",
+                                   "This prompt is certainly longer than eight tokens of context, by a wide margin."});
+        QCOMPARE(r.status, QProcess::NormalExit);
+        QCOMPARE(r.exit_code, 1);
+        QVERIFY2(r.err.contains("context"), qPrintable(r.err));
+    }
+
+    void generateGreedyStreamsText() {
+        if (kvs::test::default_model_path().empty()) QSKIP("default model not installed (installer/fetch_model.sh)");
+        const Run r = run_kvscope({"generate", "--chat", "-p", "What is the capital of France?", "-n", "24", "--temp", "0"});
+        QCOMPARE(r.exit_code, 0);
+        QVERIFY2(r.out.contains("Paris"), qPrintable(r.out + r.err));
+        QVERIFY2(r.err.contains("decode") && r.err.contains("tok/s") && r.err.contains("peak memory"), qPrintable(r.err));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestCli)
+#include "tst_cli.moc"
