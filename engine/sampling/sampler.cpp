@@ -1,6 +1,8 @@
 #include "engine/sampling/sampler.h"
 
 #include <algorithm>
+#include <array>
+#include <bit>
 #include <cmath>
 #include <limits>
 
@@ -35,21 +37,16 @@ int32_t Sampler::sample(float* logits, int n_vocab, std::span<const int32_t> his
         ban_repeated_ngrams(logits, n_vocab, history, m_params.no_repeat_ngram_size);
         return argmax_lowest_id(logits, n_vocab);
     }
-    compute_distribution(logits, n_vocab, history);
+    compute_distribution(logits, n_vocab, history, false);
     return draw();
 }
 
 const std::vector<TokenProb>& Sampler::distribution(float* logits, int n_vocab, std::span<const int32_t> history) {
-    compute_distribution(logits, n_vocab, history);
-    if (!m_sorted) {  // no truncation: sample() draws in id order, callers get the ranking
-        std::sort(m_dist.begin(), m_dist.end(), [](const TokenProb& a, const TokenProb& b) {
-            return a.p > b.p || (a.p == b.p && a.id < b.id);
-        });
-    }
+    compute_distribution(logits, n_vocab, history, true);
     return m_dist;
 }
 
-void Sampler::compute_distribution(float* logits, int n_vocab, std::span<const int32_t> history) {
+void Sampler::compute_distribution(float* logits, int n_vocab, std::span<const int32_t> history, bool ranked) {
     apply_penalties(logits, n_vocab, history, m_params);
     ban_repeated_ngrams(logits, n_vocab, history, m_params.no_repeat_ngram_size);
     m_dist.clear();
@@ -59,22 +56,21 @@ void Sampler::compute_distribution(float* logits, int n_vocab, std::span<const i
         m_dist.push_back({argmax_lowest_id(logits, n_vocab), 1.0f});
         return;
     }
-    double total = 0.0;  // 0: normalize over the candidates themselves
     if (m_params.top_k > 0 && m_params.top_k < n_vocab) {
         select_top_k(logits, n_vocab, m_params.top_k);
-    } else if (m_params.top_p < 1.0f) {
-        select_nucleus_superset(logits, n_vocab);
-        total = -1.0;  // weights and the full-vocabulary mass are already computed
+        if (!m_cand.empty()) {
+            const double total = weigh();
+            if (m_params.top_p < 1.0f) cut_top_p(total);
+        }
     } else {
-        select_min_p_or_all(logits, n_vocab);
+        select_from_vocab(logits, n_vocab);  // temperature and top-p included
     }
     if (m_cand.empty()) {  // every logit is -inf (or NaN): nothing to draw from
         m_dist.push_back({argmax_lowest_id(logits, n_vocab), 1.0f});
         return;
     }
-    total = weigh(total);
-    if (m_params.top_p < 1.0f) cut_top_p(total);
     if (m_params.min_p > 0.0f) cut_min_p();
+    if (ranked && !m_sorted) std::sort(m_cand.begin(), m_cand.end(), ranks_before<Candidate>);
 
     double sum = 0.0;
     for (const auto& c : m_cand) sum += c.w;
@@ -102,67 +98,65 @@ void Sampler::select_top_k(const float* logits, int n_vocab, int k) {
     std::sort(m_cand.begin(), m_cand.end(), ranks_before<Candidate>);
 }
 
-// top_k off, top_p < 1: computes every token's weight once, then gathers the tokens
-// above a threshold (1/64 of the best, lowered 64x at a time) until they hold top_p of
-// the mass. The nucleus is a prefix of that set, so only the set is sorted.
-void Sampler::select_nucleus_superset(const float* logits, int n_vocab) {
+// top_k off. Every token's weight w = exp((l - max) / T) in (0, 1] is computed once.
+// Without top-p every token with w > 0 (and w >= min_p) is a candidate, in id order
+// (a draw needs no order). With top-p, one pass builds a histogram of the mass per weight bucket (the
+// float's exponent and top 3 mantissa bits, 1/8 of an octave); walking it from the top
+// finds the bucket where the cumulative mass reaches top_p. Every token above that
+// bucket is in the nucleus, so only the boundary bucket's tokens are sorted.
+void Sampler::select_from_vocab(const float* logits, int n_vocab) {
     float max_l = kNegInf;
     for (int32_t i = 0; i < n_vocab; ++i) max_l = std::max(max_l, logits[i]);
     if (!(max_l > kNegInf)) return;
     const float inv_t = 1.0f / m_params.temperature;
     m_weights.resize(static_cast<size_t>(n_vocab));
-    double z = 0.0;
     for (int32_t i = 0; i < n_vocab; ++i) {
         const float l = logits[i];
-        const float w = l > kNegInf ? std::exp((l - max_l) * inv_t) : 0.0f;
-        m_weights[static_cast<size_t>(i)] = w;
+        m_weights[static_cast<size_t>(i)] = l > kNegInf ? std::exp((l - max_l) * inv_t) : 0.0f;
+    }
+    m_sorted = false;
+    if (m_params.top_p >= 1.0f) {
+        const float floor_w = m_params.min_p;  // min-p early: the best token's weight is exactly 1
+        for (int32_t i = 0; i < n_vocab; ++i) {
+            const float w = m_weights[static_cast<size_t>(i)];
+            if (w > 0.0f && w >= floor_w) m_cand.push_back({i, (logits[i] - max_l) * inv_t, w});
+        }
+        return;
+    }
+    auto bucket_of = [](float w) { return std::bit_cast<uint32_t>(w) >> 20; };  // w = 1 -> 1016
+    constexpr uint32_t kBuckets = (0x3F800000u >> 20) + 1;
+    std::array<double, kBuckets> mass{};  // [kBuckets] total weight per bucket
+    double z = 0.0;
+    for (float w : m_weights) {
+        mass[bucket_of(w)] += w;
         z += w;
     }
     const double need = static_cast<double>(m_params.top_p) * z;
-    float thr = 1.0f / 64.0f;
-    for (;;) {
-        double mass = 0.0;
-        for (float w : m_weights) mass += w >= thr ? w : 0.0f;
-        if (mass >= need || thr < 1e-30f) break;
-        thr *= 1.0f / 64.0f;
-    }
-    if (thr < 1e-30f) thr = std::numeric_limits<float>::min();
+    uint32_t boundary = kBuckets - 1;
+    double above = 0.0;  // mass of the buckets above the boundary
+    while (boundary > 0 && above + mass[boundary] < need) above += mass[boundary--];
+
+    std::vector<Candidate>& edge = m_edge;  // [n_edge] tokens of the boundary bucket
+    edge.clear();
     for (int32_t i = 0; i < n_vocab; ++i) {
         const float w = m_weights[static_cast<size_t>(i)];
-        if (w >= thr) m_cand.push_back({i, (logits[i] - max_l) * inv_t, w});
+        if (w <= 0.0f) continue;
+        const uint32_t b = bucket_of(w);
+        if (b > boundary) m_cand.push_back({i, (logits[i] - max_l) * inv_t, w});
+        else if (b == boundary) edge.push_back({i, (logits[i] - max_l) * inv_t, w});
     }
-    std::sort(m_cand.begin(), m_cand.end(), ranks_before<Candidate>);
-    m_weights_total = z;
-}
-
-// top_k and top_p off: with min_p the tokens within log(min_p) of the best (scaled),
-// sorted; otherwise every finite logit in id order (drawing needs no order).
-void Sampler::select_min_p_or_all(const float* logits, int n_vocab) {
-    float max_l = kNegInf;
-    for (int32_t i = 0; i < n_vocab; ++i) max_l = std::max(max_l, logits[i]);
-    if (!(max_l > kNegInf)) return;
-    if (m_params.min_p > 0.0f) {
-        // Slightly loose so that cut_min_p(), computed on the weights, decides exactly.
-        const float floor_l = max_l + m_params.temperature * (std::log(m_params.min_p) - 1e-3f);
-        for (int32_t i = 0; i < n_vocab; ++i) {
-            if (logits[i] >= floor_l) m_cand.push_back({i, logits[i], 0.0f});
-        }
-        std::sort(m_cand.begin(), m_cand.end(), ranks_before<Candidate>);
-    } else {
-        for (int32_t i = 0; i < n_vocab; ++i) {
-            if (logits[i] > kNegInf) m_cand.push_back({i, logits[i], 0.0f});
-        }
-        m_sorted = false;
+    std::sort(edge.begin(), edge.end(), ranks_before<Candidate>);
+    for (const auto& c : edge) {
+        if (above >= need && !m_cand.empty()) break;
+        m_cand.push_back(c);
+        above += c.w;
     }
 }
 
-// Temperature and softmax weights for the candidates (unless the fast path already
-// did both). Returns the mass top-p is measured against.
-double Sampler::weigh(double total_or_flag) {
-    if (total_or_flag < 0.0) return m_weights_total;
+// Temperature and softmax weights of the top-k candidates. Returns their total mass.
+double Sampler::weigh() {
     const float inv_t = 1.0f / m_params.temperature;
-    float max_l = kNegInf;
-    for (const auto& c : m_cand) max_l = std::max(max_l, c.logit);
+    const float max_l = m_cand.front().logit;  // sorted best first
     double z = 0.0;
     for (auto& c : m_cand) {
         c.logit = (c.logit - max_l) * inv_t;
@@ -174,7 +168,6 @@ double Sampler::weigh(double total_or_flag) {
 
 // Keeps the most likely candidates until their mass reaches top_p (at least one).
 void Sampler::cut_top_p(double total) {
-    if (!m_sorted) return;
     const double need = static_cast<double>(m_params.top_p) * total;
     double cum = 0.0;
     for (size_t i = 0; i < m_cand.size(); ++i) {

@@ -9,9 +9,9 @@
 //   3. top-k (partial selection, no full sort), temperature, top-p, min-p,
 //      softmax over the survivors and one draw from a std::mt19937_64 seeded with
 //      params.seed, so a fixed seed gives the same tokens.
-// With top_k = 0 and top_p < 1, the nucleus is found among the tokens above a
-// probability threshold that is lowered until they hold top_p of the mass, so only
-// those few are sorted.
+// With top_k = 0 and top_p < 1, a histogram of the probability mass per weight bucket
+// (1/8 octave) locates the nucleus boundary in one pass, and only the tokens of that
+// one bucket are sorted.
 #include <cstdint>
 #include <random>
 #include <span>
@@ -48,21 +48,20 @@ private:
         float logit;  // logit / temperature once scaled
         float w;      // exp(logit - max logit), unnormalized probability
     };
-    void compute_distribution(float* logits, int n_vocab, std::span<const int32_t> history);  // fills m_dist
+    void compute_distribution(float* logits, int n_vocab, std::span<const int32_t> history, bool ranked);
     void select_top_k(const float* logits, int n_vocab, int k);
-    void select_nucleus_superset(const float* logits, int n_vocab);
-    void select_min_p_or_all(const float* logits, int n_vocab);
-    double weigh(double total_or_flag);  // fills w; returns the mass top-p is measured against
+    void select_from_vocab(const float* logits, int n_vocab);
+    double weigh();  // temperature + softmax weights of the top-k candidates; returns their mass
     void cut_top_p(double total);
     void cut_min_p();
     int32_t draw();
 
     SamplingParams m_params;
     std::mt19937_64 m_rng;
-    std::vector<Candidate> m_cand;      // [n_candidates], sorted best first unless m_sorted is false
+    std::vector<Candidate> m_cand;      // [n_candidates] best first, or in id order when m_sorted is false
     bool m_sorted = true;
-    std::vector<float> m_weights;       // [n_vocab] scratch for the top-p fast path
-    double m_weights_total = 0.0;       // sum of m_weights: the full-vocabulary mass
+    std::vector<float> m_weights;       // [n_vocab] exp((logit - max) / T) when top-k is off
+    std::vector<Candidate> m_edge;      // [n_edge] tokens of the top-p boundary bucket
     std::vector<TokenProb> m_dist;      // [n_candidates] result of distribution()
 };
 

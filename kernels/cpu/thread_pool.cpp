@@ -26,7 +26,10 @@
 namespace kvs::cpu {
 
 namespace {
-constexpr int kSpinIters = 1 << 15;                          // ~0.5-1 ms of pause before yielding
+constexpr int kSpinIters = 1 << 15;        // idle worker: ~0.5-1 ms of pause before yielding
+// The caller waiting for a registered worker yields much sooner: when the machine is
+// oversubscribed that worker is usually waiting for a core, and this one is free.
+constexpr int kCallerSpinIters = 1 << 10;
 constexpr auto kYieldTime = std::chrono::milliseconds(2);   // then yield this long before sleeping
 
 // state word: generation in the high 32 bits, "closed" in bit 31, registered workers below.
@@ -118,7 +121,7 @@ struct ThreadPool::Impl {
                     return;
                 continue;
             }
-            if (i < kSpinIters) KVS_CPU_RELAX();
+            if (i < kCallerSpinIters) KVS_CPU_RELAX();
             else std::this_thread::yield();
             s = state.load(std::memory_order_acquire);
         }

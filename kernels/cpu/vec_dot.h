@@ -28,6 +28,7 @@ struct ActPanel {
     const int8_t* qs = nullptr;       // [n_tokens, n_in]
     const float* d = nullptr;         // [n_in / 32, n_tokens]
     const float* s = nullptr;         // [n_in / 32, n_tokens]
+    const float* ds = nullptr;        // [n_in / 32, n_tokens, 2] (d, s) pairs for the one-token kernels
     const BlockQ8_K* q8k = nullptr;   // [n_tokens, n_in / 256]
     const float* f32 = nullptr;       // [n_tokens, n_in]
 };

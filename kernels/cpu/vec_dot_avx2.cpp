@@ -19,8 +19,8 @@ namespace avx2 {
 namespace {
 
 inline __m256i nibbles32(const uint8_t* qs) {  // 16 bytes -> 32 values 0..15 in element order
-    const __m128i x = _mm_loadu_si128(reinterpret_cast<const __m128i*>(qs));
-    return _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16(x, 4), x), _mm256_set1_epi8(0x0F));
+    const __m256i x = _mm256_broadcastsi128_si256(_mm_loadu_si128(reinterpret_cast<const __m128i*>(qs)));
+    return _mm256_and_si256(_mm256_srlv_epi64(x, _mm256_setr_epi64x(0, 0, 4, 4)), _mm256_set1_epi8(0x0F));
 }
 
 inline __m256i fifth_bits32(const uint8_t* qh4) {  // bit j of a uint32 -> 0x10 in byte j
@@ -32,48 +32,104 @@ inline __m256i fifth_bits32(const uint8_t* qh4) {  // bit j of a uint32 -> 0x10 
     return _mm256_and_si256(_mm256_cmpeq_epi8(bytes, _mm256_set1_epi64x(-1)), _mm256_set1_epi8(0x10));
 }
 
-// Weight decoders: quants as unsigned bytes, scale d and min m (w = d * q + m).
+// Two fp16 values stored back to back (d then m) -> [d, m, 0, 0].
+inline __m128 half2(const uint16_t* p) {
+    uint32_t u;
+    std::memcpy(&u, p, 4);
+    return _mm_cvtph_ps(_mm_cvtsi32_si128(static_cast<int>(u)));
+}
+// [d, zero_point * d, 0, 0] for the symmetric types (exact: the factor is a power of two).
+inline __m128 half_d_times(uint16_t d, float factor) {
+    const __m128 v = _mm_cvtph_ps(_mm_set1_epi16(static_cast<short>(d)));
+    return _mm_mul_ps(v, _mm_setr_ps(1.0f, factor, 0.0f, 0.0f));
+}
+
+// Weight decoders: quants as unsigned bytes (signed for Q8_0), and dm = [d, m, 0, 0]
+// with w = d * q + m.
 struct DecQ4_0 {
     using B = BlockQ4_0;
     static constexpr bool kSigned = false;
     static __m256i quants(const B& b) { return nibbles32(b.qs); }
-    static float d(const B& b) { return h2f(b.d); }
-    static float m(const B& b) { return -8.0f * h2f(b.d); }
+    static __m128 dm(const B& b) { return half_d_times(b.d, -8.0f); }
 };
 struct DecQ4_1 {
     using B = BlockQ4_1;
     static constexpr bool kSigned = false;
     static __m256i quants(const B& b) { return nibbles32(b.qs); }
-    static float d(const B& b) { return h2f(b.d); }
-    static float m(const B& b) { return h2f(b.m); }
+    static __m128 dm(const B& b) { return half2(&b.d); }
 };
 struct DecQ5_0 {
     using B = BlockQ5_0;
     static constexpr bool kSigned = false;
     static __m256i quants(const B& b) { return _mm256_or_si256(nibbles32(b.qs), fifth_bits32(b.qh)); }
-    static float d(const B& b) { return h2f(b.d); }
-    static float m(const B& b) { return -16.0f * h2f(b.d); }
+    static __m128 dm(const B& b) { return half_d_times(b.d, -16.0f); }
 };
 struct DecQ5_1 {
     using B = BlockQ5_1;
     static constexpr bool kSigned = false;
     static __m256i quants(const B& b) { return _mm256_or_si256(nibbles32(b.qs), fifth_bits32(b.qh)); }
-    static float d(const B& b) { return h2f(b.d); }
-    static float m(const B& b) { return h2f(b.m); }
+    static __m128 dm(const B& b) { return half2(&b.d); }
 };
 struct DecQ8_0 {  // signed quants: |q| with the sign moved onto the activation
     using B = BlockQ8_0;
     static constexpr bool kSigned = true;
     static __m256i quants(const B& b) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(b.qs)); }
-    static float d(const B& b) { return h2f(b.d); }
-    static float m(const B&) { return 0.0f; }
+    static __m128 dm(const B& b) { return half_d_times(b.d, 0.0f); }
 };
 
+// Per (row, token) pair the arithmetic is fixed whatever the tile shape, so results do
+// not depend on batching: acc += float(int dot) * (d_w * d_a) per block (one FMA), and
+// the min term accm = fma(m_w, s_a, accm) per block; y = hsum(acc) + accm.
 template <class Dec>
 struct Tile32 {
     template <int R, int C>
     struct T {
         static void run(const TileArgs& t) {
+            if constexpr (C == 1) run_gemv(t);
+            else run_gemm(t);
+        }
+
+        // One token: d_w*d_a and the min term come from one [d, m] x [d_a, s_a] product.
+        static void run_gemv(const TileArgs& t) {
+            using B = typename Dec::B;
+            const ActPanel& a = *t.a;
+            const int64_t nb = a.n_in / kQK32;
+            const int8_t* aq = a.qs + static_cast<int64_t>(t.t0) * a.n_in;
+            const float* ds = a.ds + 2 * static_cast<int64_t>(t.t0);
+            __m256 acc[R];
+            __m128 accm[R];  // lane 1: min term
+            for (int r = 0; r < R; ++r) acc[r] = _mm256_setzero_ps(), accm[r] = _mm_setzero_ps();
+            // Short rows (a few cache lines) give the hardware prefetcher no time to lock
+            // on to R interleaved streams: fetch the tile two tiles ahead ourselves. Long
+            // rows stream well on their own (and a far prefetch would evict L1).
+            const size_t prefetch_ahead = 2 * R * t.stride <= 16384 ? 2 * R * t.stride : 0;
+            for (int64_t b = 0; b < nb; ++b) {
+                const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + 32 * b));
+                const __m128 dsa = _mm_castpd_ps(_mm_load_sd(reinterpret_cast<const double*>(ds + 2 * b * a.n_tokens)));
+                for (int r = 0; r < R; ++r) {
+                    const B& blk = reinterpret_cast<const B*>(t.w + r * t.stride)[b];
+                    _mm_prefetch(reinterpret_cast<const char*>(&blk) + prefetch_ahead, _MM_HINT_T0);
+                    const __m128 dm = Dec::dm(blk);
+                    const __m256 scale = _mm256_broadcastss_ps(_mm_mul_ps(dm, dsa));
+                    if constexpr (!Dec::kSigned) accm[r] = _mm_fmadd_ps(dm, dsa, accm[r]);
+                    __m256i p;
+                    if constexpr (Dec::kSigned) {
+                        const __m256i w = Dec::quants(blk);
+                        p = dot_u8s8(_mm256_sign_epi8(w, w), _mm256_sign_epi8(av, w));
+                    } else {
+                        p = dot_u8s8(Dec::quants(blk), av);
+                    }
+                    acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), scale, acc[r]);
+                }
+            }
+            for (int r = 0; r < R; ++r) {
+                alignas(16) float m[4];
+                _mm_store_ps(m, accm[r]);
+                t.y[t.t0 * t.ldy + r] = hsum(acc[r]) + m[1];
+            }
+        }
+
+        static void run_gemm(const TileArgs& t) {
             using B = typename Dec::B;
             constexpr bool kMin = !Dec::kSigned;
             const ActPanel& a = *t.a;
@@ -86,28 +142,38 @@ struct Tile32 {
                 accm[r] = _mm_setzero_ps();
                 for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
             }
+            // few tokens (batched decode) stream the weights like a GEMV: prefetch ahead;
+            // many tokens reuse each row chunk from L1, where prefetching only costs slots
+            const size_t prefetch_ahead = n_tok <= 16 && 2 * R * t.stride <= 16384 ? 2 * R * t.stride : 0;
             for (int64_t b = 0; b < nb; ++b) {
                 __m256i wq[R], wsign[R];
-                __m256 dw[R];
+                float dw[R];
                 const float* sb = a.s + b * n_tok + t.t0;  // [4] (panel is padded)
                 for (int r = 0; r < R; ++r) {
                     const B& blk = reinterpret_cast<const B*>(t.w + r * t.stride)[b];
+                    _mm_prefetch(reinterpret_cast<const char*>(&blk) + prefetch_ahead, _MM_HINT_T0);
                     wq[r] = Dec::quants(blk);
                     if constexpr (Dec::kSigned) {
                         wsign[r] = wq[r];
                         wq[r] = _mm256_sign_epi8(wq[r], wq[r]);
                     }
-                    dw[r] = _mm256_set1_ps(Dec::d(blk));
-                    if constexpr (kMin) accm[r] = _mm_fmadd_ps(_mm_set1_ps(Dec::m(blk)), _mm_loadu_ps(sb), accm[r]);
+                    const __m128 dm = Dec::dm(blk);
+                    dw[r] = _mm_cvtss_f32(dm);
+                    if constexpr (kMin)
+                        accm[r] = _mm_fmadd_ps(_mm_shuffle_ps(dm, dm, 0x55), _mm_loadu_ps(sb), accm[r]);
                 }
+                // d_w * d_a for the whole tile: one multiply per row, then each pair
+                // broadcasts its scale from memory (a load, not an ALU op)
+                alignas(16) float scale[R][4];
+                const __m128 da4 = _mm_loadu_ps(a.d + b * n_tok + t.t0);  // [4] (panel is padded)
+                for (int r = 0; r < R; ++r) _mm_store_ps(scale[r], _mm_mul_ps(_mm_set1_ps(dw[r]), da4));
                 for (int c = 0; c < C; ++c) {
                     const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(aq + c * a.n_in + 32 * b));
-                    const __m256 da = _mm256_set1_ps(a.d[b * n_tok + t.t0 + c]);
                     for (int r = 0; r < R; ++r) {
                         __m256i p;
                         if constexpr (Dec::kSigned) p = dot_u8s8(wq[r], _mm256_sign_epi8(av, wsign[r]));
                         else p = dot_u8s8(wq[r], av);
-                        acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_mul_ps(dw[r], da), acc[r][c]);
+                        acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(&scale[r][c]), acc[r][c]);
                     }
                 }
             }
@@ -122,16 +188,19 @@ struct Tile32 {
 
 // Float weights: 8 elements per step, FMA per (row, token); a scalar tail with fma.
 struct LoadF32 {
+    static constexpr int kBytes = 4;
     static __m256 load8(const uint8_t* w, int64_t i) { return _mm256_loadu_ps(reinterpret_cast<const float*>(w) + i); }
     static float load1(const uint8_t* w, int64_t i) { return reinterpret_cast<const float*>(w)[i]; }
 };
 struct LoadF16 {
+    static constexpr int kBytes = 2;
     static __m256 load8(const uint8_t* w, int64_t i) {
         return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(w) + i)));
     }
     static float load1(const uint8_t* w, int64_t i) { return h2f(reinterpret_cast<const uint16_t*>(w)[i]); }
 };
 struct LoadBF16 {
+    static constexpr int kBytes = 2;
     static __m256 load8(const uint8_t* w, int64_t i) {
         const __m128i h = _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(w) + i));
         return _mm256_castsi256_ps(_mm256_slli_epi32(_mm256_cvtepu16_epi32(h), 16));
@@ -150,9 +219,15 @@ struct TileF {
             __m256 acc[R][C];
             for (int r = 0; r < R; ++r)
                 for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
+            // one-token calls stream short rows: prefetch two tiles ahead (see Tile32)
+            const size_t ahead = C == 1 && 2 * R * t.stride <= 16384 ? 2 * R * t.stride : 0;
             for (int64_t i = 0; i < n8; i += 8) {
                 __m256 wv[R];
-                for (int r = 0; r < R; ++r) wv[r] = L::load8(t.w + r * t.stride, i);
+                for (int r = 0; r < R; ++r) {
+                    if (ahead && (i & 15) == 0)
+                        _mm_prefetch(reinterpret_cast<const char*>(t.w + r * t.stride) + i * L::kBytes + ahead, _MM_HINT_T0);
+                    wv[r] = L::load8(t.w + r * t.stride, i);
+                }
                 for (int c = 0; c < C; ++c) {
                     const __m256 av = _mm256_loadu_ps(x + c * n + i);
                     for (int r = 0; r < R; ++r) acc[r][c] = _mm256_fmadd_ps(wv[r], av, acc[r][c]);
@@ -220,7 +295,7 @@ size_t avx2_act_bytes(DType wt, int n_tokens, int64_t n_in) {
     if (is_block32(wt)) {
         const size_t nb = static_cast<size_t>(n_in / kQK32);
         return align64(static_cast<size_t>(n_tokens) * static_cast<size_t>(n_in)) +
-               2 * align64((nb * static_cast<size_t>(n_tokens) + 4) * sizeof(float)) + 64;
+               4 * align64((nb * static_cast<size_t>(n_tokens) + 4) * sizeof(float)) + 64;
     }
     if (is_kquant(wt)) return static_cast<size_t>(n_tokens) * row_bytes(DType::Q8_K, n_in) + 64;
     return 0;
@@ -238,9 +313,10 @@ ActPanel avx2_act_layout(DType wt, void* scratch, const float* x, int n_tokens, 
         auto* d = reinterpret_cast<float*>(base);
         base += align64((nb * static_cast<size_t>(n_tokens) + 4) * sizeof(float));
         auto* s = reinterpret_cast<float*>(base);
+        base += align64((nb * static_cast<size_t>(n_tokens) + 4) * sizeof(float));
         std::memset(d + nb * n_tokens, 0, 4 * sizeof(float));  // padding read by 4-token tiles
         std::memset(s + nb * n_tokens, 0, 4 * sizeof(float));
-        p.d = d, p.s = s;
+        p.d = d, p.s = s, p.ds = reinterpret_cast<float*>(base);
     } else if (is_kquant(wt)) {
         p.q8k = reinterpret_cast<const BlockQ8_K*>(base);
     } else {
@@ -255,12 +331,14 @@ void avx2_quantize_act(DType wt, const ActPanel& p, const float* x, int t0, int 
         auto* qs = const_cast<int8_t*>(p.qs);
         auto* d = const_cast<float*>(p.d);
         auto* s = const_cast<float*>(p.s);
+        auto* ds = const_cast<float*>(p.ds);
         for (int t = t0; t < t1; ++t)
             for (int64_t b = 0; b < nb; ++b) {
                 float db;
                 const int sum = quantize_block32(x + t * p.n_in + 32 * b, qs + t * p.n_in + 32 * b, &db);
-                d[b * p.n_tokens + t] = db;
-                s[b * p.n_tokens + t] = db * static_cast<float>(sum);
+                const int64_t i = b * p.n_tokens + t;
+                d[i] = ds[2 * i] = db;
+                s[i] = ds[2 * i + 1] = db * static_cast<float>(sum);
             }
     } else if (is_kquant(wt)) {
         const size_t rb = row_bytes(DType::Q8_K, p.n_in);
@@ -320,6 +398,7 @@ float vec_dot_avx2(DType t, const void* w_row, const void* act_row, int64_t n) {
         auto* qs = const_cast<int8_t*>(p.qs);
         auto* d = const_cast<float*>(p.d);
         auto* s = const_cast<float*>(p.s);
+        auto* ds = const_cast<float*>(p.ds);
         for (int64_t b = 0; b < nb; ++b) {
             if (activation_type(t) == DType::Q8_1) {
                 const auto& y = static_cast<const BlockQ8_1*>(act_row)[b];
@@ -332,6 +411,7 @@ float vec_dot_avx2(DType t, const void* w_row, const void* act_row, int64_t n) {
                 for (int j = 0; j < 32; ++j) sum += y.qs[j];
                 d[b] = h2f(y.d), s[b] = d[b] * static_cast<float>(sum);
             }
+            ds[2 * b] = d[b], ds[2 * b + 1] = s[b];
         }
     } else if (is_kquant(t)) {
         p.q8k = static_cast<const BlockQ8_K*>(act_row);

@@ -9,9 +9,16 @@ a time), the top-1/top-2 logit margin at each of those steps, and for the first 
 generated positions the top-20 (id, logit) pairs plus the full-vocabulary logsumexp,
 so a test can compute log-probabilities and a top-k KL divergence.
 
-Runs with the llama-cpp-python venv (see tests/tools/bench_llamacpp.sh for the build):
+Set-up (once; the binding reuses the llama.cpp that tests/tools/bench_llamacpp.sh builds):
+    tests/tools/bench_llamacpp.sh --build-only
+    python3 -m venv /opt/kvscope-ref-venv
+    CMAKE_ARGS="-DLLAMA_BUILD=OFF -DLLAVA_BUILD=OFF" /opt/kvscope-ref-venv/bin/pip install numpy \
+        /tmp/llamacpp-src/llama_cpp_python-0.3.36.tar.gz
+    mkdir -p /opt/kvscope-ref-venv/lib/python3.11/site-packages/llama_cpp/lib
+    cp -a /tmp/llamacpp-build/bin/lib*.so* /opt/kvscope-ref-venv/lib/python3.11/site-packages/llama_cpp/lib/
+(or skip the copy and set LLAMA_CPP_LIB_PATH=/tmp/llamacpp-build/bin). Then:
     /opt/kvscope-ref-venv/bin/python tests/tools/make_llama_reference.py [--model M] [--out F]
-If the binding has no bundled library, set LLAMA_CPP_LIB_PATH=/tmp/llamacpp-build/bin.
+Takes about 4 minutes on 2 cores.
 """
 from __future__ import annotations
 

@@ -1,0 +1,48 @@
+#pragma once
+// Reads Hugging Face safetensors files (8-byte little-endian header length, a JSON
+// header {name: {dtype, shape, data_offsets}}, then the raw data), memory-mapped.
+// A model may be one file or several shards, listed by model.safetensors.index.json
+// or simply all *.safetensors files of a folder. Tensors of type F32, F16 and BF16.
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/model/mapped_file.h"
+#include "kernels/dtype.h"
+
+namespace kvs {
+
+struct SafetensorsTensor {
+    std::string name;
+    DType type = DType::F32;
+    std::vector<int64_t> shape;        // [n_dims] row-major, outermost first (PyTorch order)
+    int64_t n_elements = 0;
+    uint64_t n_bytes = 0;
+    const uint8_t* data = nullptr;     // [n_bytes] inside the mapping
+    std::string file;                  // the shard it lives in
+};
+
+class SafetensorsSet {
+public:
+    // One .safetensors file.
+    static Result<std::shared_ptr<SafetensorsSet>> open_file(const std::string& path);
+    // A folder: the shards named by model.safetensors.index.json when present, else
+    // every *.safetensors file in it (sorted by name).
+    static Result<std::shared_ptr<SafetensorsSet>> open_folder(const std::string& dir);
+
+    const SafetensorsTensor* find(std::string_view name) const;
+    const std::map<std::string, SafetensorsTensor, std::less<>>& tensors() const { return m_tensors; }
+    const std::vector<std::string>& files() const { return m_files; }
+
+private:
+    Status add_file(const std::string& path);
+    std::vector<std::shared_ptr<MappedFile>> m_maps;
+    std::vector<std::string> m_files;
+    std::map<std::string, SafetensorsTensor, std::less<>> m_tensors;
+};
+
+}  // namespace kvs

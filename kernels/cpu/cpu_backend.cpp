@@ -1,0 +1,218 @@
+// CpuBackend: the Backend interface on host memory. It owns the thread pool and the
+// SIMD level; matmul goes to kernels/cpu/matmul.h, the other ops to the per-level
+// kernel table of kernels/cpu/ops.h. Ops whose whole work is small run on the calling
+// thread: a decode step issues hundreds of ops on one token, and a parallel region
+// costs more than a 576-element RMSNorm.
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_features.h"
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant_formats.h"
+#include "kernels/cpu/thread_pool.h"
+
+namespace kvs {
+namespace {
+
+constexpr int64_t kMinParallelElems = 16384;   // below this an op runs on the caller
+constexpr int64_t kElemChunk = 16384;          // elements per task of element-wise ops
+constexpr int64_t kMinParallelAttn = 1 << 16;  // query x key x dim products
+constexpr int64_t kMinSplitPositions = 256;    // shortest position chunk of a split attention
+
+int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+class CpuBackend final : public Backend {
+public:
+    CpuBackend(int n_threads, cpu::SimdLevel level)
+        : m_pool(n_threads), m_level(level), m_ops(cpu::op_kernels(level)) {}
+
+    std::string name() const override { return std::string("cpu-") + cpu::simd_name(m_level); }
+    int n_threads() const override { return m_pool.size(); }
+
+    bool host_visible() const override { return true; }
+    void* alloc(size_t bytes) override {
+        const size_t rounded = std::max<size_t>(64, (bytes + 63) & ~size_t{63});
+        return std::aligned_alloc(64, rounded);
+    }
+    void release(void* ptr) override { std::free(ptr); }
+    void copy_to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+    void copy_to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+
+    bool supports(DType weight_type) const override { return dtype_info(weight_type).weight_type; }
+
+    void matmul(const WeightView& w, const float* x, float* y, int n_tokens) override {
+        cpu::matmul(m_pool, m_level, w, x, y, n_tokens);
+    }
+
+    void embedding(const WeightView& table, const int32_t* ids, int n_tokens, float* out) override {
+        const size_t row = row_bytes(table.dtype, table.n_in);
+        const auto* base = static_cast<const uint8_t*>(table.data);  // [n_out, row]
+        rows(n_tokens, table.n_in, [&](int64_t t) {
+            cpu::dequantize_row(table.dtype, base + static_cast<size_t>(ids[t]) * row, out + t * table.n_in, table.n_in);
+        });
+    }
+
+    void rms_norm(const float* x, const float* weight, float* y, int n_rows, int n, float eps) override {
+        rows(n_rows, n, [&](int64_t r) { m_ops.rms_norm_row(x + r * n, weight, y + r * n, n, eps); });
+    }
+
+    void rope(float* x, const int32_t* pos, int n_tokens, int n_head, int head_dim, int n_rot, float freq_base,
+              RopeStyle style) override {
+        const int64_t token_elems = static_cast<int64_t>(n_head) * head_dim;
+        rows(n_tokens, token_elems, [&](int64_t t) {
+            float* cos_sin = cpu::thread_scratch(3, static_cast<size_t>(n_rot));  // [n_rot / 2, 2]
+            cpu::rope_angles(pos[t], n_rot, freq_base, cos_sin);
+            m_ops.rope_token(x + t * token_elems, cos_sin, n_head, head_dim, n_rot, style);
+        });
+    }
+
+    void softmax(float* x, int n_rows, int n_cols) override {
+        rows(n_rows, n_cols, [&](int64_t r) { m_ops.softmax_row(x + r * n_cols, n_cols); });
+    }
+
+    void swiglu(const float* gate, const float* up, float* y, int64_t n) override {
+        ranges(n, [&](int64_t i0, int64_t i1) { m_ops.swiglu_range(gate + i0, up + i0, y + i0, i1 - i0); });
+    }
+
+    void add(const float* a, const float* b, float* y, int64_t n) override {
+        ranges(n, [&](int64_t i0, int64_t i1) { m_ops.add_range(a + i0, b + i0, y + i0, i1 - i0); });
+    }
+
+    void add_bias(const float* x, const float* bias, float* y, int n_rows, int n) override {
+        rows(n_rows, n, [&](int64_t r) { m_ops.add_range(x + r * n, bias, y + r * n, n); });
+    }
+
+    void kv_store(const KvStoreArgs& a) override {
+        rows(a.n_tokens, 2 * static_cast<int64_t>(a.kv_dim), [&](int64_t t) {
+            const int64_t slot = a.slot_mapping[t];
+            if (slot < 0) return;  // padding token: nothing to store
+            m_ops.to_fp16_row(a.k + t * a.kv_dim, a.k_cache + slot * a.kv_dim, a.kv_dim);
+            m_ops.to_fp16_row(a.v + t * a.kv_dim, a.v_cache + slot * a.kv_dim, a.kv_dim);
+        });
+    }
+
+    void paged_attention(const PagedAttentionArgs& a) override;
+
+private:
+    struct SplitTask {
+        int t, kvh, p0, p1;  // query token, kv head, cache positions [p0, p1)
+    };
+    void attention_split_positions(const PagedAttentionArgs& a, int chunk);
+
+    // fn(r) for r in [0, n_rows); rows of row_elems elements, grouped into tasks of about kElemChunk.
+    template <class Fn>
+    void rows(int64_t n_rows, int64_t row_elems, Fn&& fn) {
+        if (n_rows * row_elems < kMinParallelElems || m_pool.size() == 1) {
+            for (int64_t r = 0; r < n_rows; ++r) fn(r);
+            return;
+        }
+        const int64_t per_task = std::max<int64_t>(1, kElemChunk / std::max<int64_t>(1, row_elems));
+        m_pool.parallel_for(ceil_div(n_rows, per_task), [&](int64_t task, int) {
+            const int64_t r1 = std::min(n_rows, (task + 1) * per_task);
+            for (int64_t r = task * per_task; r < r1; ++r) fn(r);
+        });
+    }
+
+    // fn(i0, i1) over [0, n) in chunks of kElemChunk.
+    template <class Fn>
+    void ranges(int64_t n, Fn&& fn) {
+        if (n < kMinParallelElems || m_pool.size() == 1) {
+            fn(0, n);
+            return;
+        }
+        m_pool.parallel_for(ceil_div(n, kElemChunk), [&](int64_t task, int) {
+            fn(task * kElemChunk, std::min(n, (task + 1) * kElemChunk));
+        });
+    }
+
+    cpu::ThreadPool m_pool;
+    cpu::SimdLevel m_level;
+    const cpu::OpKernels& m_ops;
+    std::vector<SplitTask> m_tasks;      // [n_tasks] of a position-split attention call
+    std::vector<int64_t> m_first_task;   // [n_tokens + 1]
+    std::vector<float> m_parts;          // [n_tasks, group, head_dim + 2] partial results
+};
+
+// Tasks are (query token, run of query heads that share one kv head): whole GQA groups
+// when there are enough of them to keep every thread busy (each K/V row is converted
+// once for the group). With few tokens (decode) and long contexts the positions are
+// split instead (flash-decoding): whole groups over chunks of positions, merged after.
+// Short contexts of few tokens split the groups into smaller runs of heads.
+void CpuBackend::paged_attention(const PagedAttentionArgs& a) {
+    if (a.n_tokens <= 0) return;
+    int64_t work = 0;  // query x key x dim products
+    int max_ctx = 0;
+    for (int t = 0; t < a.n_tokens; ++t) {
+        work += static_cast<int64_t>(a.token_pos[t] + 1) * a.n_head * a.head_dim;
+        max_ctx = std::max(max_ctx, a.token_pos[t] + 1);
+    }
+    if (work < kMinParallelAttn || m_pool.size() == 1) {
+        for (int t = 0; t < a.n_tokens; ++t) m_ops.attention_heads(a, t, 0, a.n_head);
+        return;
+    }
+    const int group = a.n_head / a.n_kv_head;
+    const int64_t n_groups = static_cast<int64_t>(a.n_tokens) * a.n_kv_head;
+    const int64_t want = 4 * static_cast<int64_t>(m_pool.size());
+    int run = group;  // heads per task
+    if (n_groups < want) {
+        int64_t chunk = std::max<int64_t>(kMinSplitPositions, ceil_div(max_ctx, ceil_div(want, n_groups)));
+        chunk = ceil_div(chunk, a.block_size) * a.block_size;
+        if (chunk < max_ctx) {
+            attention_split_positions(a, static_cast<int>(chunk));
+            return;
+        }
+        run = static_cast<int>(ceil_div(group, std::min<int64_t>(group, ceil_div(want, n_groups))));
+    }
+    const int runs_per_group = static_cast<int>(ceil_div(group, run));
+    const int64_t runs_per_token = static_cast<int64_t>(a.n_kv_head) * runs_per_group;
+    m_pool.parallel_for(a.n_tokens * runs_per_token, [&](int64_t task, int) {
+        const int t = static_cast<int>(task / runs_per_token);
+        const int64_t rest = task % runs_per_token;
+        const int kvh = static_cast<int>(rest / runs_per_group);
+        const int h0 = kvh * group + static_cast<int>(rest % runs_per_group) * run;
+        m_ops.attention_heads(a, t, h0, std::min(h0 + run, (kvh + 1) * group));
+    });
+}
+
+void CpuBackend::attention_split_positions(const PagedAttentionArgs& a, int chunk) {
+    const int group = a.n_head / a.n_kv_head;
+    const int64_t rec = a.head_dim + 2;  // floats per partial record (o, m, l)
+    // tasks ordered (token, kv head, chunk); first_task[t] is token t's first
+    m_tasks.clear();
+    m_first_task.assign(static_cast<size_t>(a.n_tokens) + 1, 0);
+    for (int t = 0; t < a.n_tokens; ++t) {
+        m_first_task[t] = static_cast<int64_t>(m_tasks.size());
+        const int n_ctx = a.token_pos[t] + 1;
+        for (int kvh = 0; kvh < a.n_kv_head; ++kvh)
+            for (int p0 = 0; p0 < n_ctx; p0 += chunk) m_tasks.push_back({t, kvh, p0, std::min(n_ctx, p0 + chunk)});
+    }
+    m_first_task[a.n_tokens] = static_cast<int64_t>(m_tasks.size());
+    m_parts.resize(m_tasks.size() * static_cast<size_t>(group * rec));  // [n_tasks, group, head_dim + 2]
+    m_pool.parallel_for(static_cast<int64_t>(m_tasks.size()), [&](int64_t i, int) {
+        const SplitTask& k = m_tasks[i];
+        m_ops.attention_partial(a, k.t, k.kvh * group, (k.kvh + 1) * group, k.p0, k.p1, &m_parts[i * group * rec]);
+    });
+    std::vector<const float*> parts;
+    for (int t = 0; t < a.n_tokens; ++t) {
+        const int64_t n_chunks = (m_first_task[t + 1] - m_first_task[t]) / a.n_kv_head;
+        for (int h = 0; h < a.n_head; ++h) {
+            const int64_t first = m_first_task[t] + (h / group) * n_chunks;
+            parts.clear();
+            for (int64_t c = 0; c < n_chunks; ++c) parts.push_back(&m_parts[((first + c) * group + h % group) * rec]);
+            cpu::merge_attention_partials(parts.data(), static_cast<int>(n_chunks), a.head_dim,
+                                          a.out + (static_cast<int64_t>(t) * a.n_head + h) * a.head_dim);
+        }
+    }
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_cpu_backend(int n_threads, const std::string& simd) {
+    return std::make_unique<CpuBackend>(n_threads, cpu::parse_simd(simd));
+}
+
+}  // namespace kvs

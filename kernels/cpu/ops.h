@@ -1,0 +1,63 @@
+#pragma once
+// The CPU element-wise, normalization and attention kernels behind CpuBackend, one
+// table of functions per SIMD level. Each function does one unit of work (a row, a
+// token, a range, a group of attention heads) so the backend decides what runs on the
+// thread pool. ops_scalar.cpp is the reference; ops_avx2.cpp the AVX2/FMA/F16C level.
+#include <cstddef>
+#include <cstdint>
+
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_features.h"
+
+namespace kvs::cpu {
+
+struct OpKernels {
+    // y [n] = x [n] / sqrt(mean(x^2) + eps) * weight [n]   (y may alias x)
+    void (*rms_norm_row)(const float* x, const float* weight, float* y, int n, float eps);
+    // rotates the first n_rot dims of each of n_head heads of one token in place;
+    // cos_sin [n_rot / 2, 2] holds (cos, sin) of pos * freq_base^(-2i/n_rot)
+    void (*rope_token)(float* x, const float* cos_sin, int n_head, int head_dim, int n_rot, RopeStyle style);
+    // in place; x [n]
+    void (*softmax_row)(float* x, int n);
+    // y = silu(gate) * up over [0, n) (y may alias gate)
+    void (*swiglu_range)(const float* gate, const float* up, float* y, int64_t n);
+    // y = a + b over [0, n) (y may alias a or b)
+    void (*add_range)(const float* a, const float* b, float* y, int64_t n);
+    // fp16 bits of x; dst [n], x [n]
+    void (*to_fp16_row)(const float* x, uint16_t* dst, int n);
+    // Query token t, query heads [h0, h1): writes a.out[t, h, :]. Heads of one GQA
+    // group share each converted K/V row, so a range inside one group is cheapest.
+    void (*attention_heads)(const PagedAttentionArgs& a, int t, int h0, int h1);
+    // The same over cache positions [p0, p1) only (p1 <= token_pos[t] + 1), unnormalized:
+    // for head h, part[(h - h0) * (head_dim + 2) + ...] = (sum_p e^(s_p - m) v_p [head_dim],
+    // m = max_p s_p, l = sum_p e^(s_p - m)). merge_attention_partials combines ranges.
+    void (*attention_partial)(const PagedAttentionArgs& a, int t, int h0, int h1, int p0, int p1, float* part);
+};
+
+// out [head_dim] = the attention of one head from n_parts partial results of disjoint
+// position ranges; parts [n_parts] point at (o [head_dim], m, l) records.
+void merge_attention_partials(const float* const* parts, int n_parts, int head_dim, float* out);
+
+const OpKernels& scalar_op_kernels();
+const OpKernels& avx2_op_kernels();  // only call when detect_simd() >= Avx2
+// The best table for `level` (Avx512 uses the AVX2 table: no AVX-512 versions of these ops).
+const OpKernels& op_kernels(SimdLevel level);
+
+// Per-thread float scratch that only grows (defined in ops_scalar.cpp, so the AVX2 file
+// instantiates no std templates whose AVX2 copy the linker could hand to scalar code).
+// `slot` picks one of kScratchSlots independent buffers.
+constexpr int kScratchSlots = 4;
+float* thread_scratch(int slot, size_t n_floats);
+
+// (cos, sin) pairs of pos * freq_base^(-2i/n_rot), i in [0, n_rot/2), computed in double.
+// cos_sin [n_rot / 2, 2]
+void rope_angles(int32_t pos, int n_rot, float freq_base, float* cos_sin);
+
+// Key/value row of cache position `pos` of sequence `seq`, kv head `kvh` (fp16 bits, head_dim long).
+inline const uint16_t* paged_row(const uint16_t* cache, const PagedAttentionArgs& a, int seq, int pos, int kvh) {
+    const int block = a.block_tables[static_cast<int64_t>(seq) * a.max_blocks_per_seq + pos / a.block_size];
+    const int64_t slot = static_cast<int64_t>(block) * a.block_size + pos % a.block_size;
+    return cache + (slot * a.n_kv_head + kvh) * a.head_dim;
+}
+
+}  // namespace kvs::cpu

@@ -1,0 +1,169 @@
+// Scalar reference of the CPU ops: plain loops, sums in double, written to be read.
+// The AVX2 kernels (ops_avx2.cpp) and the CUDA kernels are tested against these.
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant_formats.h"
+
+namespace kvs::cpu {
+namespace {
+
+void rms_norm_row(const float* x, const float* weight, float* y, int n, float eps) {
+    double sum_sq = 0.0;
+    for (int i = 0; i < n; ++i) sum_sq += static_cast<double>(x[i]) * x[i];
+    const double inv = 1.0 / std::sqrt(sum_sq / n + eps);
+    for (int i = 0; i < n; ++i) y[i] = static_cast<float>(x[i] * inv * weight[i]);
+}
+
+void rope_token(float* x, const float* cos_sin, int n_head, int head_dim, int n_rot, RopeStyle style) {
+    const int half = n_rot / 2;
+    for (int h = 0; h < n_head; ++h) {
+        float* v = x + static_cast<int64_t>(h) * head_dim;  // [head_dim]
+        for (int i = 0; i < half; ++i) {
+            const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
+            // Normal rotates (x[2i], x[2i+1]); Neox rotates (x[i], x[i + n_rot/2])
+            const int i0 = style == RopeStyle::Normal ? 2 * i : i;
+            const int i1 = style == RopeStyle::Normal ? 2 * i + 1 : i + half;
+            const float a = v[i0], b = v[i1];
+            v[i0] = a * c - b * s;
+            v[i1] = a * s + b * c;
+        }
+    }
+}
+
+void softmax_row(float* x, int n) {
+    float mx = x[0];
+    for (int i = 1; i < n; ++i) mx = std::max(mx, x[i]);
+    double sum = 0.0;
+    for (int i = 0; i < n; ++i) {
+        x[i] = std::exp(x[i] - mx);
+        sum += x[i];
+    }
+    const double inv = 1.0 / sum;
+    for (int i = 0; i < n; ++i) x[i] = static_cast<float>(x[i] * inv);
+}
+
+void swiglu_range(const float* gate, const float* up, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) {
+        const float g = gate[i];
+        y[i] = g / (1.0f + std::exp(-g)) * up[i];
+    }
+}
+
+void add_range(const float* a, const float* b, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = a[i] + b[i];
+}
+
+void to_fp16_row(const float* x, uint16_t* dst, int n) {
+    for (int i = 0; i < n; ++i) dst[i] = fp32_to_fp16(x[i]);
+}
+
+// Two passes per head: scores of every visible position, softmax, weighted sum of values.
+void attention_heads(const PagedAttentionArgs& a, int t, int h0, int h1) {
+    const int group = a.n_head / a.n_kv_head;
+    const int seq = a.token_seq[t];
+    const int n_ctx = a.token_pos[t] + 1;
+    thread_local std::vector<double> scores;  // [n_ctx]
+    thread_local std::vector<double> acc;     // [head_dim]
+    scores.resize(static_cast<size_t>(n_ctx));
+    acc.resize(static_cast<size_t>(a.head_dim));
+    for (int h = h0; h < h1; ++h) {
+        const int kvh = h / group;
+        const float* q = a.q + (static_cast<int64_t>(t) * a.n_head + h) * a.head_dim;  // [head_dim]
+        double mx = -INFINITY;
+        for (int p = 0; p < n_ctx; ++p) {
+            const uint16_t* k = paged_row(a.k_cache, a, seq, p, kvh);  // [head_dim]
+            double dot = 0.0;
+            for (int d = 0; d < a.head_dim; ++d) dot += static_cast<double>(q[d]) * fp16_to_fp32(k[d]);
+            scores[p] = dot * a.scale;
+            mx = std::max(mx, scores[p]);
+        }
+        double sum = 0.0;
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (int p = 0; p < n_ctx; ++p) {
+            const double w = std::exp(scores[p] - mx);
+            sum += w;
+            const uint16_t* v = paged_row(a.v_cache, a, seq, p, kvh);  // [head_dim]
+            for (int d = 0; d < a.head_dim; ++d) acc[d] += w * fp16_to_fp32(v[d]);
+        }
+        float* out = a.out + (static_cast<int64_t>(t) * a.n_head + h) * a.head_dim;  // [head_dim]
+        for (int d = 0; d < a.head_dim; ++d) out[d] = static_cast<float>(acc[d] / sum);
+    }
+}
+
+// Scores of positions [p0, p1), their max m and sum l of e^(s - m), and the unnormalized
+// weighted sum of values.
+void attention_partial(const PagedAttentionArgs& a, int t, int h0, int h1, int p0, int p1, float* part) {
+    const int group = a.n_head / a.n_kv_head;
+    const int seq = a.token_seq[t];
+    thread_local std::vector<double> scores;  // [p1 - p0]
+    scores.resize(static_cast<size_t>(p1 - p0));
+    for (int h = h0; h < h1; ++h) {
+        const int kvh = h / group;
+        const float* q = a.q + (static_cast<int64_t>(t) * a.n_head + h) * a.head_dim;  // [head_dim]
+        float* rec = part + static_cast<int64_t>(h - h0) * (a.head_dim + 2);           // [head_dim + 2]
+        double mx = -INFINITY;
+        for (int p = p0; p < p1; ++p) {
+            const uint16_t* k = paged_row(a.k_cache, a, seq, p, kvh);  // [head_dim]
+            double dot = 0.0;
+            for (int d = 0; d < a.head_dim; ++d) dot += static_cast<double>(q[d]) * fp16_to_fp32(k[d]);
+            scores[p - p0] = dot * a.scale;
+            mx = std::max(mx, scores[p - p0]);
+        }
+        double sum = 0.0;
+        std::fill(rec, rec + a.head_dim, 0.0f);
+        for (int p = p0; p < p1; ++p) {
+            const double w = std::exp(scores[p - p0] - mx);
+            sum += w;
+            const uint16_t* v = paged_row(a.v_cache, a, seq, p, kvh);  // [head_dim]
+            for (int d = 0; d < a.head_dim; ++d) rec[d] += static_cast<float>(w * fp16_to_fp32(v[d]));
+        }
+        rec[a.head_dim] = static_cast<float>(mx);
+        rec[a.head_dim + 1] = static_cast<float>(sum);
+    }
+}
+
+}  // namespace
+
+void merge_attention_partials(const float* const* parts, int n_parts, int head_dim, float* out) {
+    float mx = -INFINITY;
+    for (int c = 0; c < n_parts; ++c) mx = std::max(mx, parts[c][head_dim]);
+    double l = 0.0;
+    std::fill(out, out + head_dim, 0.0f);
+    for (int c = 0; c < n_parts; ++c) {
+        const float w = std::exp(parts[c][head_dim] - mx);
+        l += static_cast<double>(w) * parts[c][head_dim + 1];
+        for (int d = 0; d < head_dim; ++d) out[d] += w * parts[c][d];
+    }
+    const float inv = static_cast<float>(1.0 / l);
+    for (int d = 0; d < head_dim; ++d) out[d] *= inv;
+}
+
+float* thread_scratch(int slot, size_t n_floats) {
+    thread_local std::vector<float> bufs[kScratchSlots];
+    std::vector<float>& b = bufs[slot];
+    if (b.size() < n_floats) b.resize(n_floats);
+    return b.data();
+}
+
+void rope_angles(int32_t pos, int n_rot, float freq_base, float* cos_sin) {
+    for (int i = 0; i < n_rot / 2; ++i) {
+        const double theta = pos * std::pow(static_cast<double>(freq_base), -2.0 * i / n_rot);
+        cos_sin[2 * i] = static_cast<float>(std::cos(theta));
+        cos_sin[2 * i + 1] = static_cast<float>(std::sin(theta));
+    }
+}
+
+const OpKernels& scalar_op_kernels() {
+    static const OpKernels k{rms_norm_row, rope_token,  softmax_row,     swiglu_range,
+                             add_range,    to_fp16_row, attention_heads, attention_partial};
+    return k;
+}
+
+const OpKernels& op_kernels(SimdLevel level) {
+    return level >= SimdLevel::Avx2 ? avx2_op_kernels() : scalar_op_kernels();
+}
+
+}  // namespace kvs::cpu

@@ -1,0 +1,247 @@
+#pragma once
+// GGML's quantized block layouts on the device, byte for byte as GGUF stores them
+// (ggml/src/ggml-common.h), and the dequantization of one "item": 32 consecutive
+// elements of a row. Every quantized type splits a row into items of 32 elements
+// (one block of the 32-element family, one eighth of a K-quant super-block), so a
+// GEMV lane, a dequantize thread and an embedding thread all work item by item.
+//
+// The CPU mirror of these structs is kernels/cpu/quant_blocks.h; this file does not
+// include it so the CUDA library stays independent of the CPU kernels.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include <cstdint>
+
+#include "kernels/dtype.h"
+
+namespace kvs::cuda {
+
+constexpr int kItem = 32;  // elements per item
+
+struct DevBlockQ4_0 {
+    uint16_t d;
+    uint8_t qs[16];
+};
+struct DevBlockQ4_1 {
+    uint16_t d, m;
+    uint8_t qs[16];
+};
+struct DevBlockQ5_0 {
+    uint16_t d;
+    uint8_t qh[4];
+    uint8_t qs[16];
+};
+struct DevBlockQ5_1 {
+    uint16_t d, m;
+    uint8_t qh[4];
+    uint8_t qs[16];
+};
+struct DevBlockQ8_0 {
+    uint16_t d;
+    int8_t qs[32];
+};
+struct DevBlockQ4_K {
+    uint16_t d, dmin;
+    uint8_t scales[12];
+    uint8_t qs[128];
+};
+struct DevBlockQ5_K {
+    uint16_t d, dmin;
+    uint8_t scales[12];
+    uint8_t qh[32];
+    uint8_t qs[128];
+};
+struct DevBlockQ6_K {
+    uint8_t ql[128];
+    uint8_t qh[64];
+    int8_t scales[16];
+    uint16_t d;
+};
+static_assert(sizeof(DevBlockQ4_0) == 18);
+static_assert(sizeof(DevBlockQ4_1) == 20);
+static_assert(sizeof(DevBlockQ5_0) == 22);
+static_assert(sizeof(DevBlockQ5_1) == 24);
+static_assert(sizeof(DevBlockQ8_0) == 34);
+static_assert(sizeof(DevBlockQ4_K) == 144);
+static_assert(sizeof(DevBlockQ5_K) == 176);
+static_assert(sizeof(DevBlockQ6_K) == 210);
+
+__device__ __forceinline__ float half_bits_to_float(uint16_t h) { return __half2float(__ushort_as_half(h)); }
+__device__ __forceinline__ float bf16_bits_to_float(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
+
+// Little-endian uint32 from 4 bytes that may be only 2-byte aligned.
+__device__ __forceinline__ uint32_t load_u32(const uint8_t* p) {
+    return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
+           (static_cast<uint32_t>(p[3]) << 24);
+}
+
+// The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K super-block (get_scale_min_k4).
+__device__ __forceinline__ void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0xF) | ((q[j - 4] >> 6) << 4);
+        *m = (q[j + 4] >> 4) | ((q[j] >> 6) << 4);
+    }
+}
+
+// QType<T>: block geometry of a quantized type and dequantization of item `part` of
+// one block into v[32]. part < kItemsPerBlock; element j of the item is element
+// kItem * part + j of the block.
+template <DType T>
+struct QType;
+
+template <>
+struct QType<DType::Q4_0> {
+    using Block = DevBlockQ4_0;
+    static constexpr int kItemsPerBlock = 1;
+    __device__ static void dequant(const Block* b, int, float* v) {
+        const float d = half_bits_to_float(b->d);
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+            v[j] = d * (static_cast<int>(b->qs[j] & 0xF) - 8);
+            v[j + 16] = d * (static_cast<int>(b->qs[j] >> 4) - 8);
+        }
+    }
+};
+
+template <>
+struct QType<DType::Q4_1> {
+    using Block = DevBlockQ4_1;
+    static constexpr int kItemsPerBlock = 1;
+    __device__ static void dequant(const Block* b, int, float* v) {
+        const float d = half_bits_to_float(b->d), m = half_bits_to_float(b->m);
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+            v[j] = d * (b->qs[j] & 0xF) + m;
+            v[j + 16] = d * (b->qs[j] >> 4) + m;
+        }
+    }
+};
+
+// Q5_0/Q5_1: the 5th bit of element j is bit j of the little-endian uint32 qh.
+template <>
+struct QType<DType::Q5_0> {
+    using Block = DevBlockQ5_0;
+    static constexpr int kItemsPerBlock = 1;
+    __device__ static void dequant(const Block* b, int, float* v) {
+        const float d = half_bits_to_float(b->d);
+        const uint32_t qh = load_u32(b->qh);
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+            const int lo = (b->qs[j] & 0xF) | (((qh >> j) & 1u) << 4);
+            const int hi = (b->qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4);
+            v[j] = d * (lo - 16);
+            v[j + 16] = d * (hi - 16);
+        }
+    }
+};
+
+template <>
+struct QType<DType::Q5_1> {
+    using Block = DevBlockQ5_1;
+    static constexpr int kItemsPerBlock = 1;
+    __device__ static void dequant(const Block* b, int, float* v) {
+        const float d = half_bits_to_float(b->d), m = half_bits_to_float(b->m);
+        const uint32_t qh = load_u32(b->qh);
+#pragma unroll
+        for (int j = 0; j < 16; ++j) {
+            const int lo = (b->qs[j] & 0xF) | (((qh >> j) & 1u) << 4);
+            const int hi = (b->qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4);
+            v[j] = d * lo + m;
+            v[j + 16] = d * hi + m;
+        }
+    }
+};
+
+template <>
+struct QType<DType::Q8_0> {
+    using Block = DevBlockQ8_0;
+    static constexpr int kItemsPerBlock = 1;
+    __device__ static void dequant(const Block* b, int, float* v) {
+        const float d = half_bits_to_float(b->d);
+#pragma unroll
+        for (int j = 0; j < 32; ++j) v[j] = d * b->qs[j];
+    }
+};
+
+// Q4_K/Q5_K: sub-block p of 32 elements lives in the low (p even) or high (p odd)
+// nibbles of qs[32 * (p / 2) .. + 32]; Q5_K's 5th bit of element l is bit p of qh[l].
+template <>
+struct QType<DType::Q4_K> {
+    using Block = DevBlockQ4_K;
+    static constexpr int kItemsPerBlock = 8;
+    __device__ static void dequant(const Block* b, int p, float* v) {
+        int sc, m;
+        scale_min_k4(p, b->scales, &sc, &m);
+        const float d = half_bits_to_float(b->d) * sc, mn = half_bits_to_float(b->dmin) * m;
+        const uint8_t* q = b->qs + 32 * (p >> 1);
+        const int shift = (p & 1) * 4;
+#pragma unroll
+        for (int l = 0; l < 32; ++l) v[l] = d * ((q[l] >> shift) & 0xF) - mn;
+    }
+};
+
+template <>
+struct QType<DType::Q5_K> {
+    using Block = DevBlockQ5_K;
+    static constexpr int kItemsPerBlock = 8;
+    __device__ static void dequant(const Block* b, int p, float* v) {
+        int sc, m;
+        scale_min_k4(p, b->scales, &sc, &m);
+        const float d = half_bits_to_float(b->d) * sc, mn = half_bits_to_float(b->dmin) * m;
+        const uint8_t* q = b->qs + 32 * (p >> 1);
+        const int shift = (p & 1) * 4;
+#pragma unroll
+        for (int l = 0; l < 32; ++l) {
+            const int qv = ((q[l] >> shift) & 0xF) | (((b->qh[l] >> p) & 1) << 4);
+            v[l] = d * qv - mn;
+        }
+    }
+};
+
+// Q6_K: half n = p / 4 (128 elements), group g = p % 4 of 32 in that half:
+// low 4 bits from ql[64n + l + 32 (g & 1)] (nibble g / 2), high 2 bits from
+// qh[32n + l] >> 2g, scale scales[8n + l / 16 + 2g]; x = d * scale * (q - 32).
+template <>
+struct QType<DType::Q6_K> {
+    using Block = DevBlockQ6_K;
+    static constexpr int kItemsPerBlock = 8;
+    __device__ static void dequant(const Block* b, int p, float* v) {
+        const int n = p >> 2, g = p & 3;
+        const float d = half_bits_to_float(b->d);
+        const uint8_t* ql = b->ql + 64 * n + 32 * (g & 1);
+        const uint8_t* qh = b->qh + 32 * n;
+        const int8_t* sc = b->scales + 8 * n + 2 * g;
+        const int lshift = (g >> 1) * 4, hshift = 2 * g;
+        const float d0 = d * sc[0], d1 = d * sc[1];
+#pragma unroll
+        for (int l = 0; l < 32; ++l) {
+            const int q = ((ql[l] >> lshift) & 0xF) | (((qh[l] >> hshift) & 3) << 4);
+            v[l] = (l < 16 ? d0 : d1) * (q - 32);
+        }
+    }
+};
+
+// v[32] = item `item` (counted from the start of the row) of a row of type T.
+template <DType T>
+__device__ __forceinline__ void dequant_item(const uint8_t* row, int item, float* v) {
+    using Q = QType<T>;
+    const auto* blocks = reinterpret_cast<const typename Q::Block*>(row);
+    Q::dequant(blocks + item / Q::kItemsPerBlock, item % Q::kItemsPerBlock, v);
+}
+
+// Element i of a row of a plain float type (F32, F16 or BF16).
+template <DType T>
+__device__ __forceinline__ float load_float_elem(const void* row, int64_t i) {
+    if constexpr (T == DType::F32) {
+        return static_cast<const float*>(row)[i];
+    } else if constexpr (T == DType::F16) {
+        return half_bits_to_float(static_cast<const uint16_t*>(row)[i]);
+    } else {
+        return bf16_bits_to_float(static_cast<const uint16_t*>(row)[i]);
+    }
+}
+
+}  // namespace kvs::cuda

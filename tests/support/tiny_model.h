@@ -1,0 +1,54 @@
+#pragma once
+// Tiny random Llama / qwen2 models that tests generate themselves, as a GGUF file or a
+// Hugging Face safetensors folder (config.json, *.safetensors, tokenizer.json,
+// tokenizer_config.json). Same spec and seed -> the same weights in both formats (Q/K
+// rows permuted for GGUF llama, as convert_hf_to_gguf.py does). The vocabulary is a
+// usable byte-level BPE: specials <|endoftext|> <|im_start|> <|im_end|> (ids 0..2), the
+// 256 byte tokens in GPT-2 byte-to-unicode form, then tokens learned by a small BPE
+// training run over built-in English text; a ChatML chat template.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "kernels/dtype.h"
+
+namespace kvs::test {
+
+struct TinyModelSpec {
+    std::string arch = "llama";          // "llama" or "qwen2" (q/k/v biases)
+    int n_layer = 2;
+    int n_embd = 64;
+    int n_head = 4;
+    int n_kv_head = 2;
+    int n_ff = 128;
+    int n_ctx_train = 512;
+    int n_merges = 64;                   // BPE merges learned (n_vocab = 259 + new tokens)
+    float rms_eps = 1e-5f;
+    float rope_freq_base = 10000.0f;
+    float weight_std = 0.05f;            // matrices ~ N(0, std); norms ~ 1 + N(0, 0.1)
+    DType weight_type = DType::F32;      // matrices; safetensors folders: F32, F16 or BF16
+    std::optional<DType> embd_type;      // token_embd (and output); default weight_type
+    bool tied = true;                    // no output.weight / lm_head.weight
+    uint32_t seed = 1;
+    uint32_t gguf_version = 3;
+    uint32_t gguf_alignment = 32;
+    int n_shards = 1;                    // safetensors: >1 writes model.safetensors.index.json
+};
+
+// The tiny vocabulary (tokens in id order) and merges ("a b", by priority).
+struct TinyVocab {
+    std::vector<std::string> tokens;
+    std::vector<std::string> merges;
+};
+TinyVocab make_tiny_vocab(int n_merges);
+inline const char* tiny_chat_template() {
+    return "{% for message in messages %}{{'<|im_start|>' + message['role'] + '\n' + message['content'] + "
+           "'<|im_end|>' + '\n'}}{% endfor %}{% if add_generation_prompt %}{{ '<|im_start|>assistant\n' }}{% endif %}";
+}
+
+Status write_tiny_gguf(const std::string& path, const TinyModelSpec& spec);
+Status write_tiny_safetensors_folder(const std::string& dir, const TinyModelSpec& spec);
+
+}  // namespace kvs::test
