@@ -307,7 +307,7 @@ std::vector<float> run_attention(Backend* be, const AttnProblem& p) {
 
 class TestBackendOps : public QObject {
     Q_OBJECT
-private slots:
+private Q_SLOTS:
     void rms_norm_data();
     void rms_norm();
     void rope_data();

@@ -41,7 +41,7 @@ Run run_kvscope(const QStringList& args, int timeout_ms = 120000) {
 
 class TestCli : public QObject {
     Q_OBJECT
-private slots:
+private Q_SLOTS:
     void noDisplayPointsToGenerate() {
         const Run r = run_kvscope({});
         QCOMPARE(r.status, QProcess::NormalExit);

@@ -22,11 +22,6 @@ using namespace kvs;
 
 namespace {
 
-std::vector<uint8_t> read_bytes(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
-}
-
 void write_bytes(const std::string& path, const std::vector<uint8_t>& b) {
     std::ofstream out(path, std::ios::binary);
     out.write(reinterpret_cast<const char*>(b.data()), static_cast<std::streamsize>(b.size()));
@@ -78,7 +73,7 @@ struct RawGguf {
 
 class TstGguf : public QObject {
     Q_OBJECT
-private slots:
+private Q_SLOTS:
     void reads_file_written_by_gguf_py();
     void round_trip_data();
     void round_trip();

@@ -107,7 +107,7 @@ void fuzz(const std::vector<uint8_t>& orig, size_t region, size_t full_size, int
 
 class TstGgufFuzz : public QObject {
     Q_OBJECT
-private slots:
+private Q_SLOTS:
     void initTestCase();
     void tiny_model();
     void default_model_header();

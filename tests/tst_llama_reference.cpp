@@ -24,7 +24,7 @@ class TestLlamaReference : public QObject {
     double m_worst_delta = 0, m_worst_kl = 0, m_sum_kl = 0;
     int m_n_kl = 0;
 
-private slots:
+private Q_SLOTS:
     void initTestCase() {
         const std::string path = kvs::test::default_model_path();
         if (path.empty()) QSKIP("default model not installed (installer/fetch_model.sh)");

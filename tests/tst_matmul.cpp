@@ -66,7 +66,7 @@ bool fits(DType t, int64_t n_in) { return n_in % dtype_info(t).block_size == 0; 
 
 class TestMatmul : public QObject {
     Q_OBJECT
-private slots:
+private Q_SLOTS:
     void vec_dot_matches_dequantized_data();
     void vec_dot_matches_dequantized();
     void matmul_matches_reference_data();

@@ -15,6 +15,7 @@
 
 #include "engine/model/gguf_reader.h"
 #include "engine/model/gguf_writer.h"
+#include "engine/model/llama_forward.h"
 #include "engine/model/model.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "kernels/cpu/quant_formats.h"
@@ -93,13 +94,15 @@ void set_json_field(const std::string& path, const std::string& key, const nlohm
 
 class TstModelLoader : public QObject {
     Q_OBJECT
-private slots:
+private Q_SLOTS:
     void tiny_gguf_loads_data();
     void tiny_gguf_loads();
     void quantized_close_to_f32_data();
     void quantized_close_to_f32();
     void gguf_and_safetensors_agree_data();
     void gguf_and_safetensors_agree();
+    void formats_give_same_logits_data();
+    void formats_give_same_logits();
     void tiny_vocab_matches_hf_tokenizers_data();
     void tiny_vocab_matches_hf_tokenizers();
     void errors_data();
@@ -334,6 +337,59 @@ void TstModelLoader::gguf_and_safetensors_agree() {
     QCOMPARE(h.vocab.chat_template, g.vocab.chat_template);
 }
 
+namespace {
+// Next-token logits after 8 tokens, on the scalar CPU backend.
+std::vector<float> last_logits(std::shared_ptr<Model> m) {
+    auto backend = make_cpu_backend(1, "scalar");
+    KvTensors kv(*backend, m->config, 4, 16);
+    LlamaForward fw(m, *backend, kv, 8);
+    ForwardBatch b;
+    b.tokens = {1, 120, 118, 291, 13, 119, 260, 35};
+    for (int i = 0; i < 8; ++i) {
+        b.positions.push_back(i);
+        b.token_seq.push_back(0);
+    }
+    b.block_tables = {0, 1};
+    b.n_seqs = 1;
+    b.max_blocks_per_seq = 2;
+    b.logit_rows = {7};
+    std::vector<float> logits;  // [1, n_vocab]
+    const Status s = fw.forward(b, &logits);
+    return s.is_ok() ? logits : std::vector<float>();
+}
+}  // namespace
+
+void TstModelLoader::formats_give_same_logits_data() {
+    QTest::addColumn<QString>("arch");
+    QTest::newRow("llama") << "llama";
+    QTest::newRow("qwen2") << "qwen2";
+}
+
+// GGUF llama stores Q/K permuted and rotates pairs (Normal); the HF checkpoint is
+// unpermuted and rotates halves (Neox): both must give the same logits, and the other
+// rope style must not.
+void TstModelLoader::formats_give_same_logits() {
+    QFETCH(QString, arch);
+    test::TinyModelSpec spec;
+    spec.arch = arch.toStdString();
+    spec.tied = false;
+    spec.seed = 5;
+    const std::string gguf = test::output_path("logits.gguf"), dir = test::output_path("logits_hf");
+    fs::remove_all(dir);
+    QVERIFY(test::write_tiny_gguf(gguf, spec).is_ok());
+    QVERIFY(test::write_tiny_safetensors_folder(dir, spec).is_ok());
+    auto a = load_model(gguf);
+    auto b = load_model(dir);
+    QVERIFY2(a.is_ok() && b.is_ok(), (a.message() + " / " + b.message()).c_str());
+    const auto la = last_logits(a.value()), lb = last_logits(b.value());
+    QCOMPARE(la.size(), size_t(a.value()->config.n_vocab));
+    QCOMPARE(lb.size(), la.size());
+    QVERIFY2(rel_err(lb, la) < 1e-4, qPrintable(QString("relative difference %1").arg(rel_err(lb, la))));
+    b.value()->config.rope_style = RopeStyle::Normal;
+    const auto wrong = last_logits(b.value());
+    QVERIFY2(rel_err(wrong, la) > 1e-3, "the rope style made no difference: the check above proves nothing");
+}
+
 void TstModelLoader::tiny_vocab_matches_hf_tokenizers_data() {
     QTest::addColumn<QString>("text");
     QTest::addColumn<QList<int>>("ids");
@@ -413,13 +469,29 @@ std::string make_broken(const QString& kind) {
         const uint32_t type_id = 99;
         std::memcpy(&bytes[at + name.size() + 4 + 16], &type_id, 4);
         std::ofstream(bad, std::ios::binary) << bytes;
-    } else if (kind == "hf model_type" || kind == "hf config mismatch" || kind == "hf missing tokenizer") {
+    } else if (kind.startsWith("hf")) {
         const std::string dir = test::output_path("broken_hf");
         fs::remove_all(dir);
         if (!test::write_tiny_safetensors_folder(dir, spec).is_ok()) return "";
         if (kind == "hf model_type") set_json_field(dir + "/config.json", "model_type", "gpt2");
         if (kind == "hf config mismatch") set_json_field(dir + "/config.json", "hidden_size", 32);
         if (kind == "hf missing tokenizer") fs::remove(dir + "/tokenizer.json");
+        if (kind == "hf truncated") fs::resize_file(dir + "/model.safetensors", fs::file_size(dir + "/model.safetensors") / 2);
+        if (kind == "hf header length") {
+            std::fstream f(dir + "/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+            const uint64_t huge = 1ull << 50;
+            f.write(reinterpret_cast<const char*>(&huge), 8);
+        }
+        if (kind == "hf dtype") {
+            std::fstream f(dir + "/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
+            std::string head(4096, '\0');
+            f.read(head.data(), 4096);
+            const size_t at = head.find("\"F32\"");
+            if (at == std::string::npos) return "";
+            f.clear();
+            f.seekp(static_cast<std::streamoff>(at));
+            f.write("\"I32\"", 5);  // same length: the header stays valid JSON
+        }
         return dir;
     } else if (kind == "no such path") {
         return test::output_path("does_not_exist.gguf");
@@ -444,6 +516,9 @@ void TstModelLoader::errors_data() {
     QTest::newRow("hf unknown model_type") << "hf model_type" << "unsupported model_type 'gpt2'";
     QTest::newRow("hf config/shape mismatch") << "hf config mismatch" << "'model.embed_tokens.weight' has shape [64,";
     QTest::newRow("hf missing tokenizer.json") << "hf missing tokenizer" << "missing tokenizer.json";
+    QTest::newRow("hf truncated shard") << "hf truncated" << "are not inside the";
+    QTest::newRow("hf huge header length") << "hf header length" << "header length 1125899906842624 does not fit";
+    QTest::newRow("hf unsupported dtype") << "hf dtype" << "has dtype I32, which KV Scope does not support";
     QTest::newRow("no such path") << "no such path" << "no such file";
 }
 

@@ -46,7 +46,7 @@ std::vector<float> gaussian(size_t n, uint32_t seed, float scale = 1.0f) {
 
 class TestQuantFormats : public QObject {
     Q_OBJECT
-private slots:
+private Q_SLOTS:
     void fp16_values_data();
     void fp16_values();
     void fp16_roundtrip_all();

@@ -5,7 +5,6 @@
 // stop-string matching. Every expected value below is computed by hand or by a plain
 // brute-force reference written in this file, never by the code under test.
 // Qt's `emit` keyword macro would clash with kvs::StopCheck::emit.
-#define QT_NO_KEYWORDS
 #include <QtTest>
 
 #include <algorithm>

@@ -141,7 +141,7 @@ std::string write_temp(const std::string& name, const std::string& text) {
 class TstTokenizer : public QObject {
     Q_OBJECT
 
-private slots:
+private Q_SLOTS:
     void byte_to_unicode_data();
     void byte_to_unicode();
     void pre_tokenizer_split_data();

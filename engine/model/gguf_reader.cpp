@@ -206,76 +206,86 @@ Result<std::shared_ptr<GgufFile>> GgufFile::parse(const std::string& name, std::
     if (n_tensors > in.left() / 32)
         return R::error(name + ": tensor count " + std::to_string(n_tensors) + " is impossible for a file of " +
                         std::to_string(size) + " bytes");
+    KVS_RETURN_IF_ERROR(f->read_metadata(in, n_kv));
+    KVS_RETURN_IF_ERROR(f->read_tensor_infos(in, n_tensors));
+    KVS_RETURN_IF_ERROR(f->place_tensors(in.pos()));
+    return f;
+}
 
-    f->m_kv.reserve(static_cast<size_t>(n_kv));
+Status GgufFile::read_metadata(Parser& in, uint64_t n_kv) {
+    m_kv.reserve(static_cast<size_t>(n_kv));
     for (uint64_t i = 0; i < n_kv; ++i) {
         std::string key;
-        if (!in.read_string(key, "metadata key #" + std::to_string(i))) return R::error(in.error());
-        if (key.empty()) return R::error(name + ": metadata key #" + std::to_string(i) + " is empty");
+        if (!in.read_string(key, "metadata key #" + std::to_string(i))) return Status::error(in.error());
+        if (key.empty()) return Status::error(m_path + ": metadata key #" + std::to_string(i) + " is empty");
         uint32_t type = 0;
         GgufValue v;
         const std::string what = "metadata key " + quoted(key);
-        if (!in.read(type, what + " (value type)") || !in.read_value(type, v, 0, what)) return R::error(in.error());
-        if (f->m_kv_index.count(key)) return R::error(name + ": duplicate " + what);
-        f->m_kv_index.emplace(key, f->m_kv.size());
-        f->m_kv.emplace_back(std::move(key), std::move(v));
+        if (!in.read(type, what + " (value type)") || !in.read_value(type, v, 0, what)) return Status::error(in.error());
+        if (m_kv_index.count(key)) return Status::error(m_path + ": duplicate " + what);
+        m_kv_index.emplace(key, m_kv.size());
+        m_kv.emplace_back(std::move(key), std::move(v));
     }
-
-    if (const GgufValue* a = f->find("general.alignment")) {
+    if (const GgufValue* a = find("general.alignment")) {
         const auto al = a->as_int();
         if (!al || *al <= 0 || *al > kMaxAlignment || (*al & (*al - 1)) != 0)
-            return R::error(name + ": general.alignment must be a power of two integer up to " +
-                            std::to_string(kMaxAlignment) + " (it is a " + std::string(gguf_type_name(a->type)) +
-                            (al ? " with value " + std::to_string(*al) : std::string()) + ")");
-        f->m_alignment = static_cast<uint32_t>(*al);
+            return Status::error(m_path + ": general.alignment must be a power of two integer up to " +
+                                 std::to_string(kMaxAlignment) + " (it is a " + std::string(gguf_type_name(a->type)) +
+                                 (al ? " with value " + std::to_string(*al) : std::string()) + ")");
+        m_alignment = static_cast<uint32_t>(*al);
     }
+    return Status::ok();
+}
 
-    f->m_tensors.reserve(static_cast<size_t>(n_tensors));
-    std::vector<uint32_t> type_ids;
+Status GgufFile::read_tensor_infos(Parser& in, uint64_t n_tensors) {
+    m_tensors.reserve(static_cast<size_t>(n_tensors));
     for (uint64_t i = 0; i < n_tensors; ++i) {
         GgufTensorInfo t;
         const std::string what = "tensor info #" + std::to_string(i);
-        if (!in.read_string(t.name, what + " name")) return R::error(in.error());
+        if (!in.read_string(t.name, what + " name")) return Status::error(in.error());
         uint32_t n_dims = 0;
-        if (!in.read(n_dims, what + " n_dims")) return R::error(in.error());
+        if (!in.read(n_dims, what + " n_dims")) return Status::error(in.error());
         if (n_dims == 0 || n_dims > kMaxDims)
-            return R::error(name + ": tensor " + quoted(t.name) + " has " + std::to_string(n_dims) +
-                            " dimensions (expected 1.." + std::to_string(kMaxDims) + ")");
+            return Status::error(m_path + ": tensor " + quoted(t.name) + " has " + std::to_string(n_dims) +
+                                 " dimensions (expected 1.." + std::to_string(kMaxDims) + ")");
         t.ne.resize(n_dims);
         for (uint32_t d = 0; d < n_dims; ++d)
-            if (!in.read(t.ne[d], what + " dims")) return R::error(in.error());
+            if (!in.read(t.ne[d], what + " dims")) return Status::error(in.error());
         uint32_t type_id = 0;
-        if (!in.read(type_id, what + " type") || !in.read(t.offset, what + " offset")) return R::error(in.error());
-        if (Status s = check_tensor_shape(name, t, type_id); !s) return s;
-        if (f->m_tensor_index.count(t.name)) return R::error(name + ": duplicate tensor name " + quoted(t.name));
-        f->m_tensor_index.emplace(t.name, f->m_tensors.size());
-        f->m_tensors.push_back(std::move(t));
+        if (!in.read(type_id, what + " type") || !in.read(t.offset, what + " offset")) return Status::error(in.error());
+        KVS_RETURN_IF_ERROR(check_tensor_shape(m_path, t, type_id));
+        if (m_tensor_index.count(t.name)) return Status::error(m_path + ": duplicate tensor name " + quoted(t.name));
+        m_tensor_index.emplace(t.name, m_tensors.size());
+        m_tensors.push_back(std::move(t));
     }
+    return Status::ok();
+}
 
-    // The data section starts at the next multiple of the alignment.
-    const uint64_t al = f->m_alignment;
-    f->m_data_offset = (static_cast<uint64_t>(in.pos()) + al - 1) / al * al;
-    const uint64_t data_bytes = f->m_data_offset <= size ? size - f->m_data_offset : 0;
-    for (GgufTensorInfo& t : f->m_tensors) {
-        const std::string what = name + ": tensor " + quoted(t.name);
+// The data section starts at the next multiple of the alignment after the tensor infos;
+// every tensor must lie inside it, aligned, without overlapping another.
+Status GgufFile::place_tensors(size_t end_of_infos) {
+    const uint64_t al = m_alignment;
+    m_data_offset = (static_cast<uint64_t>(end_of_infos) + al - 1) / al * al;
+    const uint64_t data_bytes = m_data_offset <= m_size ? m_size - m_data_offset : 0;
+    for (GgufTensorInfo& t : m_tensors) {
+        const std::string what = m_path + ": tensor " + quoted(t.name);
         if (t.offset % al != 0)
-            return R::error(what + " has data offset " + std::to_string(t.offset) + ", not a multiple of the alignment " +
-                            std::to_string(al));
+            return Status::error(what + " has data offset " + std::to_string(t.offset) +
+                                 ", not a multiple of the alignment " + std::to_string(al));
         if (t.offset > data_bytes || t.n_bytes > data_bytes - t.offset)
-            return R::error(what + " (" + std::to_string(t.n_bytes) + " bytes at data offset " +
-                            std::to_string(t.offset) + ") extends past the end of the file (the data section holds " +
-                            std::to_string(data_bytes) + " bytes; is the file truncated?)");
-        t.data = data + f->m_data_offset + t.offset;
+            return Status::error(what + " (" + std::to_string(t.n_bytes) + " bytes at data offset " +
+                                 std::to_string(t.offset) + ") extends past the end of the file (the data section holds " +
+                                 std::to_string(data_bytes) + " bytes; is the file truncated?)");
+        t.data = m_data + m_data_offset + t.offset;
     }
-    // Tensors must not overlap.
     std::vector<const GgufTensorInfo*> by_offset;
-    for (const auto& t : f->m_tensors) by_offset.push_back(&t);
+    for (const auto& t : m_tensors) by_offset.push_back(&t);
     std::sort(by_offset.begin(), by_offset.end(), [](auto* a, auto* b) { return a->offset < b->offset; });
     for (size_t i = 1; i < by_offset.size(); ++i)
         if (by_offset[i - 1]->offset + by_offset[i - 1]->n_bytes > by_offset[i]->offset)
-            return R::error(name + ": tensors " + quoted(by_offset[i - 1]->name) + " and " + quoted(by_offset[i]->name) +
-                            " overlap in the data section");
-    return f;
+            return Status::error(m_path + ": tensors " + quoted(by_offset[i - 1]->name) + " and " +
+                                 quoted(by_offset[i]->name) + " overlap in the data section");
+    return Status::ok();
 }
 
 const GgufValue* GgufFile::find(std::string_view key) const {

@@ -66,6 +66,9 @@ public:
 
 private:
     class Parser;
+    Status read_metadata(Parser& in, uint64_t n_kv);
+    Status read_tensor_infos(Parser& in, uint64_t n_tensors);
+    Status place_tensors(size_t end_of_infos);
     std::string m_path;
     std::shared_ptr<const void> m_owner;
     const uint8_t* m_data = nullptr;

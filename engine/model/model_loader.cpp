@@ -6,14 +6,10 @@
 // RoPE: GGUF "llama" files come from convert_hf_to_gguf.py, which permutes the rows of
 // Q and K so that adjacent pairs rotate together: RopeStyle::Normal. Hugging Face Llama
 // checkpoints are unpermuted and rotate halves: RopeStyle::Neox. qwen2 is Neox in both.
-#include <algorithm>
-#include <cmath>
 #include <cstring>
+#include <exception>
 #include <filesystem>
-#include <fstream>
-#include <sstream>
-
-#include <nlohmann/json.hpp>
+#include <map>
 
 #include "engine/model/gguf_reader.h"
 #include "engine/model/model.h"

@@ -4,6 +4,7 @@
 // thread: a decode step issues hundreds of ops on one token, and a parallel region
 // costs more than a 576-element RMSNorm.
 #include <algorithm>
+#include <cassert>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -52,6 +53,7 @@ public:
         const size_t row = row_bytes(table.dtype, table.n_in);
         const auto* base = static_cast<const uint8_t*>(table.data);  // [n_out, row]
         rows(n_tokens, table.n_in, [&](int64_t t) {
+            assert(ids[t] >= 0 && ids[t] < table.n_out);
             cpu::dequantize_row(table.dtype, base + static_cast<size_t>(ids[t]) * row, out + t * table.n_in, table.n_in);
         });
     }
@@ -71,6 +73,7 @@ public:
     }
 
     void softmax(float* x, int n_rows, int n_cols) override {
+        if (n_cols <= 0) return;
         rows(n_rows, n_cols, [&](int64_t r) { m_ops.softmax_row(x + r * n_cols, n_cols); });
     }
 
@@ -144,6 +147,7 @@ private:
 // Short contexts of few tokens split the groups into smaller runs of heads.
 void CpuBackend::paged_attention(const PagedAttentionArgs& a) {
     if (a.n_tokens <= 0) return;
+    assert(a.n_kv_head > 0 && a.n_head % a.n_kv_head == 0 && a.block_size > 0);
     int64_t work = 0;  // query x key x dim products
     int max_ctx = 0;
     for (int t = 0; t < a.n_tokens; ++t) {

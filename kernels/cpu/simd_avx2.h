@@ -41,13 +41,12 @@ struct TileArgs {
     int64_t ldy = 0;
 };
 
-// Runs Tile<R, C>::run over rows [0, n_rows) and tokens [t0, t1): tiles of kR rows x kC
-// tokens, then single rows, then a narrower token tile at the end.
 template <template <int, int> class Tile, int R, int C>
 inline void run_fixed(const TileArgs& t) {
     Tile<R, C>::run(t);
 }
 
+// Tile<R, c> for a run-time token count c <= kC.
 template <template <int, int> class Tile, int R, int kC>
 inline void run_c(int c, const TileArgs& t) {
     switch (c) {
@@ -58,6 +57,8 @@ inline void run_c(int c, const TileArgs& t) {
     }
 }
 
+// Covers rows [0, n_rows) x tokens [t0, t1) with Tile<R, C>: for each group of kC tokens
+// (the last one narrower), tiles of kR rows, then single rows for the remainder.
 template <template <int, int> class Tile, int kR, int kC>
 void drive(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_rows, int t0, int t1, float* y,
            int64_t ldy) {

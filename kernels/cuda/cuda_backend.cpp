@@ -80,7 +80,9 @@ void* CudaBackend::alloc(size_t bytes) {
 }
 
 void CudaBackend::release(void* ptr) {
-    if (ptr) check_cuda(cudaFree(ptr), "cudaFree");
+    if (!ptr) return;
+    const cudaError_t e = cudaFree(ptr);
+    if (e != cudaErrorCudartUnloading) check_cuda(e, "cudaFree");  // at exit the runtime may be gone first
 }
 
 void CudaBackend::copy_to_device(void* dst, const void* src, size_t bytes) {

@@ -66,17 +66,33 @@ static_assert(sizeof(DevBlockQ4_K) == 144);
 static_assert(sizeof(DevBlockQ5_K) == 176);
 static_assert(sizeof(DevBlockQ6_K) == 210);
 
-__device__ __forceinline__ float half_bits_to_float(uint16_t h) { return __half2float(__ushort_as_half(h)); }
-__device__ __forceinline__ float bf16_bits_to_float(uint16_t h) { return __uint_as_float(static_cast<uint32_t>(h) << 16); }
+// Dequantization is __host__ __device__ so it can also be checked on a machine without a GPU.
+#define KVS_HD __host__ __device__
+#ifdef __CUDA_ARCH__
+#define KVS_UNROLL _Pragma("unroll")
+#else
+#define KVS_UNROLL
+#endif
+
+KVS_HD __forceinline__ float half_bits_to_float(uint16_t h) {
+    __half_raw raw;
+    raw.x = h;
+    return __half2float(__half(raw));
+}
+KVS_HD __forceinline__ float bf16_bits_to_float(uint16_t h) {
+    __nv_bfloat16_raw raw;
+    raw.x = h;
+    return __bfloat162float(__nv_bfloat16(raw));
+}
 
 // Little-endian uint32 from 4 bytes that may be only 2-byte aligned.
-__device__ __forceinline__ uint32_t load_u32(const uint8_t* p) {
+KVS_HD __forceinline__ uint32_t load_u32(const uint8_t* p) {
     return static_cast<uint32_t>(p[0]) | (static_cast<uint32_t>(p[1]) << 8) | (static_cast<uint32_t>(p[2]) << 16) |
            (static_cast<uint32_t>(p[3]) << 24);
 }
 
 // The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K super-block (get_scale_min_k4).
-__device__ __forceinline__ void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
+KVS_HD __forceinline__ void scale_min_k4(int j, const uint8_t* q, int* sc, int* m) {
     if (j < 4) {
         *sc = q[j] & 63;
         *m = q[j + 4] & 63;
@@ -96,9 +112,9 @@ template <>
 struct QType<DType::Q4_0> {
     using Block = DevBlockQ4_0;
     static constexpr int kItemsPerBlock = 1;
-    __device__ static void dequant(const Block* b, int, float* v) {
+    KVS_HD static void dequant(const Block* b, int, float* v) {
         const float d = half_bits_to_float(b->d);
-#pragma unroll
+KVS_UNROLL
         for (int j = 0; j < 16; ++j) {
             v[j] = d * (static_cast<int>(b->qs[j] & 0xF) - 8);
             v[j + 16] = d * (static_cast<int>(b->qs[j] >> 4) - 8);
@@ -110,9 +126,9 @@ template <>
 struct QType<DType::Q4_1> {
     using Block = DevBlockQ4_1;
     static constexpr int kItemsPerBlock = 1;
-    __device__ static void dequant(const Block* b, int, float* v) {
+    KVS_HD static void dequant(const Block* b, int, float* v) {
         const float d = half_bits_to_float(b->d), m = half_bits_to_float(b->m);
-#pragma unroll
+KVS_UNROLL
         for (int j = 0; j < 16; ++j) {
             v[j] = d * (b->qs[j] & 0xF) + m;
             v[j + 16] = d * (b->qs[j] >> 4) + m;
@@ -125,10 +141,10 @@ template <>
 struct QType<DType::Q5_0> {
     using Block = DevBlockQ5_0;
     static constexpr int kItemsPerBlock = 1;
-    __device__ static void dequant(const Block* b, int, float* v) {
+    KVS_HD static void dequant(const Block* b, int, float* v) {
         const float d = half_bits_to_float(b->d);
         const uint32_t qh = load_u32(b->qh);
-#pragma unroll
+KVS_UNROLL
         for (int j = 0; j < 16; ++j) {
             const int lo = (b->qs[j] & 0xF) | (((qh >> j) & 1u) << 4);
             const int hi = (b->qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4);
@@ -142,10 +158,10 @@ template <>
 struct QType<DType::Q5_1> {
     using Block = DevBlockQ5_1;
     static constexpr int kItemsPerBlock = 1;
-    __device__ static void dequant(const Block* b, int, float* v) {
+    KVS_HD static void dequant(const Block* b, int, float* v) {
         const float d = half_bits_to_float(b->d), m = half_bits_to_float(b->m);
         const uint32_t qh = load_u32(b->qh);
-#pragma unroll
+KVS_UNROLL
         for (int j = 0; j < 16; ++j) {
             const int lo = (b->qs[j] & 0xF) | (((qh >> j) & 1u) << 4);
             const int hi = (b->qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4);
@@ -159,9 +175,9 @@ template <>
 struct QType<DType::Q8_0> {
     using Block = DevBlockQ8_0;
     static constexpr int kItemsPerBlock = 1;
-    __device__ static void dequant(const Block* b, int, float* v) {
+    KVS_HD static void dequant(const Block* b, int, float* v) {
         const float d = half_bits_to_float(b->d);
-#pragma unroll
+KVS_UNROLL
         for (int j = 0; j < 32; ++j) v[j] = d * b->qs[j];
     }
 };
@@ -172,13 +188,13 @@ template <>
 struct QType<DType::Q4_K> {
     using Block = DevBlockQ4_K;
     static constexpr int kItemsPerBlock = 8;
-    __device__ static void dequant(const Block* b, int p, float* v) {
+    KVS_HD static void dequant(const Block* b, int p, float* v) {
         int sc, m;
         scale_min_k4(p, b->scales, &sc, &m);
         const float d = half_bits_to_float(b->d) * sc, mn = half_bits_to_float(b->dmin) * m;
         const uint8_t* q = b->qs + 32 * (p >> 1);
         const int shift = (p & 1) * 4;
-#pragma unroll
+KVS_UNROLL
         for (int l = 0; l < 32; ++l) v[l] = d * ((q[l] >> shift) & 0xF) - mn;
     }
 };
@@ -187,13 +203,13 @@ template <>
 struct QType<DType::Q5_K> {
     using Block = DevBlockQ5_K;
     static constexpr int kItemsPerBlock = 8;
-    __device__ static void dequant(const Block* b, int p, float* v) {
+    KVS_HD static void dequant(const Block* b, int p, float* v) {
         int sc, m;
         scale_min_k4(p, b->scales, &sc, &m);
         const float d = half_bits_to_float(b->d) * sc, mn = half_bits_to_float(b->dmin) * m;
         const uint8_t* q = b->qs + 32 * (p >> 1);
         const int shift = (p & 1) * 4;
-#pragma unroll
+KVS_UNROLL
         for (int l = 0; l < 32; ++l) {
             const int qv = ((q[l] >> shift) & 0xF) | (((b->qh[l] >> p) & 1) << 4);
             v[l] = d * qv - mn;
@@ -208,7 +224,7 @@ template <>
 struct QType<DType::Q6_K> {
     using Block = DevBlockQ6_K;
     static constexpr int kItemsPerBlock = 8;
-    __device__ static void dequant(const Block* b, int p, float* v) {
+    KVS_HD static void dequant(const Block* b, int p, float* v) {
         const int n = p >> 2, g = p & 3;
         const float d = half_bits_to_float(b->d);
         const uint8_t* ql = b->ql + 64 * n + 32 * (g & 1);
@@ -216,7 +232,7 @@ struct QType<DType::Q6_K> {
         const int8_t* sc = b->scales + 8 * n + 2 * g;
         const int lshift = (g >> 1) * 4, hshift = 2 * g;
         const float d0 = d * sc[0], d1 = d * sc[1];
-#pragma unroll
+KVS_UNROLL
         for (int l = 0; l < 32; ++l) {
             const int q = ((ql[l] >> lshift) & 0xF) | (((qh[l] >> hshift) & 3) << 4);
             v[l] = (l < 16 ? d0 : d1) * (q - 32);
@@ -226,7 +242,7 @@ struct QType<DType::Q6_K> {
 
 // v[32] = item `item` (counted from the start of the row) of a row of type T.
 template <DType T>
-__device__ __forceinline__ void dequant_item(const uint8_t* row, int item, float* v) {
+KVS_HD __forceinline__ void dequant_item(const uint8_t* row, int item, float* v) {
     using Q = QType<T>;
     const auto* blocks = reinterpret_cast<const typename Q::Block*>(row);
     Q::dequant(blocks + item / Q::kItemsPerBlock, item % Q::kItemsPerBlock, v);
@@ -234,7 +250,7 @@ __device__ __forceinline__ void dequant_item(const uint8_t* row, int item, float
 
 // Element i of a row of a plain float type (F32, F16 or BF16).
 template <DType T>
-__device__ __forceinline__ float load_float_elem(const void* row, int64_t i) {
+KVS_HD __forceinline__ float load_float_elem(const void* row, int64_t i) {
     if constexpr (T == DType::F32) {
         return static_cast<const float*>(row)[i];
     } else if constexpr (T == DType::F16) {

@@ -15,7 +15,13 @@
 namespace kvs::cuda {
 namespace {
 
-constexpr int kGemvWarps = 4;      // rows per thread block of the GEMV
+constexpr int kGemvWarps = 4;  // rows per thread block of the GEMV
+
+// fp16 bits of a (low half) and b (high half): two consecutive halves in memory.
+__device__ __forceinline__ uint32_t pack_half2(float a, float b) {
+    return static_cast<uint32_t>(__half_as_ushort(__float2half_rn(a))) |
+           (static_cast<uint32_t>(__half_as_ushort(__float2half_rn(b))) << 16);
+}
 
 // ---------------------------------------------------------------- GEMV
 
@@ -69,13 +75,12 @@ __global__ void dequant_quant_kernel(const uint8_t* w, size_t row_bytes, const i
         const int64_t o = r * n_items * kItem + static_cast<int64_t>(it) * kItem;
         if constexpr (kHalf) {
             // 32 halves = 64 bytes, 16-byte aligned (out is cudaMalloc'd, rows are multiples of 32)
-            uint4* dst = reinterpret_cast<uint4*>(static_cast<__half*>(out) + o);
+            uint4* dst = reinterpret_cast<uint4*>(static_cast<uint16_t*>(out) + o);
 #pragma unroll
             for (int q = 0; q < 4; ++q) {
-                __half2 h[4];
-#pragma unroll
-                for (int k = 0; k < 4; ++k) h[k] = __floats2half2_rn(v[8 * q + 2 * k], v[8 * q + 2 * k + 1]);
-                dst[q] = *reinterpret_cast<const uint4*>(h);
+                const float* u = v + 8 * q;
+                dst[q] = make_uint4(pack_half2(u[0], u[1]), pack_half2(u[2], u[3]), pack_half2(u[4], u[5]),
+                                    pack_half2(u[6], u[7]));
             }
         } else {
             float* dst = static_cast<float*>(out) + o;
@@ -94,7 +99,7 @@ __global__ void convert_float_kernel(const uint8_t* w, size_t row_bytes, const i
         const int64_t src_row = ids ? ids[r] : row0 + r;
         const float v = load_float_elem<T>(w + static_cast<size_t>(src_row) * row_bytes, i);
         if constexpr (kHalf) {
-            static_cast<__half*>(out)[idx] = __float2half_rn(v);
+            static_cast<uint16_t*>(out)[idx] = __half_as_ushort(__float2half_rn(v));
         } else {
             static_cast<float*>(out)[idx] = v;
         }

@@ -1,0 +1,345 @@
+// ctest-labels: kernels
+// The CUDA backend loader and, where a GPU exists, a quick check of the CUDA kernels.
+// Without a GPU (or driver, or library) make_cuda_backend() must return nullptr with a
+// specific reason, make_backend() must fall back to the CPU and say why, and the
+// library's entry point must report a missing driver instead of crashing. With a GPU,
+// matmul (GEMV and cuBLAS paths, every weight type), rms_norm and paged_attention are
+// compared with references computed here in double (matmul, rms_norm) or with the CPU
+// scalar backend (paged_attention); the full per-op table is tst_backend_ops.
+// kernels headers first: Qt defines `slots` as a macro.
+#include "kernels/backend.h"
+#include "kernels/cpu/quant_formats.h"
+
+#include <dlfcn.h>
+
+#include <QtTest>
+
+#include <cmath>
+#include <cstring>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+using namespace kvs;
+
+namespace {
+
+// The CUDA backend, created once per process; nullptr and *why where there is none.
+Backend* gpu_backend(QString* why) {
+    static std::string reason;
+    static std::unique_ptr<Backend> backend = make_cuda_backend(&reason);
+    *why = QString::fromStdString(reason);
+    return backend.get();
+}
+
+// Device copy of a host vector, read back with read().
+class DeviceBuffer {
+public:
+    DeviceBuffer(Backend* b, const void* host, size_t bytes) : m_b(b), m_bytes(bytes) {
+        m_p = b->alloc(bytes);
+        if (host) b->copy_to_device(m_p, host, bytes);
+    }
+    template <class T>
+    DeviceBuffer(Backend* b, const std::vector<T>& v) : DeviceBuffer(b, v.data(), v.size() * sizeof(T)) {}
+    ~DeviceBuffer() { m_b->release(m_p); }
+    DeviceBuffer(const DeviceBuffer&) = delete;
+    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+    template <class T>
+    T* as() const { return static_cast<T*>(m_p); }
+    std::vector<float> read_floats() const {
+        std::vector<float> v(m_bytes / sizeof(float));
+        m_b->synchronize();
+        m_b->copy_to_host(v.data(), m_p, m_bytes);
+        return v;
+    }
+
+private:
+    Backend* m_b;
+    void* m_p = nullptr;
+    size_t m_bytes;
+};
+
+std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+    std::mt19937 rng(seed);
+    std::uniform_real_distribution<float> dist(lo, hi);
+    std::vector<float> v(n);
+    for (auto& x : v) x = dist(rng);
+    return v;
+}
+
+// ||got - want|| / ||want||
+double normalized_error(const std::vector<float>& got, const std::vector<double>& want) {
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < want.size(); ++i) {
+        num += (got[i] - want[i]) * (got[i] - want[i]);
+        den += want[i] * want[i];
+    }
+    return std::sqrt(num / std::max(den, 1e-30));
+}
+
+bool driver_present() { return dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL) != nullptr; }
+
+QString built_library_path() { return QCoreApplication::applicationDirPath() + "/../lib/libkvscope_cuda.so"; }
+
+}  // namespace
+
+class TestCudaBackend : public QObject {
+    Q_OBJECT
+
+private Q_SLOTS:
+    void loaderExplainsWhy();
+    void makeBackendNotes_data();
+    void makeBackendNotes();
+    void unknownBackendIsAnError();
+    void entryPointReportsMissingDriver();
+    void matmul_data();
+    void matmul();
+    void rmsNorm_data();
+    void rmsNorm();
+    void pagedAttention_data();
+    void pagedAttention();
+};
+
+void TestCudaBackend::loaderExplainsWhy() {
+    std::string why = "unchanged";
+    auto b = make_cuda_backend(&why);
+    if (b) {
+        QVERIFY2(b->name().rfind("cuda:", 0) == 0, b->name().c_str());
+        QVERIFY(!b->host_visible());
+        return;
+    }
+    QVERIFY(!why.empty());
+    QVERIFY(why != "unchanged");
+    // One of the specific reasons: not built/installed, no driver, driver too old, no GPU,
+    // GPU too old, a dependency (cuBLAS) that did not load.
+    const QString w = QString::fromStdString(why);
+    const bool specific = w.contains("libkvscope_cuda.so") || w.contains("libcuda.so.1") ||
+                          w.contains("driver") || w.contains("GPU") || w.contains("cannot load") ||
+                          w.contains("cuBLAS");
+    QVERIFY2(specific, qPrintable(w));
+    if (QFileInfo::exists(built_library_path()) && !driver_present())
+        QCOMPARE(why, std::string("no NVIDIA driver (libcuda.so.1 not found)"));
+    // Asking again gives the same answer (the library is loaded once).
+    std::string again;
+    QVERIFY(!make_cuda_backend(&again));
+    QCOMPARE(again, why);
+}
+
+void TestCudaBackend::makeBackendNotes_data() {
+    QTest::addColumn<QString>("requested");
+    QTest::addColumn<int>("n_threads");
+    QTest::newRow("auto, 1 thread") << "auto" << 1;
+    QTest::newRow("cpu, 2 threads") << "cpu" << 2;
+    QTest::newRow("cuda, 2 threads") << "cuda" << 2;
+}
+
+void TestCudaBackend::makeBackendNotes() {
+    QFETCH(QString, requested);
+    QFETCH(int, n_threads);
+    std::string note;
+    auto b = make_backend(requested.toStdString(), n_threads, &note);
+    QVERIFY(b);
+    QString why;
+    Backend* gpu = gpu_backend(&why);
+    if (gpu && requested != "cpu") {
+        QCOMPARE(note, "backend: " + b->name());
+        QVERIFY(b->name().rfind("cuda:", 0) == 0);
+        return;
+    }
+    QVERIFY2(b->name().rfind("cpu-", 0) == 0, b->name().c_str());
+    QCOMPARE(b->n_threads(), n_threads);
+    std::string want = "backend: " + b->name() + " (" + std::to_string(n_threads) +
+                       (n_threads == 1 ? " thread)" : " threads)");
+    if (requested == "auto") want += "; CUDA not used: " + why.toStdString();
+    if (requested == "cuda") want += "; CUDA requested but not available: " + why.toStdString();
+    QCOMPARE(note, want);
+}
+
+void TestCudaBackend::unknownBackendIsAnError() {
+    std::string note;
+    auto b = make_backend("gpu", 1, &note);
+    QVERIFY(!b);
+    QCOMPARE(note, std::string("unknown backend 'gpu': expected auto, cpu or cuda"));
+}
+
+// The library itself, called without the loader's driver check: with no driver it must
+// return nullptr with a reason instead of crashing, and respect the buffer length.
+void TestCudaBackend::entryPointReportsMissingDriver() {
+    const QString path = built_library_path();
+    if (!QFileInfo::exists(path)) QSKIP("libkvscope_cuda.so is not built in this tree (KVSCOPE_CUDA off)");
+    void* lib = dlopen(path.toUtf8().constData(), RTLD_NOW | RTLD_LOCAL);
+    if (!lib) QSKIP(qPrintable(QString("libkvscope_cuda.so does not load here: ") + dlerror()));
+    using Fn = Backend* (*)(char*, size_t);
+    auto create = reinterpret_cast<Fn>(dlsym(lib, "kvscope_create_cuda_backend"));
+    QVERIFY(create);
+    char err[256] = "";
+    std::unique_ptr<Backend> b(create(err, sizeof err));
+    if (b) {
+        QVERIFY(driver_present());
+        QVERIFY(b->name().rfind("cuda:", 0) == 0);
+        return;
+    }
+    QVERIFY2(err[0] != '\0', "nullptr without a reason");
+    if (!driver_present()) QVERIFY2(QString(err).contains("driver"), err);
+    char small[8];
+    std::memset(small, 'x', sizeof small);
+    QVERIFY(!std::unique_ptr<Backend>(create(small, sizeof small)));
+    QCOMPARE(std::strlen(small), sizeof small - 1);  // cut and NUL-terminated
+    QCOMPARE(std::string(small), std::string(err).substr(0, sizeof small - 1));
+}
+
+// ---------------------------------------------------------------- GPU rows
+
+void TestCudaBackend::matmul_data() {
+    QTest::addColumn<int>("dtype");
+    QTest::addColumn<int>("n_in");
+    QTest::addColumn<int>("n_out");
+    QTest::addColumn<int>("n_tokens");
+    QTest::addColumn<double>("tolerance");
+    const DType types[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+                           DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+    for (DType t : types) {
+        const std::string name(dtype_name(t));
+        // GEMV: float math on the exactly dequantized weights
+        QTest::newRow((name + " gemv").c_str()) << int(t) << 512 << 67 << 1 << 1e-5;
+        // cuBLAS: fp16 activations (and fp16 weights), fp32 sums; F32 weights stay fp32
+        QTest::newRow((name + " gemm").c_str()) << int(t) << 512 << 67 << 7 << (t == DType::F32 ? 1e-5 : 3e-3);
+    }
+    // More than one 2^24-element chunk of dequantized weights per GEMM.
+    QTest::newRow("Q4_0 gemm chunked") << int(DType::Q4_0) << 4096 << 4500 << 3 << 3e-3;
+}
+
+void TestCudaBackend::matmul() {
+    QFETCH(int, dtype);
+    QFETCH(int, n_in);
+    QFETCH(int, n_out);
+    QFETCH(int, n_tokens);
+    QFETCH(double, tolerance);
+    QString why;
+    Backend* gpu = gpu_backend(&why);
+    if (!gpu) QSKIP(qPrintable("no CUDA backend: " + why));
+    const auto t = static_cast<DType>(dtype);
+    QVERIFY(gpu->supports(t));
+    const size_t rb = row_bytes(t, n_in);
+    const std::vector<float> w_f = random_floats(static_cast<size_t>(n_out) * n_in, 11);  // [n_out, n_in]
+    std::vector<uint8_t> w_q(rb * n_out);                                                  // [n_out, rb]
+    std::vector<float> w_deq(w_f.size());                                                  // [n_out, n_in]
+    for (int o = 0; o < n_out; ++o) {
+        cpu::quantize_row(t, w_f.data() + static_cast<size_t>(o) * n_in, w_q.data() + o * rb, n_in);
+        cpu::dequantize_row(t, w_q.data() + o * rb, w_deq.data() + static_cast<size_t>(o) * n_in, n_in);
+    }
+    const std::vector<float> x = random_floats(static_cast<size_t>(n_tokens) * n_in, 12);  // [n_tokens, n_in]
+    std::vector<double> want(static_cast<size_t>(n_tokens) * n_out);                     // [n_tokens, n_out]
+    for (int tk = 0; tk < n_tokens; ++tk)
+        for (int o = 0; o < n_out; ++o) {
+            double s = 0.0;
+            for (int i = 0; i < n_in; ++i)
+                s += static_cast<double>(w_deq[static_cast<size_t>(o) * n_in + i]) * x[static_cast<size_t>(tk) * n_in + i];
+            want[static_cast<size_t>(tk) * n_out + o] = s;
+        }
+    DeviceBuffer d_w(gpu, w_q), d_x(gpu, x), d_y(gpu, nullptr, want.size() * sizeof(float));
+    gpu->matmul(WeightView{t, d_w.as<void>(), n_in, n_out}, d_x.as<float>(), d_y.as<float>(), n_tokens);
+    const double err = normalized_error(d_y.read_floats(), want);
+    QVERIFY2(err < tolerance, qPrintable(QString("normalized error %1 >= %2").arg(err).arg(tolerance)));
+}
+
+void TestCudaBackend::rmsNorm_data() {
+    QTest::addColumn<int>("n_rows");
+    QTest::addColumn<int>("n");
+    QTest::addColumn<bool>("in_place");
+    QTest::newRow("576 x 3") << 3 << 576 << false;
+    QTest::newRow("4096 x 2 in place") << 2 << 4096 << true;
+    QTest::newRow("odd 37 x 5") << 5 << 37 << false;
+}
+
+void TestCudaBackend::rmsNorm() {
+    QFETCH(int, n_rows);
+    QFETCH(int, n);
+    QFETCH(bool, in_place);
+    QString why;
+    Backend* gpu = gpu_backend(&why);
+    if (!gpu) QSKIP(qPrintable("no CUDA backend: " + why));
+    const float eps = 1e-5f;
+    const std::vector<float> x = random_floats(static_cast<size_t>(n_rows) * n, 21, -3.0f, 3.0f);  // [n_rows, n]
+    const std::vector<float> w = random_floats(static_cast<size_t>(n), 22, 0.5f, 1.5f);             // [n]
+    std::vector<double> want(x.size());
+    for (int r = 0; r < n_rows; ++r) {
+        double ss = 0.0;
+        for (int i = 0; i < n; ++i) ss += static_cast<double>(x[r * n + i]) * x[r * n + i];
+        const double inv = 1.0 / std::sqrt(ss / n + eps);
+        for (int i = 0; i < n; ++i) want[r * n + i] = x[r * n + i] * inv * w[i];
+    }
+    DeviceBuffer d_x(gpu, x), d_w(gpu, w), d_y(gpu, nullptr, x.size() * sizeof(float));
+    float* y = in_place ? d_x.as<float>() : d_y.as<float>();
+    gpu->rms_norm(d_x.as<float>(), d_w.as<float>(), y, n_rows, n, eps);
+    const double err = normalized_error(in_place ? d_x.read_floats() : d_y.read_floats(), want);
+    QVERIFY2(err < 5e-6, qPrintable(QString("normalized error %1").arg(err)));
+}
+
+void TestCudaBackend::pagedAttention_data() {
+    QTest::addColumn<int>("n_head");
+    QTest::addColumn<int>("n_kv_head");
+    QTest::addColumn<int>("head_dim");
+    QTest::addColumn<int>("block_size");
+    QTest::newRow("smollm2 9/3 x 64, blocks of 16") << 9 << 3 << 64 << 16;
+    QTest::newRow("8/8 x 128, blocks of 8") << 8 << 8 << 128 << 8;
+    QTest::newRow("4/1 x 80, blocks of 32") << 4 << 1 << 80 << 32;
+}
+
+// Two sequences share a shuffled block pool: a prefill chunk of seq 0 (positions
+// 30..36) and one decode token of seq 1 (position 70) in one call.
+void TestCudaBackend::pagedAttention() {
+    QFETCH(int, n_head);
+    QFETCH(int, n_kv_head);
+    QFETCH(int, head_dim);
+    QFETCH(int, block_size);
+    QString why;
+    Backend* gpu = gpu_backend(&why);
+    if (!gpu) QSKIP(qPrintable("no CUDA backend: " + why));
+    auto cpu = make_cpu_backend(1, "scalar");
+    const int max_blocks = 80 / block_size + 1, n_seqs = 2, n_blocks = n_seqs * max_blocks;
+    std::vector<int32_t> tables(static_cast<size_t>(n_seqs) * max_blocks);  // [n_seqs, max_blocks]
+    for (size_t i = 0; i < tables.size(); ++i) tables[i] = static_cast<int32_t>((i * 7 + 3) % n_blocks);
+    const std::vector<int32_t> token_seq = {0, 0, 0, 0, 0, 0, 0, 1};       // [n_tokens]
+    const std::vector<int32_t> token_pos = {30, 31, 32, 33, 34, 35, 36, 70};  // [n_tokens]
+    const int n_tokens = static_cast<int>(token_seq.size());
+    const size_t cache_elems = static_cast<size_t>(n_blocks) * block_size * n_kv_head * head_dim;
+    std::vector<uint16_t> k_cache(cache_elems), v_cache(cache_elems);  // [n_blocks, block_size, n_kv_head, head_dim]
+    const std::vector<float> kf = random_floats(cache_elems, 31), vf = random_floats(cache_elems, 32);
+    for (size_t i = 0; i < cache_elems; ++i) {
+        k_cache[i] = cpu::fp32_to_fp16(2.0f * kf[i]);
+        v_cache[i] = cpu::fp32_to_fp16(vf[i]);
+    }
+    const std::vector<float> q = random_floats(static_cast<size_t>(n_tokens) * n_head * head_dim, 33);
+    std::vector<float> out_cpu(q.size());  // [n_tokens, n_head, head_dim]
+    auto run = [&](Backend* b) {
+        DeviceBuffer d_q(b, q), d_out(b, nullptr, q.size() * sizeof(float)), d_k(b, k_cache), d_v(b, v_cache),
+            d_tab(b, tables), d_seq(b, token_seq), d_pos(b, token_pos);
+        PagedAttentionArgs a;
+        a.q = d_q.as<float>();
+        a.out = d_out.as<float>();
+        a.k_cache = d_k.as<uint16_t>();
+        a.v_cache = d_v.as<uint16_t>();
+        a.block_tables = d_tab.as<int32_t>();
+        a.token_seq = d_seq.as<int32_t>();
+        a.token_pos = d_pos.as<int32_t>();
+        a.n_tokens = n_tokens;
+        a.n_seqs = n_seqs;
+        a.max_blocks_per_seq = max_blocks;
+        a.n_head = n_head;
+        a.n_kv_head = n_kv_head;
+        a.head_dim = head_dim;
+        a.block_size = block_size;
+        a.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
+        b->paged_attention(a);
+        return d_out.read_floats();
+    };
+    const std::vector<float> ref = run(cpu.get());
+    const std::vector<double> want(ref.begin(), ref.end());
+    const double err = normalized_error(run(gpu), want);
+    QVERIFY2(err < 1e-5, qPrintable(QString("normalized error %1").arg(err)));
+}
+
+QTEST_GUILESS_MAIN(TestCudaBackend)
+#include "tst_cuda_backend.moc"
