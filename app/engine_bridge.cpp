@@ -43,7 +43,7 @@ void EngineBridge::loadModel(const QString& nameOrPath) {
                          .arg(QString::fromStdString(c.name), QString::fromStdString(m_model->file_type))
                          .arg(c.n_layer)
                          .arg(m_model->n_params / 1e6, 0, 'f', 0)
-                         .arg(QString::fromStdString(m_runner->backend_note())));
+                         .arg(QString::fromStdString(m_runner->backend().name())));
 }
 
 void EngineBridge::generateReply(const QList<ChatTurn>& turns, double temperature, int maxTokens) {

@@ -50,7 +50,8 @@ Result<GenerationStats> generate(SequenceRunner& runner, const Tokenizer& tok, c
             st.stop_reason = "eos";
             break;
         }
-        const std::string piece = utf8.push(tok.token_to_piece(id));
+        // Control tokens (<|im_start|>, ...) are structure, not text: they are not shown.
+        const std::string piece = tok.is_control(id) ? std::string() : utf8.push(tok.token_to_piece(id));
         const auto m = stops.push(piece);
         st.text += m.emit;
         if (!m.emit.empty() && on_text && !on_text(m.emit)) {
