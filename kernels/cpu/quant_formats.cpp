@@ -205,14 +205,16 @@ void quant_affine(const float* x, B* b, int64_t nb) {
     }
 }
 
+// Q8_0 / Q8_1 as ggml's x86 quantize_row_q8_0/_q8_1 (the activation side of llama.cpp's
+// CPU matmuls): q = round-half-even(x * 127 / amax), d = fp16(amax / 127), s = fp16(sum(q) * amax / 127).
 void quant_q8_0(const float* x, BlockQ8_0* b, int64_t nb) {
     for (int64_t i = 0; i < nb; ++i, x += 32) {
         float amax = 0.0f;
         for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
         const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         b[i].d = f2h(d);
-        for (int j = 0; j < 32; ++j) b[i].qs[j] = static_cast<int8_t>(std::roundf(x[j] * id));
+        for (int j = 0; j < 32; ++j) b[i].qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
     }
 }
 
@@ -221,11 +223,11 @@ void quant_q8_1(const float* x, BlockQ8_1* b, int64_t nb) {
         float amax = 0.0f;
         for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(x[j]));
         const float d = amax / 127.0f;
-        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        const float id = amax != 0.0f ? 127.0f / amax : 0.0f;
         b[i].d = f2h(d);
         int sum = 0;
         for (int j = 0; j < 32; ++j) {
-            b[i].qs[j] = static_cast<int8_t>(std::roundf(x[j] * id));
+            b[i].qs[j] = static_cast<int8_t>(std::nearbyint(x[j] * id));
             sum += b[i].qs[j];
         }
         b[i].s = f2h(static_cast<float>(sum) * d);

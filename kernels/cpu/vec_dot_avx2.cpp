@@ -247,8 +247,9 @@ struct TileF {
 
 inline size_t align64(size_t n) { return (n + 63) & ~size_t{63}; }
 
-// One 32-block: q = roundf(x / d) with d = amax / 127, exactly as quantize_row(Q8_0).
-// Returns sum(q).
+// One 32-block, exactly as ggml's x86 quantize_row_q8_0 / quantize_row_q8_1 (AVX2):
+// q = round-half-even(x * (127 / amax)); *d_out = amax / 127 (unrounded; the caller
+// rounds it to fp16 as the block's scale). Returns sum(q).
 inline int quantize_block32(const float* x, int8_t* q, float* d_out) {
     const __m256 sign = _mm256_set1_ps(-0.0f);
     __m256 v[4];
@@ -258,17 +259,13 @@ inline int quantize_block32(const float* x, int8_t* q, float* d_out) {
     __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
     m = _mm_max_ps(m, _mm_movehl_ps(m, m));
     m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    const float d = _mm_cvtss_f32(m) / 127.0f;
-    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    const float amax_s = _mm_cvtss_f32(m);
+    const float d = amax_s / 127.0f;
+    const float id = amax_s != 0.0f ? 127.0f / amax_s : 0.0f;
     const __m256 idv = _mm256_set1_ps(id);
-    const __m256 half = _mm256_set1_ps(0.49999997f);  // roundf: trunc(x + copysign(0.5 - ulp, x))
     __m256i i32[4];
-    for (int k = 0; k < 4; ++k) {
-        const __m256 s = _mm256_mul_ps(v[k], idv);
-        const __m256 r = _mm256_round_ps(_mm256_add_ps(s, _mm256_or_ps(_mm256_and_ps(s, sign), half)),
-                                         _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
-        i32[k] = _mm256_cvtps_epi32(r);
-    }
+    for (int k = 0; k < 4; ++k)
+        i32[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[k], idv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     const int sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(i32[0], i32[1]), _mm256_add_epi32(i32[2], i32[3])));
     __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i32[0], i32[1]), _mm256_packs_epi32(i32[2], i32[3]));
     p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
@@ -276,6 +273,9 @@ inline int quantize_block32(const float* x, int8_t* q, float* d_out) {
     *d_out = d;
     return sum;
 }
+
+// x rounded to fp16 and back (the precision of a block_q8_0/q8_1 d or s field).
+inline float round_fp16(float x) { return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT)); }
 
 bool is_block32(DType t) {
     return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q8_0;
@@ -337,8 +337,9 @@ void avx2_quantize_act(DType wt, const ActPanel& p, const float* x, int t0, int 
                 float db;
                 const int sum = quantize_block32(x + t * p.n_in + 32 * b, qs + t * p.n_in + 32 * b, &db);
                 const int64_t i = b * p.n_tokens + t;
-                d[i] = ds[2 * i] = db;
-                s[i] = ds[2 * i + 1] = db * static_cast<float>(sum);
+                // as ggml stores them in block_q8_1: d = fp16(amax / 127), s = fp16(d_unrounded * sum)
+                d[i] = ds[2 * i] = round_fp16(db);
+                s[i] = ds[2 * i + 1] = round_fp16(db * static_cast<float>(sum));
             }
     } else if (is_kquant(wt)) {
         const size_t rb = row_bytes(DType::Q8_K, p.n_in);
