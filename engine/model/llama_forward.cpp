@@ -3,6 +3,8 @@
 #include <cmath>
 #include <algorithm>
 #include <cstring>
+#include <sys/mman.h>
+#include <unistd.h>
 
 namespace kvs {
 
@@ -16,6 +18,8 @@ struct LlamaForward::Buffers {
     float* attn = nullptr;    // [T, n_head * head_dim]
     float* gate = nullptr;    // [T, n_ff]
     float* up = nullptr;      // [T, n_ff]
+    float* qkv = nullptr;     // [T, q_dim + 2 kv_dim] fused projection output (fused only)
+    float* gate_up = nullptr; // [T, 2 n_ff] fused projection output (fused only)
     float* out_x = nullptr;   // [T, n_embd] rows picked for logits
     float* logits = nullptr;  // [logits_capacity, n_vocab], grown on demand
     int logits_capacity = 0;
@@ -39,6 +43,7 @@ LlamaForward::LlamaForward(std::shared_ptr<const Model> model, Backend& backend,
     m_output = m_model->output;
     m_output_norm = m_model->output_norm;
     upload_weights_if_needed();
+    fuse_projections();
 
     const auto& c = m_model->config;
     const size_t T = static_cast<size_t>(max_tokens);
@@ -54,6 +59,10 @@ LlamaForward::LlamaForward(std::shared_ptr<const Model> model, Backend& backend,
     b.gate = scratch(T * c.n_ff);
     b.up = scratch(T * c.n_ff);
     b.out_x = scratch(T * c.n_embd);
+    if (!m_fused.empty()) {
+        b.qkv = scratch(T * (q_dim + 2 * kv_dim));
+        b.gate_up = scratch(T * 2 * c.n_ff);
+    }
     b.ids = reinterpret_cast<int32_t*>(scratch(T));
     b.pos = reinterpret_cast<int32_t*>(scratch(T));
     b.seq = reinterpret_cast<int32_t*>(scratch(T));
@@ -107,6 +116,53 @@ void LlamaForward::upload_weights_if_needed() {
     }
 }
 
+namespace {
+// Packs matrices with the same type and n_in into one [sum n_out, n_in] matrix on the
+// backend; the source pages of the mapped file are then dropped from memory.
+WeightView pack_rows(Backend& be, std::vector<void*>& owned, std::initializer_list<const WeightView*> parts) {
+    WeightView out = **parts.begin();
+    out.n_out = 0;
+    for (const WeightView* p : parts) out.n_out += p->n_out;
+    const size_t rb = row_bytes(out.dtype, out.n_in);
+    auto* dst = static_cast<uint8_t*>(be.alloc(rb * static_cast<size_t>(out.n_out)));
+    owned.push_back(dst);
+    size_t off = 0;
+    for (const WeightView* p : parts) {
+        const size_t n = rb * static_cast<size_t>(p->n_out);
+        be.copy_to_device(dst + off, p->data, n);
+        off += n;
+        const long page = sysconf(_SC_PAGESIZE);
+        const auto begin = (reinterpret_cast<uintptr_t>(p->data) + page - 1) / page * page;
+        const auto end = (reinterpret_cast<uintptr_t>(p->data) + n) / page * page;
+        if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+    }
+    out.data = dst;
+    return out;
+}
+}  // namespace
+
+void LlamaForward::fuse_projections() {
+    if (!m_backend.host_visible()) return;
+    for (const auto& l : m_layers)
+        if (l.wq.dtype != l.wk.dtype || l.wq.dtype != l.wv.dtype || l.w_gate.dtype != l.w_up.dtype) return;
+    for (const auto& l : m_layers)
+        m_fused.push_back({pack_rows(m_backend, m_owned, {&l.wq, &l.wk, &l.wv}),
+                           pack_rows(m_backend, m_owned, {&l.w_gate, &l.w_up})});
+}
+
+// Splits rows of a fused output [n_tokens, sum(widths)] into separate [n_tokens, width] buffers.
+static void split_columns(const float* in, int n_tokens, std::initializer_list<std::pair<float*, int>> outs) {
+    int total = 0;
+    for (const auto& o : outs) total += o.second;
+    for (int t = 0; t < n_tokens; ++t) {
+        const float* row = in + static_cast<int64_t>(t) * total;
+        for (const auto& [dst, width] : outs) {
+            std::memcpy(dst + static_cast<int64_t>(t) * width, row, sizeof(float) * static_cast<size_t>(width));
+            row += width;
+        }
+    }
+}
+
 void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
     const auto& c = m_model->config;
     const auto& w = m_layers[static_cast<size_t>(il)];
@@ -116,9 +172,15 @@ void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
 
     // ---- attention block: h = norm(x); q,k,v = h W; rope; cache; attend; x += attn Wo
     m_backend.rms_norm(b.x, w.attn_norm, b.h, n_tokens, c.n_embd, c.rms_eps);
-    m_backend.matmul(w.wq, b.h, b.q, n_tokens);
-    m_backend.matmul(w.wk, b.h, b.k, n_tokens);
-    m_backend.matmul(w.wv, b.h, b.v, n_tokens);
+    const FusedLayer* f = m_fused.empty() ? nullptr : &m_fused[static_cast<size_t>(il)];
+    if (f) {
+        m_backend.matmul(f->qkv, b.h, b.qkv, n_tokens);
+        split_columns(b.qkv, n_tokens, {{b.q, q_dim}, {b.k, kv_dim}, {b.v, kv_dim}});
+    } else {
+        m_backend.matmul(w.wq, b.h, b.q, n_tokens);
+        m_backend.matmul(w.wk, b.h, b.k, n_tokens);
+        m_backend.matmul(w.wv, b.h, b.v, n_tokens);
+    }
     if (w.bq) m_backend.add_bias(b.q, w.bq, b.q, n_tokens, q_dim);
     if (w.bk) m_backend.add_bias(b.k, w.bk, b.k, n_tokens, kv_dim);
     if (w.bv) m_backend.add_bias(b.v, w.bv, b.v, n_tokens, kv_dim);
@@ -157,8 +219,13 @@ void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
 
     // ---- MLP block: x += down(silu(gate(norm(x))) * up(norm(x)))
     m_backend.rms_norm(b.x, w.ffn_norm, b.h, n_tokens, c.n_embd, c.rms_eps);
-    m_backend.matmul(w.w_gate, b.h, b.gate, n_tokens);
-    m_backend.matmul(w.w_up, b.h, b.up, n_tokens);
+    if (f) {
+        m_backend.matmul(f->gate_up, b.h, b.gate_up, n_tokens);
+        split_columns(b.gate_up, n_tokens, {{b.gate, c.n_ff}, {b.up, c.n_ff}});
+    } else {
+        m_backend.matmul(w.w_gate, b.h, b.gate, n_tokens);
+        m_backend.matmul(w.w_up, b.h, b.up, n_tokens);
+    }
     m_backend.swiglu(b.gate, b.up, b.gate, static_cast<int64_t>(n_tokens) * c.n_ff);
     m_backend.matmul(w.w_down, b.gate, b.h, n_tokens);
     m_backend.add(b.x, b.h, b.x, static_cast<int64_t>(n_tokens) * c.n_embd);

@@ -44,6 +44,7 @@ public:
 private:
     struct Buffers;
     void upload_weights_if_needed();
+    void fuse_projections();
     float* scratch(size_t n_floats);
     void run_layer(int il, const ForwardBatch& b, int n_tokens);
 
@@ -52,6 +53,14 @@ private:
     KvTensors& m_kv;
     int m_max_tokens;
     std::vector<LayerWeights> m_layers;   // weight views as the backend sees them
+    // On host-visible backends the Q/K/V and gate/up matrices of a layer are packed into
+    // one matrix each, so a decode step streams them in one parallel region:
+    // qkv [q_dim + 2 kv_dim, n_embd], gate_up [2 n_ff, n_embd]. Empty when not fused.
+    struct FusedLayer {
+        WeightView qkv;
+        WeightView gate_up;
+    };
+    std::vector<FusedLayer> m_fused;
     WeightView m_token_embd, m_output;
     const float* m_output_norm = nullptr;
     std::vector<void*> m_owned;           // backend allocations to release
