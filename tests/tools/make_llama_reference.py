@@ -9,6 +9,13 @@ a time), the top-1/top-2 logit margin at each of those steps, and for the first 
 generated positions the top-20 (id, logit) pairs plus the full-vocabulary logsumexp,
 so a test can compute log-probabilities and a top-k KL divergence.
 
+For those 16 positions each step also holds "variants": llama.cpp's logits at the same
+top-20 ids, and its full-vocabulary logsumexp, under other equally valid configurations
+(VARIANTS below: flash attention on; F32 instead of F16 KV cache). A variant is fed the
+default run's prompt and greedy ids (teacher forcing, it never picks a token), so its
+logits differ from the default ones only by rounding. They measure how far llama.cpp
+moves from itself, the yardstick for how far our engine may be from llama.cpp.
+
 Set-up (once; the binding reuses the llama.cpp that tests/tools/bench_llamacpp.sh builds):
     tests/tools/bench_llamacpp.sh --build-only
     python3 -m venv /opt/kvscope-ref-venv
@@ -39,6 +46,17 @@ LLAMA_CPP_COMMIT_BY_BINDING = {"0.3.36": "0c1e57098"}
 N_GENERATE = 64   # greedy continuation length
 N_DETAILED = 16   # generated positions with top-k logits
 TOP_K = 20
+
+# Other valid llama.cpp configurations: name -> extra Llama(...) keyword arguments.
+# type_k/type_v 0 is GGML_TYPE_F32 (the default KV cache type is GGML_TYPE_F16).
+VARIANTS: dict[str, dict] = {
+    "flash_attn": {"flash_attn": True},
+    "kv_f32": {"type_k": 0, "type_v": 0},
+}
+VARIANT_DESCRIPTIONS = {
+    "flash_attn": "flash_attn=True (LLAMA_FLASH_ATTN_TYPE_ENABLED; the default run has it disabled)",
+    "kv_f32": "type_k=type_v=0 (GGML_TYPE_F32 KV cache; the default run uses F16)",
+}
 
 SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
 
@@ -132,6 +150,23 @@ def run_prompt(llm, name: str, text: str, eog_ids: set[int]) -> dict:
     }
 
 
+def run_variant(llm, case: dict) -> list[dict]:
+    """The variant's logits for the first N_DETAILED generated positions of `case`, fed the
+    default run's prompt (one batch) and greedy ids (one at a time), at the default top ids."""
+    llm.reset()
+    llm.eval(case["prompt_ids"])
+    out = []
+    for pos, step in enumerate(case["steps"]):
+        logits = last_logits(llm)
+        out.append({
+            "top_logits": [round(float(logits[i]), 5) for i in step["top_ids"]],
+            "logsumexp": round(logsumexp(logits), 5),
+        })
+        if pos + 1 < len(case["steps"]):
+            llm.eval([case["greedy_ids"][pos]])
+    return out
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--model", type=pathlib.Path, default=DEFAULT_MODEL)
@@ -145,8 +180,11 @@ def main() -> int:
     import llama_cpp  # imported late so --help works without the library
     from llama_cpp import Llama
 
-    llm = Llama(model_path=str(args.model), n_ctx=512, logits_all=True, n_threads=args.threads,
-                n_threads_batch=args.threads, seed=0, verbose=False)
+    def load(**extra):
+        return Llama(model_path=str(args.model), n_ctx=512, logits_all=True, n_threads=args.threads,
+                     n_threads_batch=args.threads, seed=0, verbose=False, **extra)
+
+    llm = load()
     vocab = llm._model.vocab  # noqa: SLF001 (the binding exposes no public accessor for it)
     n_vocab = llm.n_vocab()
     eog_ids = {i for i in range(n_vocab) if llama_cpp.llama_vocab_is_eog(vocab, i)}
@@ -157,6 +195,17 @@ def main() -> int:
         print(f"{name:24s} prompt {len(case['prompt_ids']):3d} tokens  "
               f"eog at {case['first_eog_index']}  {case['greedy_text'][:60]!r}", file=sys.stderr)
         cases.append(case)
+    del llm
+
+    for vname, extra in VARIANTS.items():
+        vllm = load(**extra)
+        for case in cases:
+            for step, v in zip(case["steps"], run_variant(vllm, case)):
+                step.setdefault("variants", {})[vname] = v
+        worst = max(abs(a - b) for case in cases for step in case["steps"]
+                    for a, b in zip(step["top_logits"], step["variants"][vname]["top_logits"]))
+        print(f"variant {vname}: max |delta| vs default over the top-{TOP_K} {worst:.4f}", file=sys.stderr)
+        del vllm
 
     version = llama_cpp.__version__
     fixture = {
@@ -170,6 +219,14 @@ def main() -> int:
             "system_info": llama_cpp.llama_print_system_info().decode().strip(),
             "n_ctx": 512, "n_threads": args.threads, "prompt_eval": "one batch",
             "generation_eval": "one token per call", "argmax": "numpy, lowest id on a tie",
+            "kv_cache": "F16 (type_k=type_v=GGML_TYPE_F16)", "flash_attn": False,
+            "variants": {
+                name: {"llama_kwargs": VARIANTS[name], "description": VARIANT_DESCRIPTIONS[name],
+                       "fed": "the default run's prompt ids (one batch) and greedy ids (one per call)",
+                       "recorded": "per step, steps[i].variants[name]: logits at steps[i].top_ids "
+                                   "and the full-vocabulary logsumexp"}
+                for name in VARIANTS
+            },
         },
         "model": {
             "file": args.model.name,
