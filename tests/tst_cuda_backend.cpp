@@ -14,6 +14,8 @@
 
 #include <QtTest>
 
+#include "tests/support/device_buffer.h"
+
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -34,31 +36,7 @@ Backend* gpu_backend(QString* why) {
 }
 
 // Device copy of a host vector, read back with read().
-class DeviceBuffer {
-public:
-    DeviceBuffer(Backend* b, const void* host, size_t bytes) : m_b(b), m_bytes(bytes) {
-        m_p = b->alloc(bytes);
-        if (host) b->copy_to_device(m_p, host, bytes);
-    }
-    template <class T>
-    DeviceBuffer(Backend* b, const std::vector<T>& v) : DeviceBuffer(b, v.data(), v.size() * sizeof(T)) {}
-    ~DeviceBuffer() { m_b->release(m_p); }
-    DeviceBuffer(const DeviceBuffer&) = delete;
-    DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-    template <class T>
-    T* as() const { return static_cast<T*>(m_p); }
-    std::vector<float> read_floats() const {
-        std::vector<float> v(m_bytes / sizeof(float));
-        m_b->synchronize();
-        m_b->copy_to_host(v.data(), m_p, m_bytes);
-        return v;
-    }
-
-private:
-    Backend* m_b;
-    void* m_p = nullptr;
-    size_t m_bytes;
-};
+using kvs::test::DeviceBuffer;
 
 std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
     std::mt19937 rng(seed);
@@ -240,7 +218,7 @@ void TestCudaBackend::matmul() {
         }
     DeviceBuffer d_w(gpu, w_q), d_x(gpu, x), d_y(gpu, nullptr, want.size() * sizeof(float));
     gpu->matmul(WeightView{t, d_w.as<void>(), n_in, n_out}, d_x.as<float>(), d_y.as<float>(), n_tokens);
-    const double err = normalized_error(d_y.read_floats(), want);
+    const double err = normalized_error(d_y.read<float>(), want);
     QVERIFY2(err < tolerance, qPrintable(QString("normalized error %1 >= %2").arg(err).arg(tolerance)));
 }
 
@@ -273,7 +251,7 @@ void TestCudaBackend::rmsNorm() {
     DeviceBuffer d_x(gpu, x), d_w(gpu, w), d_y(gpu, nullptr, x.size() * sizeof(float));
     float* y = in_place ? d_x.as<float>() : d_y.as<float>();
     gpu->rms_norm(d_x.as<float>(), d_w.as<float>(), y, n_rows, n, eps);
-    const double err = normalized_error(in_place ? d_x.read_floats() : d_y.read_floats(), want);
+    const double err = normalized_error(in_place ? d_x.read<float>() : d_y.read<float>(), want);
     QVERIFY2(err < 5e-6, qPrintable(QString("normalized error %1").arg(err)));
 }
 
@@ -333,7 +311,7 @@ void TestCudaBackend::pagedAttention() {
         a.block_size = block_size;
         a.scale = 1.0f / std::sqrt(static_cast<float>(head_dim));
         b->paged_attention(a);
-        return d_out.read_floats();
+        return d_out.read<float>();
     };
     const std::vector<float> ref = run(cpu.get());
     const std::vector<double> want(ref.begin(), ref.end());
