@@ -2,10 +2,13 @@
 // The default model against llama.cpp (tests/fixtures/smollm2_reference.json, written by
 // tests/tools/make_llama_reference.py through llama-cpp-python): our tokenizer gives the
 // same prompt ids, greedy continuations are token-identical, and the logits of the first
-// generated positions agree (max |Δ| over llama.cpp's top-20 and KL on them).
+// generated positions agree (max |Δ| over llama.cpp's top-20 and KL on them), and on
+// average we are about as close to llama.cpp as llama.cpp is to itself under another
+// equally valid configuration (flash attention on, F32 KV cache: the fixture's "variants").
 #include <QtTest>
 #include <cmath>
 #include <fstream>
+#include <map>
 #include <nlohmann/json.hpp>
 
 #include "engine/model/model.h"
@@ -21,8 +24,20 @@ class TestLlamaReference : public QObject {
     json m_fixture;
     std::shared_ptr<kvs::Model> m_model;
     std::unique_ptr<kvs::SequenceRunner> m_runner;
-    double m_worst_delta = 0, m_worst_kl = 0, m_sum_kl = 0;
-    int m_n_kl = 0;
+    // Logit agreement with llama.cpp's default configuration over the detailed positions.
+    struct Spread {
+        double worst_delta = 0, worst_kl = 0, sum_kl = 0;
+        int n = 0;
+        void add(double delta, double kl) {
+            worst_delta = std::max(worst_delta, delta);
+            worst_kl = std::max(worst_kl, kl);
+            sum_kl += kl;
+            ++n;
+        }
+        double mean_kl() const { return n ? sum_kl / n : 0.0; }
+    };
+    Spread m_ours;                              // our engine
+    std::map<std::string, Spread> m_variants;  // llama.cpp under the fixture's other configurations
     int m_positions = 0, m_flips = 0, m_identical_cases = 0;
     static constexpr double kNearTie = 0.75;
 
@@ -97,15 +112,84 @@ private Q_SLOTS:
               c["name"].get<std::string>().c_str(), identical_prefix, ours.size(), near_tie_flips);
     }
 
+    // Runs after greedyMatchesLlamaCpp (slots run in declaration order) and uses the KLs it
+    // collected. A fixed logit bound cannot tell "rounding noise" from "slightly wrong" on this
+    // model: its residual stream has outliers near 22000, so llama.cpp itself moves logits by
+    // up to about a unit between its own valid settings. The yardstick is therefore llama.cpp's
+    // own spread: the same positions, the same fed tokens, flash attention on or an F32 KV cache.
+    void zzSpreadWithinLlamaCppOwn() {
+        if (m_ours.n == 0) QSKIP("no logits compared (greedyMatchesLlamaCpp did not run)");
+        for (const json& c : m_fixture["cases"])
+            for (const json& step : c["steps"]) {
+                QVERIFY2(step.contains("variants") && !step["variants"].empty(),
+                         "fixture has no llama.cpp variants; regenerate it with tests/tools/make_llama_reference.py");
+                const auto ids = step["top_ids"].get<std::vector<int32_t>>();
+                const auto ref = step["top_logits"].get<std::vector<double>>();
+                const double ref_lse = step["logsumexp"].get<double>();
+                for (const auto& [name, v] : step["variants"].items()) {
+                    const auto cand = v["top_logits"].get<std::vector<double>>();
+                    QCOMPARE(cand.size(), ref.size());
+                    const auto [delta, kl] = top_k_agreement(ref, ref_lse, cand, v["logsumexp"].get<double>());
+                    m_variants[name].add(delta, kl);
+                }
+            }
+        double widest = 0;
+        std::string widest_name;
+        for (const auto& [name, s] : m_variants) {
+            QCOMPARE(s.n, m_ours.n);  // same positions as ours
+            if (s.mean_kl() > widest) widest = s.mean_kl(), widest_name = name;
+        }
+        QVERIFY(widest > 0);
+        // Measured with the committed fixture (160 positions), mean KL (21-bin, see
+        // top_k_agreement) vs llama.cpp default: ours 2.51e-3, flash_attn 2.64e-3, kv_f32
+        // 2.46e-3 — ours sits inside llama.cpp's own spread (0.95x the widest variant). A
+        // factor of 1.5 leaves ~58% margin and still fails on small damage: Gaussian noise of
+        // sigma 0.1 on every logit (max |delta| 1.29, every per-position KL < 0.1, so the fixed
+        // bounds in check_logits still pass) raises our mean KL to 4.28e-3 > 1.5 x 2.64e-3.
+        constexpr double kSpreadFactor = 1.5;
+        QVERIFY2(m_ours.mean_kl() <= kSpreadFactor * widest,
+                 qPrintable(QString("mean KL vs llama.cpp %1 exceeds %2 x llama.cpp's own spread (%3, mean KL %4)")
+                                .arg(m_ours.mean_kl())
+                                .arg(kSpreadFactor)
+                                .arg(QString::fromStdString(widest_name))
+                                .arg(widest)));
+    }
+
     void cleanupTestCase() {
-        if (m_n_kl == 0) return;
-        qInfo("logits vs llama.cpp over %d positions: max |delta| (top-20) %.5f, KL (top-20 mass) mean %.2e max %.2e",
-              m_n_kl, m_worst_delta, m_sum_kl / m_n_kl, m_worst_kl);
+        if (m_ours.n == 0) return;
+        qInfo("logits vs llama.cpp default over %d positions (top-20 max |delta|, KL on top-20 mass mean / max):",
+              m_ours.n);
+        qInfo("  ours:                 max |delta| %.5f  KL mean %.2e max %.2e", m_ours.worst_delta, m_ours.mean_kl(),
+              m_ours.worst_kl);
+        for (const auto& [name, s] : m_variants)
+            qInfo("  llama.cpp %-11s max |delta| %.5f  KL mean %.2e max %.2e", (name + ":").c_str(), s.worst_delta,
+                  s.mean_kl(), s.worst_kl);
         qInfo("greedy: %d of %d cases identical for all tokens; %d near-tie flips in %d positions", m_identical_cases,
               int(m_fixture["cases"].size()), m_flips, m_positions);
     }
 
 private:
+    // Max |Δ| over llama.cpp's top-k ids, and KL(ref || cand) restricted to the reference's
+    // top-k mass: sum over those ids of p_ref * (log p_ref - log p_cand), each log-probability
+    // normalized by its own full-vocabulary logsumexp.
+    static std::pair<double, double> top_k_agreement(const std::vector<double>& ref, double ref_lse,
+                                                     const std::vector<double>& cand, double cand_lse) {
+        // KL between the two distributions coarsened to 21 bins — the reference's top-20
+        // tokens and "the rest of the vocabulary" — so it is never negative and is a lower
+        // bound on the full-vocabulary KL.
+        double delta = 0, kl = 0, mass_ref = 0, mass_cand = 0;
+        for (size_t i = 0; i < ref.size(); ++i) {
+            delta = std::max(delta, std::abs(cand[i] - ref[i]));
+            const double lp_ref = ref[i] - ref_lse, lp_cand = cand[i] - cand_lse;
+            kl += std::exp(lp_ref) * (lp_ref - lp_cand);
+            mass_ref += std::exp(lp_ref);
+            mass_cand += std::exp(lp_cand);
+        }
+        const double rest_ref = std::max(1.0 - mass_ref, 1e-12), rest_cand = std::max(1.0 - mass_cand, 1e-12);
+        kl += rest_ref * std::log(rest_ref / rest_cand);
+        return {delta, kl};
+    }
+
     void check_logits(const json& step, const std::vector<float>& logits) {
         const auto ids = step["top_ids"].get<std::vector<int32_t>>();
         const auto ref = step["top_logits"].get<std::vector<double>>();
@@ -115,17 +199,10 @@ private:
         double s = 0;
         for (float l : logits) s += std::exp(double(l) - mx);
         const double our_lse = mx + std::log(s);
-        double delta = 0, kl = 0;
-        for (size_t i = 0; i < ids.size(); ++i) {
-            const double ours = logits[size_t(ids[i])];
-            delta = std::max(delta, std::abs(ours - ref[i]));
-            const double lp_ref = ref[i] - ref_lse, lp_ours = ours - our_lse;
-            kl += std::exp(lp_ref) * (lp_ref - lp_ours);
-        }
-        m_worst_delta = std::max(m_worst_delta, delta);
-        m_worst_kl = std::max(m_worst_kl, kl);
-        m_sum_kl += kl;
-        ++m_n_kl;
+        std::vector<double> ours(ids.size());
+        for (size_t i = 0; i < ids.size(); ++i) ours[i] = logits[size_t(ids[i])];
+        const auto [delta, kl] = top_k_agreement(ref, ref_lse, ours, our_lse);
+        m_ours.add(delta, kl);
         // Bounds from the rounding noise measured between implementations (see above);
         // a wrong RoPE, norm or quant layout moves logits by several units.
         QVERIFY2(delta < 1.5, qPrintable(QString("logit |delta| %1 vs llama.cpp").arg(delta)));
