@@ -118,7 +118,7 @@ void LlamaForward::upload_weights_if_needed() {
 
 namespace {
 // Packs matrices with the same type and n_in into one [sum n_out, n_in] matrix on the
-// backend; the source pages of the mapped file are then dropped from memory.
+// backend; the source pages of a mapped file are then handed back to the kernel.
 WeightView pack_rows(Backend& be, std::vector<void*>& owned, std::initializer_list<const WeightView*> parts) {
     WeightView out = **parts.begin();
     out.n_out = 0;
@@ -134,7 +134,9 @@ WeightView pack_rows(Backend& be, std::vector<void*>& owned, std::initializer_li
         const long page = sysconf(_SC_PAGESIZE);
         const auto begin = (reinterpret_cast<uintptr_t>(p->data) + page - 1) / page * page;
         const auto end = (reinterpret_cast<uintptr_t>(p->data) + n) / page * page;
-        if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_DONTNEED);
+        // MADV_PAGEOUT only drops clean file pages (never data: anonymous memory would be
+        // swapped, not zeroed), so it is safe whatever memory the weights live in.
+        if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);
     }
     out.data = dst;
     return out;
