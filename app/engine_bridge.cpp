@@ -46,12 +46,11 @@ void EngineBridge::loadModel(const QString& nameOrPath) {
                          .arg(QString::fromStdString(m_runner->backend().name())));
 }
 
-void EngineBridge::generateReply(const QList<ChatTurn>& turns, double temperature, int maxTokens) {
+void EngineBridge::generateReply(int requestId, const QList<ChatTurn>& turns, double temperature, int maxTokens) {
     if (!m_runner) {
         Q_EMIT generationFailed(tr("no model is loaded"));
         return;
     }
-    m_stop.store(false);
     std::vector<ChatMessage> msgs;
     for (const auto& t : turns) msgs.push_back({t.role.toStdString(), t.content.toStdString()});
     const auto& vocab = m_model->vocab;
@@ -62,9 +61,9 @@ void EngineBridge::generateReply(const QList<ChatTurn>& turns, double temperatur
     sp.temperature = static_cast<float>(temperature);
     sp.max_tokens = maxTokens;
     m_runner->clear();
-    auto st = generate(*m_runner, *m_tokenizer, prompt, sp, [this](const std::string& piece) {
-        Q_EMIT textGenerated(QString::fromStdString(piece));
-        return !m_stop.load();
+    auto st = generate(*m_runner, *m_tokenizer, prompt, sp, [this, requestId](const std::string& piece) {
+        if (!piece.empty()) Q_EMIT textGenerated(QString::fromStdString(piece));
+        return requestId > m_stopUpTo.load();
     });
     if (!st) {
         Q_EMIT generationFailed(QString::fromStdString(st.message()));

@@ -26,13 +26,14 @@ class EngineBridge : public QObject {
 public:
     EngineBridge();
     ~EngineBridge() override;
-    // Thread-safe: asks a running generation to stop after the current token.
-    void requestStop() { m_stop.store(true); }
+    // Thread-safe: stops the generation of every request id up to and including
+    // requestId after its current token, also one still queued for the engine thread.
+    void requestStop(int requestId) { m_stopUpTo.store(requestId); }
 
 public Q_SLOTS:
     void loadModel(const QString& nameOrPath);
     // Generates the assistant's reply to the conversation (system/user/assistant turns).
-    void generateReply(const QList<kvs::app::ChatTurn>& turns, double temperature, int maxTokens);
+    void generateReply(int requestId, const QList<kvs::app::ChatTurn>& turns, double temperature, int maxTokens);
 
 Q_SIGNALS:
     void modelLoaded(const QString& description);
@@ -45,7 +46,7 @@ private:
     std::shared_ptr<Model> m_model;
     std::unique_ptr<Tokenizer> m_tokenizer;
     std::unique_ptr<SequenceRunner> m_runner;
-    std::atomic<bool> m_stop{false};
+    std::atomic<int> m_stopUpTo{0};
 };
 
 }  // namespace kvs::app

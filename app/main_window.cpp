@@ -56,13 +56,13 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent) : QMainW
         m_chat->setGenerating(false);
     });
     connect(m_chat, &ui::ChatView::sendRequested, this, &MainWindow::onSend);
-    connect(m_chat, &ui::ChatView::stopRequested, this, [this] { m_bridge->requestStop(); });
+    connect(m_chat, &ui::ChatView::stopRequested, this, [this] { m_bridge->requestStop(m_requestId); });
 
     QMetaObject::invokeMethod(m_bridge, "loadModel", Qt::QueuedConnection, Q_ARG(QString, modelNameOrPath));
 }
 
 MainWindow::~MainWindow() {
-    m_bridge->requestStop();
+    m_bridge->requestStop(m_requestId);
     m_engineThread.quit();
     m_engineThread.wait();
 }
@@ -73,7 +73,9 @@ void MainWindow::onSend(const QString& text) {
     m_chat->appendUserMessage(text);
     m_chat->beginAssistantMessage();
     m_chat->setGenerating(true);
-    QMetaObject::invokeMethod(m_bridge, "generateReply", Qt::QueuedConnection, Q_ARG(QList<kvs::app::ChatTurn>, m_turns),
+    ++m_requestId;
+    QMetaObject::invokeMethod(m_bridge, "generateReply", Qt::QueuedConnection, Q_ARG(int, m_requestId),
+                              Q_ARG(QList<kvs::app::ChatTurn>, m_turns),
                               Q_ARG(double, 0.7), Q_ARG(int, 512));
 }
 

@@ -31,6 +31,7 @@ private:
     EngineBridge* m_bridge;  // lives on m_engineThread
     QList<ChatTurn> m_turns;
     QString m_pendingReply;
+    int m_requestId = 0;  // id of the latest generation sent to the bridge
 };
 
 }  // namespace kvs::app

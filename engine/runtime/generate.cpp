@@ -54,7 +54,8 @@ Result<GenerationStats> generate(SequenceRunner& runner, const Tokenizer& tok, c
         const std::string piece = tok.is_control(id) ? std::string() : utf8.push(tok.token_to_piece(id));
         const auto m = stops.push(piece);
         st.text += m.emit;
-        if (!m.emit.empty() && on_text && !on_text(m.emit)) {
+        // Called every token, even with no text to show, so a stop request is seen at once.
+        if (on_text && !on_text(m.emit)) {
             st.stop_reason = "cancelled";
             break;
         }

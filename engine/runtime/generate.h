@@ -27,7 +27,8 @@ struct GenerationStats {
     std::string text;           // generated text (stop string excluded)
 };
 
-// Return false to stop generating.
+// Called once per generated token with the text that became safe to show (may be
+// empty); return false to stop generating.
 using TextCallback = std::function<bool(const std::string& text_piece)>;
 
 Result<GenerationStats> generate(SequenceRunner& runner, const Tokenizer& tok, const std::vector<int32_t>& prompt,

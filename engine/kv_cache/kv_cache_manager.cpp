@@ -1,0 +1,231 @@
+#include "engine/kv_cache/kv_cache_manager.h"
+
+#include <xxhash.h>
+
+#include <algorithm>
+#include <cassert>
+#include <cstring>
+#include <string>
+
+namespace kvs {
+
+namespace {
+constexpr uint64_t kRootParentHash = 0x9e3779b97f4a7c15ull;  // the "parent" of block 0
+}
+
+KVCacheManager::KVCacheManager(int n_blocks, int block_size, bool enable_prefix_caching)
+    : m_block_size(block_size), m_enable_prefix_caching(enable_prefix_caching), m_pool(n_blocks) {
+    assert(block_size > 0 && n_blocks >= 0);
+}
+
+uint64_t KVCacheManager::hash_block(uint64_t parent_hash, const int32_t* tokens, int n) {
+    // buf: [parent_hash (8 bytes) | tokens (n * 4 bytes)]
+    std::vector<unsigned char> buf(sizeof(uint64_t) + sizeof(int32_t) * static_cast<size_t>(n));
+    std::memcpy(buf.data(), &parent_hash, sizeof(uint64_t));
+    if (n > 0) std::memcpy(buf.data() + sizeof(uint64_t), tokens, sizeof(int32_t) * static_cast<size_t>(n));
+    return XXH3_64bits(buf.data(), buf.size());
+}
+
+void KVCacheManager::hash_full_blocks(RequestState& r, const std::vector<int32_t>& token_ids, int n_full) const {
+    const int bs = m_block_size;
+    while (static_cast<int>(r.block_hashes.size()) < n_full) {
+        const size_t i = r.block_hashes.size();
+        const uint64_t parent = i == 0 ? kRootParentHash : r.block_hashes[i - 1];
+        r.block_hashes.push_back(hash_block(parent, token_ids.data() + i * static_cast<size_t>(bs), bs));
+    }
+}
+
+Result<int> KVCacheManager::get_computed_blocks(RequestId id, const std::vector<int32_t>& token_ids) {
+    auto& r = m_requests[id];
+    if (!r.block_table.empty() || r.num_tokens != 0)
+        return Result<int>::error("get_computed_blocks: request " + std::to_string(id) + " already holds blocks");
+    r.pending_hits.clear();
+    r.pending_hashes.clear();
+    if (!m_enable_prefix_caching || token_ids.empty()) return 0;
+    const int bs = m_block_size;
+    const int max_blocks = (static_cast<int>(token_ids.size()) - 1) / bs;  // keep the last token to compute
+    uint64_t parent = kRootParentHash;
+    for (int i = 0; i < max_blocks; ++i) {
+        const uint64_t h = hash_block(parent, token_ids.data() + static_cast<size_t>(i) * bs, bs);
+        const auto hit = m_pool.get_cached_block(h);
+        if (!hit) break;
+        r.pending_hits.push_back(*hit);
+        r.pending_hashes.push_back(h);
+        parent = h;
+    }
+    const int n_cached = static_cast<int>(r.pending_hits.size()) * bs;
+    m_query_tokens += static_cast<int64_t>(token_ids.size());
+    m_hit_tokens += n_cached;
+    return n_cached;
+}
+
+Result<SlotAllocation> KVCacheManager::allocate_slots(RequestId id, const std::vector<int32_t>& token_ids_total,
+                                                      int num_new_tokens) {
+    using R = Result<SlotAllocation>;
+    if (num_new_tokens < 0) return R::error("allocate_slots: negative token count " + std::to_string(num_new_tokens));
+    auto& r = m_requests[id];
+    const int bs = m_block_size;
+
+    // Pending prefix hits must still be what get_computed_blocks found.
+    for (size_t i = 0; i < r.pending_hits.size(); ++i) {
+        const auto& b = m_pool.block(r.pending_hits[i]);
+        if (b.block_hash != r.pending_hashes[i]) {
+            r.pending_hits.clear();
+            r.pending_hashes.clear();
+            return R::error("allocate_slots: prefix hits of request " + std::to_string(id) +
+                            " were evicted since get_computed_blocks (call it right before allocate_slots)");
+        }
+    }
+    const int n_pending = static_cast<int>(r.pending_hits.size());
+    const int computed = r.num_tokens + n_pending * bs;
+    const int total = computed + num_new_tokens;
+    if (static_cast<int>(token_ids_total.size()) < total)
+        return R::error("allocate_slots: request " + std::to_string(id) + " needs " + std::to_string(total) +
+                        " tokens but " + std::to_string(token_ids_total.size()) + " were given");
+    if (num_new_tokens > 0 && r.num_tokens % bs != 0 && !r.block_table.empty() &&
+        m_pool.block(r.block_table.back()).ref_cnt > 1)
+        return R::error("allocate_slots: request " + std::to_string(id) +
+                        " would write into a shared block (call prepare_append first)");
+
+    const int blocks_total = (total + bs - 1) / bs;
+    const int blocks_needed = std::max(0, blocks_total - static_cast<int>(r.block_table.size()) - n_pending);
+    int pending_in_free_queue = 0;
+    for (int32_t b : r.pending_hits) pending_in_free_queue += m_pool.block(b).ref_cnt == 0 ? 1 : 0;
+    if (blocks_needed > m_pool.n_free() - pending_in_free_queue) {
+        r.pending_hits.clear();
+        r.pending_hashes.clear();
+        if (r.block_table.empty() && r.num_tokens == 0) m_requests.erase(id);
+        SlotAllocation out;
+        out.no_room = true;
+        return out;
+    }
+
+    if (n_pending > 0) {
+        m_pool.touch(r.pending_hits);
+        r.block_table.insert(r.block_table.end(), r.pending_hits.begin(), r.pending_hits.end());
+        r.block_hashes = r.pending_hashes;
+        r.pending_hits.clear();
+        r.pending_hashes.clear();
+    }
+    SlotAllocation out;
+    if (blocks_needed > 0) {
+        auto got = m_pool.allocate(blocks_needed);
+        if (!got) return got.status();  // cannot happen: checked above
+        out.new_block_ids = std::move(got.value());
+        r.block_table.insert(r.block_table.end(), out.new_block_ids.begin(), out.new_block_ids.end());
+    }
+    r.num_tokens = total;
+
+    if (m_enable_prefix_caching) {
+        // Blocks that became full with these tokens: [computed / bs, total / bs).
+        const int n_full = total / bs;
+        hash_full_blocks(r, token_ids_total, n_full);
+        for (int i = computed / bs; i < n_full; ++i)
+            m_pool.cache_full_block(r.block_table[static_cast<size_t>(i)], r.block_hashes[static_cast<size_t>(i)]);
+    }
+    return out;
+}
+
+Result<AppendPrep> KVCacheManager::prepare_append(RequestId id) {
+    auto it = m_requests.find(id);
+    if (it == m_requests.end())
+        return Result<AppendPrep>::error("prepare_append: unknown request " + std::to_string(id));
+    auto& r = it->second;
+    AppendPrep out;
+    if (r.block_table.empty() || r.num_tokens % m_block_size == 0) return out;  // next token opens a new block
+    const int32_t last = r.block_table.back();
+    if (m_pool.block(last).ref_cnt <= 1) return out;
+    if (m_pool.n_free() == 0) {
+        out.no_room = true;
+        return out;
+    }
+    auto got = m_pool.allocate(1);
+    if (!got) return got.status();
+    const int32_t fresh = got.value()[0];
+    m_pool.release({last});  // still held by the other sharers
+    r.block_table.back() = fresh;
+    out.copy = CopyOp{last, fresh};
+    return out;
+}
+
+Status KVCacheManager::fork(RequestId parent_id, RequestId child_id) {
+    auto it = m_requests.find(parent_id);
+    if (it == m_requests.end()) return Status::error("fork: unknown parent request " + std::to_string(parent_id));
+    if (parent_id == child_id) return Status::error("fork: child id equals parent id");
+    auto cit = m_requests.find(child_id);
+    if (cit != m_requests.end() && (!cit->second.block_table.empty() || cit->second.num_tokens != 0))
+        return Status::error("fork: child request " + std::to_string(child_id) + " already holds blocks");
+    const RequestState& p = it->second;
+    RequestState c;
+    c.block_table = p.block_table;
+    c.num_tokens = p.num_tokens;
+    c.block_hashes = p.block_hashes;
+    m_pool.touch(c.block_table);
+    m_requests[child_id] = std::move(c);
+    return Status::ok();
+}
+
+void KVCacheManager::free(RequestId id) {
+    auto it = m_requests.find(id);
+    if (it == m_requests.end()) return;
+    std::vector<int32_t> reversed(it->second.block_table.rbegin(), it->second.block_table.rend());
+    m_pool.release(reversed);
+    m_requests.erase(it);
+}
+
+std::vector<RequestId> KVCacheManager::request_ids() const {
+    std::vector<RequestId> ids;
+    ids.reserve(m_requests.size());
+    for (const auto& [id, r] : m_requests) ids.push_back(id);
+    std::sort(ids.begin(), ids.end());
+    return ids;
+}
+
+const std::vector<int32_t>& KVCacheManager::block_table(RequestId id) const {
+    static const std::vector<int32_t> kEmpty;
+    auto it = m_requests.find(id);
+    return it == m_requests.end() ? kEmpty : it->second.block_table;
+}
+
+int KVCacheManager::num_tokens(RequestId id) const {
+    auto it = m_requests.find(id);
+    return it == m_requests.end() ? 0 : it->second.num_tokens;
+}
+
+double KVCacheManager::usage() const {
+    if (m_pool.n_blocks() == 0) return 0.0;
+    return 1.0 - static_cast<double>(m_pool.n_free()) / static_cast<double>(m_pool.n_blocks());
+}
+
+std::vector<BlockInfo> KVCacheManager::block_map() const {
+    std::vector<BlockInfo> map(static_cast<size_t>(m_pool.n_blocks()));
+    for (int i = 0; i < m_pool.n_blocks(); ++i) {
+        const auto& b = m_pool.block(i);
+        auto& info = map[static_cast<size_t>(i)];
+        info.block_id = i;
+        info.ref_cnt = b.ref_cnt;
+        info.hashed = b.block_hash.has_value();
+        info.state = b.ref_cnt > 0 ? BlockState::used : (info.hashed ? BlockState::cached : BlockState::free);
+        if (info.state == BlockState::cached) info.n_filled = m_block_size;
+    }
+    for (RequestId id : request_ids()) {
+        const auto& r = m_requests.at(id);
+        for (size_t i = 0; i < r.block_table.size(); ++i) {
+            auto& info = map[static_cast<size_t>(r.block_table[i])];
+            info.owners.push_back(id);
+            const int filled = std::clamp(r.num_tokens - static_cast<int>(i) * m_block_size, 0, m_block_size);
+            info.n_filled = std::max(info.n_filled, filled);
+        }
+    }
+    return map;
+}
+
+KVCacheStats KVCacheManager::stats() const {
+    KVCacheStats s;
+    s.query_tokens = m_query_tokens;
+    s.hit_tokens = m_hit_tokens;
+    s.blocks = m_pool.counters();
+    return s;
+}
+
+}  // namespace kvs

@@ -1,0 +1,126 @@
+#pragma once
+// KVCacheManager (vLLM v1's KVCacheManager): per request, the block table into the
+// BlockPool, plus automatic prefix caching and copy-on-write forks. No model: it only
+// decides which block holds which token; the caller runs the forward pass and copies.
+//
+// Token t of a request lives in block_table[t / block_size], slot t % block_size.
+// Prefix caching hashes FULL blocks as a chain: hash_i = XXH3_64(hash_{i-1}, tokens of
+// block i), so a block's hash names its whole prefix. A partial last block is never cached.
+//
+// The scheduler's use, one request per step:
+//   n_cached = get_computed_blocks(id, prompt)              (new request only)
+//   allocate_slots(id, tokens, n_new) -> no_room? preempt someone, or wait
+//   prepare_append(id) before writing into a block a fork may share -> CopyOp to perform
+//   free(id) when finished, cancelled or preempted
+#include <cstdint>
+#include <optional>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/kv_cache/block_pool.h"
+
+namespace kvs {
+
+using RequestId = int64_t;
+
+// Copy the KV of block src_block into dst_block (all layers, all slots) before writing.
+struct CopyOp {
+    int32_t src_block = 0;
+    int32_t dst_block = 0;
+};
+
+struct SlotAllocation {
+    bool no_room = false;                 // not enough free blocks: nothing changed
+    std::vector<int32_t> new_block_ids;   // blocks appended to the table (not counting prefix hits)
+};
+
+struct AppendPrep {
+    bool no_room = false;         // the shared last block needs a copy and no block is free
+    std::optional<CopyOp> copy;   // the copy the caller must perform before writing
+};
+
+enum class BlockState { free, used, cached };  // cached = free but still findable by hash
+
+// One block of the block map, for telemetry.
+struct BlockInfo {
+    int32_t block_id = 0;
+    BlockState state = BlockState::free;
+    int32_t ref_cnt = 0;
+    std::vector<RequestId> owners;  // requests whose table holds this block (sorted)
+    int n_filled = 0;               // tokens written: max over owners; block_size if cached
+    bool hashed = false;            // registered in the prefix cache (used or cached)
+};
+
+struct KVCacheStats {
+    int64_t query_tokens = 0;  // prompt tokens looked up in the prefix cache
+    int64_t hit_tokens = 0;    // of those, found cached
+    PrefixCacheCounters blocks;  // block-level queries, hits, evictions
+};
+
+class KVCacheManager {
+public:
+    KVCacheManager(int n_blocks, int block_size, bool enable_prefix_caching);
+
+    int block_size() const { return m_block_size; }
+    bool prefix_caching() const { return m_enable_prefix_caching; }
+
+    // For a request holding no blocks yet: the longest chain of cached full blocks that
+    // is a prefix of token_ids, at most (len-1)/block_size blocks so the last prompt
+    // token is always computed (its logits are needed). Returns the cached token count
+    // (a multiple of block_size). The hits are held as pending and taken by the next
+    // allocate_slots for this request, which must come right after (no other allocation
+    // in between, or they may have been evicted; allocate_slots then reports an error).
+    Result<int> get_computed_blocks(RequestId id, const std::vector<int32_t>& token_ids);
+
+    // Gives the request slots for num_new_tokens more tokens after the ones it has
+    // (including pending prefix hits). token_ids_total: all of its tokens so far, at least
+    // that many (used to hash blocks that become full). no_room leaves everything as it
+    // was except that pending prefix hits are dropped. Error: misuse (token_ids_total too
+    // short, shared partial last block without prepare_append, stale prefix hits).
+    Result<SlotAllocation> allocate_slots(RequestId id, const std::vector<int32_t>& token_ids_total,
+                                          int num_new_tokens);
+
+    // Before writing the next token: if the last block is partly filled and shared
+    // (ref_cnt > 1), moves this request onto a fresh block and returns the copy to make.
+    Result<AppendPrep> prepare_append(RequestId id);
+
+    // The child gets the parent's table (every block ref_cnt++) and token count.
+    Status fork(RequestId parent_id, RequestId child_id);
+
+    // Releases every block of the request, last block first (so a cached sequence's tail
+    // is evicted before its head), and forgets it. Unknown ids are ignored.
+    void free(RequestId id);
+
+    bool has_request(RequestId id) const { return m_requests.count(id) != 0; }
+    std::vector<RequestId> request_ids() const;  // sorted
+    const std::vector<int32_t>& block_table(RequestId id) const;  // empty if unknown
+    int num_tokens(RequestId id) const;                           // tokens with slots
+    int num_free_blocks() const { return m_pool.n_free(); }
+    int n_blocks() const { return m_pool.n_blocks(); }
+    double usage() const;  // fraction of blocks held by requests
+    std::vector<BlockInfo> block_map() const;  // [n_blocks]
+    KVCacheStats stats() const;
+    const BlockPool& pool() const { return m_pool; }
+
+    // The chained hash of one full block (exposed for tests).
+    static uint64_t hash_block(uint64_t parent_hash, const int32_t* tokens, int n);
+
+private:
+    struct RequestState {
+        std::vector<int32_t> block_table;
+        int num_tokens = 0;                // tokens with slots
+        std::vector<uint64_t> block_hashes;  // chain hashes of the full blocks so far
+        std::vector<int32_t> pending_hits;   // from get_computed_blocks, taken by allocate_slots
+        std::vector<uint64_t> pending_hashes;
+    };
+    void hash_full_blocks(RequestState& r, const std::vector<int32_t>& token_ids, int n_full) const;
+
+    int m_block_size;
+    bool m_enable_prefix_caching;
+    BlockPool m_pool;
+    std::unordered_map<RequestId, RequestState> m_requests;
+    int64_t m_query_tokens = 0, m_hit_tokens = 0;
+};
+
+}  // namespace kvs
