@@ -95,6 +95,7 @@ void set_json_field(const std::string& path, const std::string& key, const nlohm
 class TstModelLoader : public QObject {
     Q_OBJECT
 private Q_SLOTS:
+    void rope_scaling_is_reported();
     void tiny_gguf_loads_data();
     void tiny_gguf_loads();
     void quantized_close_to_f32_data();
@@ -368,6 +369,21 @@ void TstModelLoader::formats_give_same_logits_data() {
 // GGUF llama stores Q/K permuted and rotates pairs (Normal); the HF checkpoint is
 // unpermuted and rotates halves (Neox): both must give the same logits, and the other
 // rope style must not.
+void TstModelLoader::rope_scaling_is_reported() {
+    test::TinyModelSpec spec;
+    const std::string dir = test::output_path("rope_scaling_hf");
+    fs::remove_all(dir);
+    QVERIFY(test::write_tiny_safetensors_folder(dir, spec).is_ok());
+    auto plain = load_model(dir);
+    QVERIFY2(plain.is_ok(), plain.message().c_str());
+    QVERIFY(plain.value()->warnings.empty());
+    set_json_field(dir + "/config.json", "rope_scaling", {{"rope_type", "llama3"}, {"factor", 8.0}});
+    auto scaled = load_model(dir);
+    QVERIFY2(scaled.is_ok(), scaled.message().c_str());
+    QCOMPARE(scaled.value()->warnings.size(), size_t(1));
+    QVERIFY(scaled.value()->warnings[0].find("rope_scaling is not applied") != std::string::npos);
+}
+
 void TstModelLoader::formats_give_same_logits() {
     QFETCH(QString, arch);
     test::TinyModelSpec spec;

@@ -24,6 +24,7 @@ std::shared_ptr<Model> load_model_or_report(const std::string& name_or_path, dou
         return nullptr;
     }
     if (load_ms) *load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    for (const auto& w : model.value()->warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     return model.value();
 }
 

@@ -63,6 +63,10 @@ struct Model {
     int64_t weight_bytes = 0;          // bytes of all weight tensors as stored
     int64_t n_tensors = 0;
 
+    // Things the file asks for that this engine loads but does not apply (e.g. RoPE
+    // scaling); the CLI and GUI show them so nobody mistakes the output for exact.
+    std::vector<std::string> warnings;
+
     std::shared_ptr<void> storage;     // keeps the mapping / owned buffers alive
 };
 

@@ -9,6 +9,8 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 #include <map>
 
 #include "engine/model/gguf_reader.h"
@@ -214,6 +216,9 @@ Result<std::shared_ptr<Model>> load_gguf(const std::string& path) {
     model->vocab = std::move(vocab).value();
     model->config.tied_embeddings = tensors.count(kGgufNames.output) == 0;
     KVS_RETURN_IF_ERROR(decide_attn_bias(*model, tensors, kGgufNames));
+    if (tensors.count("rope_freqs.weight") || f->find(model->config.arch + ".rope.scaling.type"))
+        model->warnings.push_back(path + ": RoPE scaling (rope_freqs / rope.scaling.*) is not applied by this engine; "
+                                  "output differs from the reference implementation, most at long contexts");
     WeightBuilder builder(path, tensors, kGgufNames, *storage);
     KVS_RETURN_IF_ERROR(builder.build(*model));
     fill_stats(*model, tensors);
@@ -251,6 +256,12 @@ Result<std::shared_ptr<Model>> load_safetensors_folder(const std::string& dir) {
     if (!vocab) return vocab.status();
     model->vocab = std::move(vocab).value();
     KVS_RETURN_IF_ERROR(finish_hf_vocab(model->vocab, model->config.n_vocab, tok_json.string()));
+    if (std::ifstream cf(config_path); cf) {
+        const auto cj = nlohmann::json::parse(cf, nullptr, false);
+        if (cj.is_object() && cj.contains("rope_scaling") && !cj["rope_scaling"].is_null())
+            model->warnings.push_back(config_path + ": rope_scaling is not applied by this engine; output differs "
+                                      "from the reference implementation, most at long contexts");
+    }
     WeightBuilder builder(dir, tensors, kHfNames, *storage);
     KVS_RETURN_IF_ERROR(builder.build(*model));
     fill_stats(*model, tensors);
