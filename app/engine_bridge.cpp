@@ -39,6 +39,7 @@ void EngineBridge::loadModel(const QString& nameOrPath) {
     m_tokenizer = std::make_unique<Tokenizer>(std::move(tok.value()));
     m_runner = std::move(runner.value());
     const auto& c = m_model->config;
+    for (const auto& w : m_model->warnings) Q_EMIT modelWarning(QString::fromStdString(w));
     Q_EMIT modelLoaded(QString("%1 · %2 · %3 layers · %4 M params · %5")
                          .arg(QString::fromStdString(c.name), QString::fromStdString(m_model->file_type))
                          .arg(c.n_layer)

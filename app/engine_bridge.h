@@ -38,6 +38,7 @@ public Q_SLOTS:
 Q_SIGNALS:
     void modelLoaded(const QString& description);
     void modelLoadFailed(const QString& message);
+    void modelWarning(const QString& message);  // loaded, but something is not applied (see Model::warnings)
     void textGenerated(const QString& piece);
     void generationFinished(const QString& summary);
     void generationFailed(const QString& message);

@@ -40,6 +40,8 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent) : QMainW
         m_modelLabel->setText(tr("no model loaded"));
         m_chat->setReady(false, tr("Could not load the model: %1 — use File ▸ Open model…").arg(msg));
     });
+    connect(m_bridge, &EngineBridge::modelWarning, this,
+            [this](const QString& msg) { m_chat->appendNotice(tr("Warning: %1").arg(msg)); });
     connect(m_bridge, &EngineBridge::textGenerated, this, [this](const QString& piece) {
         m_pendingReply += piece;
         m_chat->appendAssistantText(piece);
