@@ -5,7 +5,12 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <QJsonDocument>
+#include <QJsonArray>
+#include <QJsonObject>
+
 #include "tests/support/test_paths.h"
+#include "tests/support/tiny_model.h"
 
 namespace {
 
@@ -71,6 +76,39 @@ private Q_SLOTS:
             QVERIFY2(r.err.contains("error:") && r.err.contains("bad.gguf") && r.err.contains(expect, Qt::CaseInsensitive),
                      qPrintable(r.err));
         }
+    }
+
+    void tinyModelsRunFromBothFormats() {
+        QTemporaryDir dir;
+        kvs::test::TinyModelSpec spec;
+        const QString gguf = dir.filePath("tiny.gguf"), hf = dir.filePath("tiny_hf");
+        QVERIFY(kvs::test::write_tiny_gguf(gguf.toStdString(), spec).is_ok());
+        QVERIFY(kvs::test::write_tiny_safetensors_folder(hf.toStdString(), spec).is_ok());
+        for (const QString& m : {gguf, hf}) {
+            const Run ins = run_kvscope({"inspect", m});
+            QCOMPARE(ins.exit_code, 0);
+            // 2 layers x 2 KV heads x head dim 16 -> 2*2*2*16*2 = 256 bytes per token
+            QVERIFY2(ins.out.contains("KV per token   256 bytes"), qPrintable(ins.out + ins.err));
+            const Run gen = run_kvscope({"generate", "-m", m, "-p", "hello", "-n", "8", "--temp", "0"});
+            QCOMPARE(gen.exit_code, 0);
+            QVERIFY2(gen.err.contains("decode 8 tok") || gen.err.contains("stop: eos"), qPrintable(gen.err));
+        }
+    }
+
+    void benchWritesJson() {
+        QTemporaryDir dir;
+        kvs::test::TinyModelSpec spec;
+        const QString gguf = dir.filePath("tiny.gguf");
+        QVERIFY(kvs::test::write_tiny_gguf(gguf.toStdString(), spec).is_ok());
+        const Run r = run_kvscope({"bench", gguf, "-p", "32", "-n", "8", "-r", "2", "--json"});
+        QCOMPARE(r.exit_code, 0);
+        const QJsonObject j = QJsonDocument::fromJson(r.out.toUtf8()).object();
+        QVERIFY2(!j.isEmpty(), qPrintable(r.out));
+        QCOMPARE(j["pp"].toObject()["n_prompt"].toInt(), 32);
+        QCOMPARE(j["tg"].toObject()["n_gen"].toInt(), 8);
+        QCOMPARE(j["tg"].toObject()["samples_ts"].toArray().size(), 2);
+        QVERIFY(j["pp"].toObject()["avg_ts"].toDouble() > 0);
+        QVERIFY(j["memory_read_bandwidth_gbs"].toDouble() > 0);
     }
 
     void missingModelNamesWhatExists() {
