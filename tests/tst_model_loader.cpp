@@ -381,7 +381,7 @@ void TstModelLoader::rope_scaling_is_reported() {
     auto scaled = load_model(dir);
     QVERIFY2(scaled.is_ok(), scaled.message().c_str());
     QCOMPARE(scaled.value()->warnings.size(), size_t(1));
-    QVERIFY(scaled.value()->warnings[0].find("rope_scaling is not applied") != std::string::npos);
+    QVERIFY(scaled.value()->warnings[0].find("RoPE scaling (rope_scaling) is not applied") != std::string::npos);
 }
 
 void TstModelLoader::formats_give_same_logits() {

@@ -30,6 +30,7 @@ struct ModelConfig {
     RopeStyle rope_style = RopeStyle::Normal;
     bool tied_embeddings = false;  // output head shares token_embd
     bool attn_bias = false;        // q/k/v projections have biases (qwen2)
+    std::string rope_scaling;      // RoPE scaling the file asks for ("" none); not applied yet
 };
 
 struct LayerWeights {

@@ -104,6 +104,8 @@ Result<ModelConfig> read_gguf_config(const GgufFile& f) {
         c.n_vocab = static_cast<int>(std::min<int64_t>(e->ne[1], 1 << 30));
     KVS_RETURN_IF_ERROR(gguf_int(f, a + "vocab_size", false, 1, 1 << 24, c.n_vocab));
     c.rope_style = c.arch == "qwen2" ? RopeStyle::Neox : RopeStyle::Normal;
+    if (f.tensor("rope_freqs.weight")) c.rope_scaling = "rope_freqs";
+    else if (f.find(a + "rope.scaling.type")) c.rope_scaling = a + "rope.scaling.type";
     KVS_RETURN_IF_ERROR(validate_config(c, f.path()));
     return c;
 }
@@ -251,6 +253,7 @@ Result<ModelConfig> read_hf_config(const std::string& path) {
     c.tied_embeddings = tie != j.end() && tie->is_boolean() && tie->get<bool>();
     // Hugging Face checkpoints keep Q/K unpermuted: rotate halves.
     c.rope_style = RopeStyle::Neox;
+    if (auto rs = j.find("rope_scaling"); rs != j.end() && !rs->is_null()) c.rope_scaling = "rope_scaling";
     KVS_RETURN_IF_ERROR(validate_config(c, path));
     return c;
 }

@@ -9,8 +9,6 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
-#include <fstream>
-#include <nlohmann/json.hpp>
 #include <map>
 
 #include "engine/model/gguf_reader.h"
@@ -216,9 +214,6 @@ Result<std::shared_ptr<Model>> load_gguf(const std::string& path) {
     model->vocab = std::move(vocab).value();
     model->config.tied_embeddings = tensors.count(kGgufNames.output) == 0;
     KVS_RETURN_IF_ERROR(decide_attn_bias(*model, tensors, kGgufNames));
-    if (tensors.count("rope_freqs.weight") || f->find(model->config.arch + ".rope.scaling.type"))
-        model->warnings.push_back(path + ": RoPE scaling (rope_freqs / rope.scaling.*) is not applied by this engine; "
-                                  "output differs from the reference implementation, most at long contexts");
     WeightBuilder builder(path, tensors, kGgufNames, *storage);
     KVS_RETURN_IF_ERROR(builder.build(*model));
     fill_stats(*model, tensors);
@@ -256,12 +251,6 @@ Result<std::shared_ptr<Model>> load_safetensors_folder(const std::string& dir) {
     if (!vocab) return vocab.status();
     model->vocab = std::move(vocab).value();
     KVS_RETURN_IF_ERROR(finish_hf_vocab(model->vocab, model->config.n_vocab, tok_json.string()));
-    if (std::ifstream cf(config_path); cf) {
-        const auto cj = nlohmann::json::parse(cf, nullptr, false);
-        if (cj.is_object() && cj.contains("rope_scaling") && !cj["rope_scaling"].is_null())
-            model->warnings.push_back(config_path + ": rope_scaling is not applied by this engine; output differs "
-                                      "from the reference implementation, most at long contexts");
-    }
     WeightBuilder builder(dir, tensors, kHfNames, *storage);
     KVS_RETURN_IF_ERROR(builder.build(*model));
     fill_stats(*model, tensors);
@@ -277,10 +266,16 @@ Result<std::shared_ptr<Model>> load_model(const std::string& path) {
     try {
         std::error_code ec;
         if (!fs::exists(path, ec)) return Status::error(path + ": no such file or folder");
-        if (fs::is_directory(path, ec)) return load_safetensors_folder(path);
-        if (fs::path(path).extension() == ".safetensors" || fs::path(path).filename() == "config.json")
-            return load_safetensors_folder(fs::path(path).parent_path().string());
-        return load_gguf(path);
+        Result<std::shared_ptr<Model>> r = Status::error("unreachable");
+        if (fs::is_directory(path, ec)) r = load_safetensors_folder(path);
+        else if (fs::path(path).extension() == ".safetensors" || fs::path(path).filename() == "config.json")
+            r = load_safetensors_folder(fs::path(path).parent_path().string());
+        else r = load_gguf(path);
+        if (r && !r.value()->config.rope_scaling.empty())
+            r.value()->warnings.push_back(path + ": RoPE scaling (" + r.value()->config.rope_scaling +
+                                          ") is not applied by this engine; output differs from the reference "
+                                          "implementation, most at long contexts");
+        return r;
     } catch (const std::exception& e) {
         return Status::error(path + ": cannot load: " + e.what());
     }
