@@ -1,0 +1,48 @@
+#pragma once
+// A request as the scheduler sees it: token ids in, token ids out, where it stands.
+// No text, no sampling: the engine (engine/runtime/engine.h) keeps those beside it.
+#include <cstdint>
+#include <vector>
+
+#include "engine/kv_cache/kv_cache_manager.h"
+
+namespace kvs {
+
+enum class RequestStatus {
+    waiting,    // queued, holds no blocks (new, or preempted by recompute)
+    running,    // holds device blocks, scheduled every step it fits the budget
+    swapped,    // preempted by swap: its KV sits in host blocks, waiting to come back
+    finished,   // done; holds nothing
+};
+
+enum class FinishReason {
+    none,       // not finished
+    stop,       // end-of-generation token or stop string (decided by the engine)
+    length,     // max_tokens reached or the context is full
+    cancelled,  // abort_request
+    rejected,   // can never fit (too long for the context or the KV pool)
+};
+
+const char* status_name(RequestStatus s);
+const char* finish_reason_name(FinishReason r);
+
+struct SchedRequest {
+    RequestId id = 0;
+    std::vector<int32_t> prompt;   // [n_prompt] never empty
+    std::vector<int32_t> output;   // generated so far
+    int max_tokens = 0;            // generate at most this many (>= 1)
+    int priority = 0;              // lower value = more urgent (vLLM's convention); FCFS within one
+    int64_t arrival = 0;           // order in which add_request saw it (FCFS tie-break)
+    RequestStatus status = RequestStatus::waiting;
+    FinishReason finish_reason = FinishReason::none;
+    int num_computed_tokens = 0;   // leading tokens of prompt+output whose KV is in the cache
+    int num_cached_tokens = -1;    // prefix-cache hit when first scheduled (-1: not yet)
+    int num_preemptions = 0;
+
+    int num_prompt() const { return static_cast<int>(prompt.size()); }
+    int num_output() const { return static_cast<int>(output.size()); }
+    int num_tokens() const { return num_prompt() + num_output(); }
+    std::vector<int32_t> all_tokens() const;  // prompt followed by output
+};
+
+}  // namespace kvs
