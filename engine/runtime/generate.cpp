@@ -4,9 +4,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "engine/runtime/text_stream.h"
 #include "engine/sampling/sampler.h"
-#include "engine/sampling/stop_matcher.h"
-#include "engine/tokenizer/utf8_stream.h"
 
 namespace kvs {
 namespace {
@@ -32,8 +31,7 @@ Result<GenerationStats> generate(SequenceRunner& runner, const Tokenizer& tok, c
 
     const int n_vocab = runner.model().config.n_vocab;
     Sampler sampler(params);
-    StopMatcher stops(params.stop);
-    Utf8Stream utf8;
+    TextStream stream(&tok, params);
     std::vector<int32_t> history = prompt;
     auto t_first = t0;
     st.stop_reason = "max tokens";
@@ -46,16 +44,14 @@ Result<GenerationStats> generate(SequenceRunner& runner, const Tokenizer& tok, c
         history.push_back(id);
         st.tokens.push_back(id);
         ++st.n_generated;
-        if (tok.is_eog(id) && !params.ignore_eos) {
+        const TextStep m = stream.push(id);
+        if (m.eog) {
             st.stop_reason = "eos";
             break;
         }
-        // Control tokens (<|im_start|>, ...) are structure, not text: they are not shown.
-        const std::string piece = tok.is_control(id) ? std::string() : utf8.push(tok.token_to_piece(id));
-        const auto m = stops.push(piece);
-        st.text += m.emit;
+        st.text += m.text;
         // Called every token, even with no text to show, so a stop request is seen at once.
-        if (on_text && !on_text(m.emit)) {
+        if (on_text && !on_text(m.text)) {
             st.stop_reason = "cancelled";
             break;
         }
@@ -71,7 +67,7 @@ Result<GenerationStats> generate(SequenceRunner& runner, const Tokenizer& tok, c
         if (auto s = runner.eval({id}, false, &logits); !s) return s;
     }
     if (st.stop_reason != "stop string") {
-        const std::string rest = stops.flush() + utf8.flush();
+        const std::string rest = stream.flush();
         st.text += rest;
         if (!rest.empty() && on_text) on_text(rest);
     }

@@ -1,0 +1,259 @@
+#include "engine/runtime/engine.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+
+#include "engine/runtime/text_stream.h"
+#include "engine/sampling/sampler.h"
+
+namespace kvs {
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double ms_between(Clock::time_point a, Clock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+}
+int64_t physical_ram_bytes() {
+    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+    return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
+}
+}  // namespace
+
+// What the engine keeps beside the scheduler's record of a request.
+struct Engine::Req {
+    RequestId id = 0;
+    SamplingParams params;
+    Sampler sampler;
+    TextStream text;
+    TokenCallback on_event;
+    std::vector<int32_t> history;  // prompt + output, for the penalties
+    Req(RequestId id_, const SamplingParams& p, const Tokenizer* tok, TokenCallback cb, std::vector<int32_t> prompt)
+        : id(id_), params(p), sampler(p), text(tok, p), on_event(std::move(cb)), history(std::move(prompt)) {}
+};
+
+int64_t Engine::kv_bytes_per_token(const ModelConfig& c) {
+    return 2LL * c.n_layer * c.n_kv_head * c.head_dim * static_cast<int64_t>(sizeof(uint16_t));
+}
+
+Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> model,
+                                               std::shared_ptr<const Tokenizer> tokenizer, const EngineOptions& opt) {
+    using R = Result<std::unique_ptr<Engine>>;
+    if (opt.block_size != 8 && opt.block_size != 16 && opt.block_size != 32)
+        return R::error("KV block size must be 8, 16 or 32 tokens, got " + std::to_string(opt.block_size));
+    const SchedulerConfig& sc = opt.scheduler;
+    if (sc.max_num_batched_tokens < 1 || sc.max_num_seqs < 1)
+        return R::error("the step token budget and the most sequences per step must be at least 1 (got " +
+                        std::to_string(sc.max_num_batched_tokens) + " and " + std::to_string(sc.max_num_seqs) + ")");
+    std::unique_ptr<Engine> e(new Engine);
+    e->m_model = std::move(model);
+    e->m_tok = std::move(tokenizer);
+    const ModelConfig& c = e->m_model->config;
+
+    e->m_max_model_len = opt.max_model_len > 0 ? opt.max_model_len
+                                               : std::min(4096, c.n_ctx_train > 0 ? c.n_ctx_train : 4096);
+    const int64_t per_token = kv_bytes_per_token(c);
+    const int64_t per_block = per_token * opt.block_size;
+    int64_t n_blocks = opt.kv_blocks;
+    if (n_blocks <= 0) {
+        int64_t bytes = opt.kv_bytes;
+        if (bytes <= 0 && opt.kv_ram_fraction > 0) bytes = static_cast<int64_t>(opt.kv_ram_fraction * physical_ram_bytes());
+        if (bytes <= 0) bytes = 1LL << 30;
+        n_blocks = bytes / per_block;
+    }
+    if (n_blocks < 1)
+        return R::error("the KV memory budget holds no block: one block of " + std::to_string(opt.block_size) +
+                        " tokens takes " + std::to_string(per_block) + " bytes");
+    const int64_t ram = physical_ram_bytes();
+    if (ram > 0 && n_blocks * per_block > ram * 9 / 10)
+        return R::error("a KV pool of " + std::to_string(n_blocks) + " blocks needs " +
+                        std::to_string(n_blocks * per_block >> 20) + " MiB, more than 90% of this machine's " +
+                        std::to_string(ram >> 20) + " MiB of RAM");
+
+    e->m_backend = make_backend(opt.backend, opt.n_threads, &e->m_backend_note);
+    if (!e->m_backend) return R::error(e->m_backend_note);
+    for (const auto* w : {&e->m_model->token_embd, &e->m_model->output})
+        if (!e->m_backend->supports(w->dtype))
+            return R::error("backend " + e->m_backend->name() + " cannot run weights of type " +
+                            std::string(dtype_name(w->dtype)));
+    e->m_kv = std::make_unique<KvTensors>(*e->m_backend, c, static_cast<int>(n_blocks), opt.block_size);
+    if (!e->m_kv->allocated())
+        return R::error("out of memory: the backend " + e->m_backend->name() + " could not allocate a KV pool of " +
+                        std::to_string(n_blocks) + " blocks (" + std::to_string(e->m_kv->bytes() >> 20) +
+                        " MiB); lower the KV budget");
+    e->m_kv_mgr = std::make_unique<KVCacheManager>(static_cast<int>(n_blocks), opt.block_size, opt.prefix_caching);
+    SchedulerConfig cfg = sc;
+    cfg.max_model_len = e->m_max_model_len;
+    e->m_sched = std::make_unique<Scheduler>(cfg, *e->m_kv_mgr);
+    e->m_host_blocks.resize(static_cast<size_t>(std::max(0, cfg.n_host_blocks)) *
+                            static_cast<size_t>(e->m_kv->block_elems()));
+    e->m_forward = std::make_unique<LlamaForward>(e->m_model, *e->m_backend, *e->m_kv, cfg.max_num_batched_tokens);
+    return e;
+}
+
+Engine::~Engine() = default;
+
+Result<RequestId> Engine::submit(GenerationRequest req, RequestId want_id) {
+    using R = Result<RequestId>;
+    const int n_prompt = static_cast<int>(req.prompt.size());
+    if (n_prompt == 0) return R::error("the prompt is empty");
+    for (int32_t t : req.prompt)
+        if (t < 0 || t >= m_model->config.n_vocab)
+            return R::error("prompt token id " + std::to_string(t) + " is outside the vocabulary of " +
+                            std::to_string(m_model->config.n_vocab) + " tokens");
+    if (n_prompt >= m_max_model_len)
+        return R::error("the prompt is " + std::to_string(n_prompt) + " tokens, which leaves no room to generate in " +
+                        "the context of " + std::to_string(m_max_model_len) + " tokens (shorten it or raise the context)");
+    int max_tokens = req.params.max_tokens;
+    if (max_tokens < 0 || n_prompt + max_tokens > m_max_model_len) max_tokens = m_max_model_len - n_prompt;
+    if (max_tokens == 0) return R::error("max_tokens is 0: nothing to generate");
+    const RequestId id = want_id > 0 ? want_id : m_next_id;
+    if (m_reqs.count(id)) return R::error("request id " + std::to_string(id) + " is already in use");
+    KVS_RETURN_IF_ERROR(m_sched->add_request(id, req.prompt, max_tokens, req.priority));
+    m_next_id = std::max(m_next_id, id + 1);
+    m_reqs.emplace(id, std::make_unique<Req>(id, req.params, m_tok.get(), std::move(req.on_event), std::move(req.prompt)));
+    return id;
+}
+
+void Engine::emit(Req& r, TokenEvent ev) {
+    ev.id = r.id;
+    if (r.on_event) r.on_event(ev);
+}
+
+void Engine::finish(RequestId id, FinishReason why) {
+    const SchedRequest* s = m_sched->request(id);
+    if (!s || s->status == RequestStatus::finished) return;
+    m_sched->finish_request(id, why);
+}
+
+bool Engine::cancel(RequestId id) {
+    auto it = m_reqs.find(id);
+    if (it == m_reqs.end() || !m_sched->abort_request(id)) return false;
+    TokenEvent ev;
+    ev.finished = true;
+    ev.finish_reason = FinishReason::cancelled;
+    emit(*it->second, ev);
+    return true;
+}
+
+Result<StepResult> Engine::step() {
+    using R = Result<StepResult>;
+    StepResult res;
+    const auto t0 = Clock::now();
+    res.out = m_sched->schedule();
+    const SchedulerOutput& out = res.out;
+    const auto t_sched = Clock::now();
+    res.schedule_ms = ms_between(t0, t_sched);
+    if (out.empty()) return res;
+    res.ran = true;
+
+    // KV block moves, in the order the scheduler's contract gives.
+    const int64_t be = m_kv->block_elems();
+    for (const SwapOp& s : out.swap_out) m_kv->read_block(s.device_block, m_host_blocks.data() + s.host_block * be);
+    for (const SwapOp& s : out.swap_in) m_kv->write_block(s.device_block, m_host_blocks.data() + s.host_block * be);
+    for (const CopyOp& c : out.copies) m_kv->copy_block(c.src_block, c.dst_block);
+    const auto t_kv = Clock::now();
+    res.kv_move_ms = ms_between(t_sched, t_kv);
+
+    // One batch: chunk i's tokens use row i of block_tables.
+    ForwardBatch& b = m_batch;
+    b.tokens.clear();
+    b.positions.clear();
+    b.token_seq.clear();
+    b.block_tables.clear();
+    b.logit_rows.clear();
+    b.n_seqs = static_cast<int>(out.chunks.size());
+    b.max_blocks_per_seq = 1;
+    for (const auto& ch : out.chunks)
+        b.max_blocks_per_seq = std::max<int>(b.max_blocks_per_seq, static_cast<int>(m_kv_mgr->block_table(ch.id).size()));
+    b.block_tables.assign(static_cast<size_t>(b.n_seqs) * b.max_blocks_per_seq, -1);
+    std::vector<int> sample_chunk;  // logit row k -> chunk index
+    for (int i = 0; i < b.n_seqs; ++i) {
+        const ScheduledChunk& ch = out.chunks[static_cast<size_t>(i)];
+        const SchedRequest* r = m_sched->request(ch.id);
+        if (!r) return R::error("scheduled request " + std::to_string(ch.id) + " is unknown");
+        const auto& table = m_kv_mgr->block_table(ch.id);
+        std::copy(table.begin(), table.end(), b.block_tables.begin() + static_cast<ptrdiff_t>(i) * b.max_blocks_per_seq);
+        for (int p = ch.start_pos; p < ch.start_pos + ch.num_tokens; ++p) {
+            b.tokens.push_back(p < r->num_prompt() ? r->prompt[static_cast<size_t>(p)]
+                                                   : r->output[static_cast<size_t>(p - r->num_prompt())]);
+            b.positions.push_back(p);
+            b.token_seq.push_back(i);
+        }
+        if (ch.sample) {
+            b.logit_rows.push_back(b.n_tokens() - 1);
+            sample_chunk.push_back(i);
+        }
+    }
+    KVS_RETURN_IF_ERROR(m_forward->forward(b, &m_logits));
+    const auto t_fwd = Clock::now();
+    res.forward_ms = ms_between(t_kv, t_fwd);
+
+    // Sample each request that reached its last token.
+    const int n_vocab = m_model->config.n_vocab;
+    std::vector<int32_t> sampled(out.chunks.size(), -1);
+    for (size_t k = 0; k < sample_chunk.size(); ++k) {
+        const ScheduledChunk& ch = out.chunks[static_cast<size_t>(sample_chunk[k])];
+        Req& r = *m_reqs.at(ch.id);
+        sampled[static_cast<size_t>(sample_chunk[k])] =
+            r.sampler.sample(m_logits.data() + k * static_cast<size_t>(n_vocab), n_vocab, r.history);
+    }
+    res.finished = m_sched->update(out, sampled);  // length limits
+
+    // Stream: text, end-of-generation, stop strings.
+    for (size_t i = 0; i < out.chunks.size(); ++i) {
+        if (sampled[i] < 0) continue;
+        Req& r = *m_reqs.at(out.chunks[i].id);
+        r.history.push_back(sampled[i]);
+        const TextStep t = r.text.push(sampled[i]);
+        TokenEvent ev;
+        ev.token = sampled[i];
+        ev.text = t.text;
+        const SchedRequest* s = m_sched->request(r.id);
+        if (t.eog || t.stopped) {
+            if (s->status != RequestStatus::finished) res.finished.push_back(r.id);
+            finish(r.id, FinishReason::stop);
+        }
+        if (s->status == RequestStatus::finished) {
+            ev.finished = true;
+            ev.finish_reason = t.eog || t.stopped ? FinishReason::stop : s->finish_reason;
+            if (!t.stopped) ev.text += r.text.flush();
+        }
+        emit(r, ev);
+    }
+    const auto t_end = Clock::now();
+    res.sample_ms = ms_between(t_fwd, t_end);
+    res.total_ms = ms_between(t0, t_end);
+    return res;
+}
+
+Status Engine::run_until_idle() {
+    while (has_work()) {
+        auto r = step();
+        if (!r) return r.status();
+        if (!r->ran && has_work())
+            return Status::error("the scheduler made no progress with " + std::to_string(m_sched->num_waiting()) +
+                                 " requests waiting (the KV pool cannot hold any of them)");
+    }
+    return Status::ok();
+}
+
+std::vector<int32_t> Engine::output_tokens(RequestId id) const {
+    const SchedRequest* r = m_sched->request(id);
+    return r ? r->output : std::vector<int32_t>{};
+}
+
+void Engine::remove_finished() {
+    for (auto it = m_reqs.begin(); it != m_reqs.end();) {
+        const SchedRequest* s = m_sched->request(it->first);
+        if (!s || s->status == RequestStatus::finished) {
+            m_sched->remove_request(it->first);
+            it = m_reqs.erase(it);
+        } else {
+            ++it;
+        }
+    }
+}
+
+}  // namespace kvs

@@ -1,0 +1,133 @@
+#pragma once
+// The batching engine: many requests at once on one model. Each step() asks the
+// Scheduler which tokens run, moves KV blocks it asked for (copy-on-write copies, swap
+// out / in), runs every scheduled token of every request in ONE forward pass (each
+// weight read once per step; attention through each request's own block table), samples
+// each request with its own Sampler, and streams text through the request's callback.
+//
+// Not thread-safe: one thread owns an Engine. engine/runtime/engine_loop.h runs one on
+// its own thread behind a command queue for the GUI.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/kv_cache/kv_cache_manager.h"
+#include "engine/kv_cache/kv_tensors.h"
+#include "engine/model/llama_forward.h"
+#include "engine/model/model.h"
+#include "engine/sampling/sampling_params.h"
+#include "engine/scheduler/scheduler.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "kernels/backend.h"
+
+namespace kvs {
+
+struct EngineOptions {
+    // KV pool size: kv_blocks if > 0, else kv_bytes if > 0, else kv_ram_fraction of the
+    // machine's RAM if > 0, else 1 GiB. Bytes per token = 2 x layers x kv_heads x head_dim x 2.
+    int kv_blocks = 0;
+    int64_t kv_bytes = 0;
+    double kv_ram_fraction = 0.0;
+    int block_size = 16;                // 8, 16 or 32
+    bool prefix_caching = true;
+    int max_model_len = 0;              // prompt + output limit; 0: the model's context, at most 4096
+    SchedulerConfig scheduler;          // its max_model_len is set from the field above
+    int n_threads = 0;                  // CPU threads, 0: one per core
+    std::string backend = "auto";       // "auto", "cpu", "cuda"
+    std::string simd = "auto";
+};
+
+// One event of a request's stream, delivered on the engine's thread.
+struct TokenEvent {
+    RequestId id = 0;
+    int32_t token = -1;         // the new token, -1 on a final event that carries none
+    std::string text;           // text that became safe to show (may be empty)
+    bool finished = false;
+    FinishReason finish_reason = FinishReason::none;
+    std::string error;          // why, when the request was rejected
+};
+using TokenCallback = std::function<void(const TokenEvent&)>;
+
+struct GenerationRequest {
+    std::vector<int32_t> prompt;  // token ids (chat template already applied)
+    SamplingParams params;        // max_tokens -1: until end-of-generation or max_model_len
+    int priority = 0;             // lower = more urgent
+    TokenCallback on_event;       // may be empty
+};
+
+// What one step did, for callers that drive step() themselves (bench, tests).
+struct StepResult {
+    bool ran = false;             // false: nothing was schedulable
+    SchedulerOutput out;          // the schedule that ran
+    std::vector<RequestId> finished;
+    double schedule_ms = 0, kv_move_ms = 0, forward_ms = 0, sample_ms = 0, total_ms = 0;
+};
+
+class Engine {
+public:
+    // tokenizer may be null (ids only: no text, no end-of-generation detection).
+    static Result<std::unique_ptr<Engine>> create(std::shared_ptr<const Model> model,
+                                                  std::shared_ptr<const Tokenizer> tokenizer,
+                                                  const EngineOptions& opt);
+    ~Engine();
+
+    // Queues a request; the id it returns names it from now on (id > 0 asks for that id,
+    // which must be unused; 0 picks the next free one). Fails, keeping nothing, when the
+    // request can never run (empty prompt, prompt over max_model_len, more KV than the
+    // whole pool): the message says which.
+    Result<RequestId> submit(GenerationRequest req, RequestId id = 0);
+    // Cancels a queued or running request: blocks freed at once, a final event with
+    // FinishReason::cancelled. Unknown or finished ids: false, nothing happens.
+    bool cancel(RequestId id);
+
+    // One iteration: schedule, move KV blocks, forward, sample, stream. An error is a
+    // failed forward pass (the engine state is then unreliable).
+    Result<StepResult> step();
+    bool has_work() const { return m_sched->has_unfinished(); }
+    // Runs steps until every request has finished.
+    Status run_until_idle();
+
+    // Tokens a request generated so far (prompt excluded); empty for unknown ids.
+    std::vector<int32_t> output_tokens(RequestId id) const;
+    // Forgets finished requests (their records stay readable until then).
+    void remove_finished();
+
+    const Scheduler& scheduler() const { return *m_sched; }
+    const KVCacheManager& kv_cache() const { return *m_kv_mgr; }
+    const Model& model() const { return *m_model; }
+    const Tokenizer* tokenizer() const { return m_tok.get(); }
+    Backend& backend() { return *m_backend; }
+    const std::string& backend_note() const { return m_backend_note; }
+    int block_size() const { return m_kv_mgr->block_size(); }
+    int max_model_len() const { return m_max_model_len; }
+    int64_t kv_pool_bytes() const { return m_kv->bytes(); }
+    static int64_t kv_bytes_per_token(const ModelConfig& c);
+
+private:
+    struct Req;
+    Engine() = default;
+    void emit(Req& r, TokenEvent ev);
+    void finish(RequestId id, FinishReason why);
+
+    std::shared_ptr<const Model> m_model;
+    std::shared_ptr<const Tokenizer> m_tok;
+    std::unique_ptr<Backend> m_backend;
+    std::string m_backend_note;
+    std::unique_ptr<KvTensors> m_kv;
+    std::unique_ptr<KVCacheManager> m_kv_mgr;
+    std::unique_ptr<Scheduler> m_sched;
+    std::unique_ptr<LlamaForward> m_forward;
+    std::vector<uint16_t> m_host_blocks;  // swap tier: [n_host_blocks, block_elems]
+    std::unordered_map<RequestId, std::unique_ptr<Req>> m_reqs;
+    RequestId m_next_id = 1;
+    int m_max_model_len = 0;
+    // Reused step buffers.
+    ForwardBatch m_batch;
+    std::vector<float> m_logits;
+};
+
+}  // namespace kvs

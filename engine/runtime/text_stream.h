@@ -1,0 +1,50 @@
+#pragma once
+// Generated token ids -> text safe to show, for one request: hides control tokens,
+// holds back split UTF-8 characters and a possible stop-string prefix, and reports an
+// end-of-generation token or a stop string. Shared by generate() and the batching Engine.
+#include <cstdint>
+#include <string>
+
+#include "engine/sampling/sampling_params.h"
+#include "engine/sampling/stop_matcher.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "engine/tokenizer/utf8_stream.h"
+
+namespace kvs {
+
+struct TextStep {
+    std::string text;      // newly safe to show (may be empty)
+    bool eog = false;      // an end-of-generation token (and ignore_eos is off): its text is not shown
+    bool stopped = false;  // a stop string matched: text ends before it
+};
+
+class TextStream {
+public:
+    TextStream(const Tokenizer* tok, const SamplingParams& params)
+        : m_tok(tok), m_ignore_eos(params.ignore_eos), m_stops(params.stop) {}
+
+    TextStep push(int32_t id) {
+        TextStep s;
+        if (!m_tok) return s;  // no tokenizer: ids only
+        if (m_tok->is_eog(id) && !m_ignore_eos) {
+            s.eog = true;
+            return s;
+        }
+        // Control tokens (<|im_start|>, ...) are structure, not text: they are not shown.
+        const std::string piece = m_tok->is_control(id) ? std::string() : m_utf8.push(m_tok->token_to_piece(id));
+        const auto m = m_stops.push(piece);
+        s.text = m.emit;
+        s.stopped = m.stopped;
+        return s;
+    }
+    // The held-back rest once generation ends without a stop string.
+    std::string flush() { return m_stops.stopped() ? std::string() : m_stops.flush() + m_utf8.flush(); }
+
+private:
+    const Tokenizer* m_tok;
+    bool m_ignore_eos;
+    Utf8Stream m_utf8;
+    StopMatcher m_stops;
+};
+
+}  // namespace kvs

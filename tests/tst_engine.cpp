@@ -1,0 +1,331 @@
+// ctest-labels: unit engine
+// The batching engine on a tiny generated model: many requests in one engine give the
+// same tokens as each request run alone through SequenceRunner (a separate path with no
+// scheduler), with small and large step budgets (chunked prefill mixed with decodes),
+// under preemption by recompute and by swap, with seeded sampling, and around cancels
+// and requests that can never fit the KV pool.
+#include "engine/runtime/engine.h"
+#include "engine/runtime/engine_loop.h"
+#include "engine/runtime/sequence_runner.h"
+#include "engine/sampling/sampler.h"
+
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <random>
+
+#include "tests/support/tiny_model.h"
+
+using namespace kvs;
+
+namespace {
+
+std::vector<std::vector<int32_t>> random_prompts(int n, int min_len, int max_len, int n_vocab, uint32_t seed) {
+    std::mt19937 rng(seed);
+    std::uniform_int_distribution<int> len(min_len, max_len), tok(3, n_vocab - 1);
+    std::vector<std::vector<int32_t>> out(static_cast<size_t>(n));
+    for (auto& p : out) {
+        p.resize(static_cast<size_t>(len(rng)));
+        for (auto& t : p) t = tok(rng);
+    }
+    return out;
+}
+
+// The same request alone: SequenceRunner prefill + one token at a time, own Sampler.
+std::vector<int32_t> run_alone(std::shared_ptr<const Model> model, const std::vector<int32_t>& prompt,
+                               const SamplingParams& params) {
+    RunnerOptions ro;
+    ro.n_ctx = 512;
+    ro.n_threads = 2;
+    auto runner = SequenceRunner::create(model, ro);
+    if (!runner) qFatal("%s", runner.message().c_str());
+    Sampler sampler(params);
+    std::vector<float> logits;
+    std::vector<int32_t> history = prompt, out;
+    if (!(*runner)->eval(prompt, false, &logits)) qFatal("eval failed");
+    for (int i = 0; i < params.max_tokens; ++i) {
+        const int32_t t = sampler.sample(logits.data(), model->config.n_vocab, history);
+        out.push_back(t);
+        history.push_back(t);
+        if (i + 1 < params.max_tokens && !(*runner)->eval({t}, false, &logits)) qFatal("eval failed");
+    }
+    return out;
+}
+
+SamplingParams greedy(int n) {
+    SamplingParams p;
+    p.temperature = 0;
+    p.max_tokens = n;
+    p.ignore_eos = true;
+    return p;
+}
+
+}  // namespace
+
+class TestEngine : public QObject {
+    Q_OBJECT
+    QTemporaryDir m_dir;
+    std::shared_ptr<const Model> m_model;
+
+    std::unique_ptr<Engine> make_engine(EngineOptions o) {
+        o.n_threads = 2;
+        o.backend = "cpu";
+        auto e = Engine::create(m_model, nullptr, o);
+        if (!e) qFatal("Engine::create: %s", e.message().c_str());
+        return std::move(*e);
+    }
+
+    // Submits every prompt, runs to the end, returns each request's tokens in order.
+    std::vector<std::vector<int32_t>> run_batch(Engine& e, const std::vector<std::vector<int32_t>>& prompts,
+                                                const std::vector<SamplingParams>& params) {
+        std::vector<RequestId> ids;
+        for (size_t i = 0; i < prompts.size(); ++i) {
+            GenerationRequest r;
+            r.prompt = prompts[i];
+            r.params = params[i];
+            auto id = e.submit(r);
+            if (!id) qFatal("submit: %s", id.message().c_str());
+            ids.push_back(*id);
+        }
+        const Status s = e.run_until_idle();
+        if (!s) qFatal("run_until_idle: %s", s.message().c_str());
+        std::vector<std::vector<int32_t>> out;
+        for (RequestId id : ids) out.push_back(e.output_tokens(id));
+        return out;
+    }
+
+private Q_SLOTS:
+    void initTestCase() {
+        QVERIFY(m_dir.isValid());
+        test::TinyModelSpec spec;
+        spec.n_ctx_train = 512;
+        const std::string path = m_dir.filePath("tiny.gguf").toStdString();
+        QVERIFY(test::write_tiny_gguf(path, spec).is_ok());
+        auto m = load_model(path);
+        QVERIFY2(m.is_ok(), m.message().c_str());
+        m_model = *m;
+    }
+
+    void batchedMatchesAlone_data() {
+        QTest::addColumn<int>("budget");
+        QTest::addColumn<bool>("chunked");
+        QTest::addColumn<int>("block_size");
+        QTest::newRow("budget 512, blocks of 16") << 512 << true << 16;
+        QTest::newRow("budget 24 chunked, blocks of 16") << 24 << true << 16;
+        QTest::newRow("budget 7 chunked, blocks of 8") << 7 << true << 8;
+        QTest::newRow("budget 128 unchunked, blocks of 32") << 128 << false << 32;
+    }
+    void batchedMatchesAlone() {
+        QFETCH(int, budget);
+        QFETCH(bool, chunked);
+        QFETCH(int, block_size);
+        const auto prompts = random_prompts(8, 1, 100, m_model->config.n_vocab, 7);
+        std::vector<SamplingParams> params;
+        for (size_t i = 0; i < prompts.size(); ++i) params.push_back(greedy(12 + 3 * static_cast<int>(i)));
+        EngineOptions o;
+        o.block_size = block_size;
+        o.kv_blocks = 256;
+        o.max_model_len = 512;
+        o.scheduler.max_num_batched_tokens = budget;
+        o.scheduler.chunked_prefill = chunked;
+        auto e = make_engine(o);
+        const auto got = run_batch(*e, prompts, params);
+        for (size_t i = 0; i < prompts.size(); ++i)
+            QCOMPARE(got[i], run_alone(m_model, prompts[i], params[i]));
+        QCOMPARE(e->kv_cache().num_free_blocks(), e->kv_cache().n_blocks());
+    }
+
+    void seededSamplingMatchesAlone() {
+        const auto prompts = random_prompts(5, 4, 40, m_model->config.n_vocab, 11);
+        std::vector<SamplingParams> params;
+        for (size_t i = 0; i < prompts.size(); ++i) {
+            SamplingParams p;
+            p.temperature = 1.0f;
+            p.top_k = 0;
+            p.top_p = 0.9f;
+            p.seed = 100 + i;
+            p.max_tokens = 16;
+            p.ignore_eos = true;
+            params.push_back(p);
+        }
+        EngineOptions o;
+        o.kv_blocks = 128;
+        o.max_model_len = 512;
+        o.scheduler.max_num_batched_tokens = 32;
+        auto e = make_engine(o);
+        const auto got = run_batch(*e, prompts, params);
+        for (size_t i = 0; i < prompts.size(); ++i) QCOMPARE(got[i], run_alone(m_model, prompts[i], params[i]));
+    }
+
+    void preemptionKeepsTokens_data() {
+        QTest::addColumn<int>("mode");
+        QTest::newRow("recompute") << int(PreemptionMode::recompute);
+        QTest::newRow("swap") << int(PreemptionMode::swap);
+    }
+    void preemptionKeepsTokens() {
+        QFETCH(int, mode);
+        // 6 requests of up to 60 + 40 tokens with a pool of 20 blocks of 8 (160 tokens):
+        // they cannot all stay resident, so decodes run out of blocks and preempt.
+        const auto prompts = random_prompts(6, 20, 60, m_model->config.n_vocab, 3);
+        std::vector<SamplingParams> params(prompts.size(), greedy(40));
+        EngineOptions o;
+        o.block_size = 8;
+        o.kv_blocks = 20;
+        o.max_model_len = 512;
+        o.prefix_caching = false;
+        o.scheduler.max_num_batched_tokens = 64;
+        o.scheduler.preemption = PreemptionMode(mode);
+        o.scheduler.n_host_blocks = 64;
+        auto e = make_engine(o);
+        const auto got = run_batch(*e, prompts, params);
+        QVERIFY2(e->scheduler().counters().preemptions > 0, "the pool was meant to be too small: no preemption");
+        if (PreemptionMode(mode) == PreemptionMode::swap) QVERIFY(e->scheduler().counters().swap_outs > 0);
+        for (size_t i = 0; i < prompts.size(); ++i) QCOMPARE(got[i], run_alone(m_model, prompts[i], params[i]));
+        QCOMPARE(e->kv_cache().num_free_blocks(), e->kv_cache().n_blocks());
+        QCOMPARE(e->scheduler().num_free_host_blocks(), 64);
+    }
+
+    void sharedPrefixHitsAndMatches() {
+        // Four requests share a 48-token system prompt: the later ones find its blocks in
+        // the prefix cache and still produce what they produce alone.
+        auto prompts = random_prompts(4, 5, 20, m_model->config.n_vocab, 5);
+        const auto sys = random_prompts(1, 48, 48, m_model->config.n_vocab, 6)[0];
+        for (auto& p : prompts) p.insert(p.begin(), sys.begin(), sys.end());
+        std::vector<SamplingParams> params(prompts.size(), greedy(10));
+        EngineOptions o;
+        o.kv_blocks = 64;
+        o.max_model_len = 512;
+        auto e = make_engine(o);
+        // First one alone so its full blocks are cached, then the rest together.
+        const auto first = run_batch(*e, {prompts[0]}, {params[0]});
+        const auto rest = run_batch(*e, {prompts.begin() + 1, prompts.end()}, {params.begin() + 1, params.end()});
+        QCOMPARE(first[0], run_alone(m_model, prompts[0], params[0]));
+        for (size_t i = 1; i < prompts.size(); ++i) QCOMPARE(rest[i - 1], run_alone(m_model, prompts[i], params[i]));
+        QVERIFY2(e->kv_cache().stats().hit_tokens >= 3 * 48, "the shared system prompt was not reused");
+    }
+
+    void rejectsWhatCanNeverFit() {
+        EngineOptions o;
+        o.block_size = 16;
+        o.kv_blocks = 4;  // 64 tokens
+        o.max_model_len = 512;
+        auto e = make_engine(o);
+        const auto ok_prompts = random_prompts(2, 10, 10, m_model->config.n_vocab, 9);
+        GenerationRequest big;
+        big.prompt = random_prompts(1, 100, 100, m_model->config.n_vocab, 10)[0];
+        big.params = greedy(8);
+        GenerationRequest small;
+        small.prompt = ok_prompts[0];
+        small.params = greedy(8);
+        auto a = e->submit(small);
+        QVERIFY(a.is_ok());
+        auto b = e->submit(big);
+        QVERIFY(!b.is_ok());
+        QVERIFY2(QString::fromStdString(b.message()).contains("block"), b.message().c_str());
+        GenerationRequest empty;
+        QVERIFY(!e->submit(empty).is_ok());
+        GenerationRequest too_long;
+        too_long.prompt = random_prompts(1, 600, 600, m_model->config.n_vocab, 12)[0];
+        auto c = e->submit(too_long);
+        QVERIFY(!c.is_ok());
+        QVERIFY2(QString::fromStdString(c.message()).contains("600"), c.message().c_str());
+        QVERIFY(e->run_until_idle().is_ok());
+        QCOMPARE(e->output_tokens(*a), run_alone(m_model, small.prompt, small.params));
+    }
+
+    void cancelFreesAndSparesOthers() {
+        EngineOptions o;
+        o.kv_blocks = 64;
+        o.max_model_len = 512;
+        auto e = make_engine(o);
+        QVERIFY(!e->cancel(12345));
+        const auto prompts = random_prompts(3, 10, 30, m_model->config.n_vocab, 13);
+        std::vector<RequestId> ids;
+        std::vector<TokenEvent> events_of_cancelled;
+        for (size_t i = 0; i < prompts.size(); ++i) {
+            GenerationRequest r;
+            r.prompt = prompts[i];
+            r.params = greedy(20);
+            if (i == 1) r.on_event = [&](const TokenEvent& ev) { events_of_cancelled.push_back(ev); };
+            auto id = e->submit(r);
+            QVERIFY(id.is_ok());
+            ids.push_back(*id);
+        }
+        for (int s = 0; s < 5; ++s) QVERIFY(e->step().is_ok());
+        const int free_before = e->kv_cache().num_free_blocks();
+        QVERIFY(e->cancel(ids[1]));
+        QVERIFY(e->kv_cache().num_free_blocks() > free_before);
+        QVERIFY(!e->cancel(ids[1]));  // twice: harmless
+        QVERIFY(!events_of_cancelled.empty());
+        QVERIFY(events_of_cancelled.back().finished);
+        QCOMPARE(events_of_cancelled.back().finish_reason, FinishReason::cancelled);
+        QVERIFY(e->run_until_idle().is_ok());
+        QCOMPARE(e->output_tokens(ids[0]), run_alone(m_model, prompts[0], greedy(20)));
+        QCOMPARE(e->output_tokens(ids[2]), run_alone(m_model, prompts[2], greedy(20)));
+        QCOMPARE(e->kv_cache().num_free_blocks(), e->kv_cache().n_blocks());
+    }
+
+    void engineLoopPauseStepResume() {
+        EngineOptions o;
+        o.kv_blocks = 64;
+        o.max_model_len = 512;
+        EngineLoop loop(make_engine(o));
+        loop.pause();
+        const auto prompts = random_prompts(2, 5, 20, m_model->config.n_vocab, 21);
+        std::mutex mu;
+        std::map<RequestId, std::vector<int32_t>> tokens;
+        std::map<RequestId, TokenEvent> last;
+        auto on_event = [&](const TokenEvent& ev) {
+            std::lock_guard<std::mutex> lk(mu);
+            if (ev.token >= 0) tokens[ev.id].push_back(ev.token);
+            last[ev.id] = ev;
+        };
+        std::vector<RequestId> ids;
+        for (const auto& p : prompts) {
+            GenerationRequest r;
+            r.prompt = p;
+            r.params = greedy(6);
+            r.on_event = on_event;
+            ids.push_back(loop.submit(r));
+        }
+        GenerationRequest bad;  // empty prompt: rejected through its event
+        bad.on_event = on_event;
+        const RequestId bad_id = loop.submit(bad);
+        loop.wait_idle();
+        QCOMPARE(loop.steps_run(), int64_t(0));  // paused: nothing ran
+        loop.single_step();
+        loop.wait_idle();
+        QCOMPARE(loop.steps_run(), int64_t(1));
+        loop.resume();
+        loop.wait_idle();
+        std::lock_guard<std::mutex> lk(mu);
+        for (size_t i = 0; i < ids.size(); ++i) {
+            QCOMPARE(tokens[ids[i]], run_alone(m_model, prompts[i], greedy(6)));
+            QVERIFY(last[ids[i]].finished);
+            QCOMPARE(last[ids[i]].finish_reason, FinishReason::length);
+        }
+        QVERIFY(last[bad_id].finished);
+        QCOMPARE(last[bad_id].finish_reason, FinishReason::rejected);
+        QVERIFY(!last[bad_id].error.empty());
+        QVERIFY(loop.last_error().empty());
+    }
+
+    void badOptionsAreErrors() {
+        EngineOptions o;
+        o.block_size = 12;
+        QVERIFY(!Engine::create(m_model, nullptr, o).is_ok());
+        o.block_size = 16;
+        o.kv_bytes = 100;  // less than one block
+        auto r = Engine::create(m_model, nullptr, o);
+        QVERIFY(!r.is_ok());
+        QVERIFY2(QString::fromStdString(r.message()).contains("block"), r.message().c_str());
+        o.kv_bytes = 0;
+        o.kv_blocks = 1 << 30;  // far more than RAM
+        r = Engine::create(m_model, nullptr, o);
+        QVERIFY(!r.is_ok());
+        QVERIFY2(QString::fromStdString(r.message()).contains("RAM"), r.message().c_str());
+    }
+};
+
+QTEST_GUILESS_MAIN(TestEngine)
+#include "tst_engine.moc"
