@@ -4,6 +4,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
+#include <numeric>
+#include <unordered_set>
 
 #include "engine/runtime/text_stream.h"
 #include "engine/sampling/sampler.h"
@@ -29,8 +32,26 @@ struct Engine::Req {
     TextStream text;
     TokenCallback on_event;
     std::vector<int32_t> history;  // prompt + output, for the penalties
+    std::shared_ptr<BeamGroup> beam;  // set for every beam of a beam-search request
     Req(RequestId id_, const SamplingParams& p, const Tokenizer* tok, TokenCallback cb, std::vector<int32_t> prompt)
         : id(id_), params(p), sampler(p), text(tok, p), on_event(std::move(cb)), history(std::move(prompt)) {}
+};
+
+// A beam-search request: its live beams (each a request forked from another) and the
+// hypotheses that ended. Beams advance together: once every live beam has its next-token
+// log-probabilities for this position, the best `width` extensions are kept.
+struct Engine::BeamGroup {
+    RequestId root = 0;
+    int width = 1;
+    int max_tokens = 0;
+    bool ignore_eos = false;
+    std::vector<RequestId> live;                    // rank order (best first)
+    std::unordered_map<RequestId, double> score;    // sum of log-probs of a live beam
+    // This position's best `width` (log-prob, token) of each live beam that has run.
+    std::unordered_map<RequestId, std::vector<std::pair<double, int32_t>>> pending;
+    std::vector<BeamHypothesis> done;
+    bool finished = false;
+    FinishReason reason = FinishReason::length;
 };
 
 int64_t Engine::kv_bytes_per_token(const ModelConfig& c) {
@@ -108,11 +129,23 @@ Result<RequestId> Engine::submit(GenerationRequest req, RequestId want_id) {
     int max_tokens = req.params.max_tokens;
     if (max_tokens < 0 || n_prompt + max_tokens > m_max_model_len) max_tokens = m_max_model_len - n_prompt;
     if (max_tokens == 0) return R::error("max_tokens is 0: nothing to generate");
+    if (req.beam_width < 1 || req.beam_width > 8)
+        return R::error("beam width must be 1 (off) to 8, got " + std::to_string(req.beam_width));
     const RequestId id = want_id > 0 ? want_id : m_next_id;
     if (m_reqs.count(id)) return R::error("request id " + std::to_string(id) + " is already in use");
     KVS_RETURN_IF_ERROR(m_sched->add_request(id, req.prompt, max_tokens, req.priority));
     m_next_id = std::max(m_next_id, id + 1);
-    m_reqs.emplace(id, std::make_unique<Req>(id, req.params, m_tok.get(), std::move(req.on_event), std::move(req.prompt)));
+    auto& r = *m_reqs.emplace(id, std::make_unique<Req>(id, req.params, m_tok.get(), std::move(req.on_event),
+                                                      std::move(req.prompt))).first->second;
+    if (req.beam_width > 1) {
+        r.beam = std::make_shared<BeamGroup>();
+        r.beam->root = id;
+        r.beam->width = req.beam_width;
+        r.beam->max_tokens = max_tokens;
+        r.beam->ignore_eos = req.params.ignore_eos;
+        r.beam->live = {id};
+        r.beam->score[id] = 0.0;
+    }
     return id;
 }
 
@@ -129,7 +162,16 @@ void Engine::finish(RequestId id, FinishReason why) {
 
 bool Engine::cancel(RequestId id) {
     auto it = m_reqs.find(id);
-    if (it == m_reqs.end() || !m_sched->abort_request(id)) return false;
+    if (it == m_reqs.end()) return false;
+    if (auto g = it->second->beam) {
+        if (g->root != id || g->finished) return false;
+        for (RequestId b : g->live) m_sched->abort_request(b);
+        g->live.clear();
+        g->finished = true;
+        g->reason = FinishReason::cancelled;
+    } else if (!m_sched->abort_request(id)) {
+        return false;
+    }
     TokenEvent ev;
     ev.finished = true;
     ev.finish_reason = FinishReason::cancelled;
@@ -196,10 +238,17 @@ Result<StepResult> Engine::step() {
     for (size_t k = 0; k < sample_chunk.size(); ++k) {
         const ScheduledChunk& ch = out.chunks[static_cast<size_t>(sample_chunk[k])];
         Req& r = *m_reqs.at(ch.id);
-        sampled[static_cast<size_t>(sample_chunk[k])] =
-            r.sampler.sample(m_logits.data() + k * static_cast<size_t>(n_vocab), n_vocab, r.history);
+        float* row = m_logits.data() + k * static_cast<size_t>(n_vocab);
+        if (r.beam) beam_collect(r, row);  // no token yet: the group decides below
+        else sampled[static_cast<size_t>(sample_chunk[k])] = r.sampler.sample(row, n_vocab, r.history);
     }
     res.finished = m_sched->update(out, sampled);  // length limits
+    std::vector<BeamGroup*> groups;
+    for (int i : sample_chunk)
+        if (auto& g = m_reqs.at(out.chunks[static_cast<size_t>(i)].id)->beam)
+            if (std::find(groups.begin(), groups.end(), g.get()) == groups.end()) groups.push_back(g.get());
+    for (BeamGroup* g : groups)
+        if (!g->finished && g->pending.size() == g->live.size()) beam_advance(*g, &res.finished);
 
     // Stream: text, end-of-generation, stop strings.
     for (size_t i = 0; i < out.chunks.size(); ++i) {
@@ -240,14 +289,134 @@ Status Engine::run_until_idle() {
 }
 
 std::vector<int32_t> Engine::output_tokens(RequestId id) const {
+    auto it = m_reqs.find(id);
+    if (it != m_reqs.end() && it->second->beam && it->second->beam->root == id && it->second->beam->finished)
+        return it->second->beam->done.empty() ? std::vector<int32_t>{} : it->second->beam->done.front().tokens;
     const SchedRequest* r = m_sched->request(id);
     return r ? r->output : std::vector<int32_t>{};
+}
+
+std::vector<BeamHypothesis> Engine::beam_hypotheses(RequestId id) const {
+    auto it = m_reqs.find(id);
+    if (it == m_reqs.end() || !it->second->beam || it->second->beam->root != id || !it->second->beam->finished) return {};
+    return it->second->beam->done;
+}
+
+void Engine::beam_collect(Req& r, const float* logits) {
+    // log_softmax in double, then the best `width` tokens (lower id first among equals).
+    const int n = m_model->config.n_vocab;
+    const double mx = *std::max_element(logits, logits + n);
+    double sum = 0;
+    for (int i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
+    const double lse = mx + std::log(sum);
+    const int w = std::min(r.beam->width, n);
+    std::vector<int32_t> idx(static_cast<size_t>(n));
+    std::iota(idx.begin(), idx.end(), 0);
+    std::partial_sort(idx.begin(), idx.begin() + w, idx.end(), [&](int32_t a, int32_t b) {
+        return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
+    });
+    auto& cand = r.beam->pending[r.id];
+    cand.clear();
+    for (int i = 0; i < w; ++i) cand.emplace_back(static_cast<double>(logits[idx[static_cast<size_t>(i)]]) - lse, idx[static_cast<size_t>(i)]);
+}
+
+void Engine::beam_advance(BeamGroup& g, std::vector<RequestId>* finished) {
+    struct Cand {
+        double score;
+        int rank;  // parent's rank among the live beams
+        int32_t token;
+    };
+    std::vector<Cand> cands;
+    for (size_t rank = 0; rank < g.live.size(); ++rank)
+        for (const auto& [lp, tok] : g.pending.at(g.live[rank]))
+            cands.push_back({g.score.at(g.live[rank]) + lp, static_cast<int>(rank), tok});
+    g.pending.clear();
+    std::stable_sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
+        if (a.score != b.score) return a.score > b.score;
+        return a.rank != b.rank ? a.rank < b.rank : a.token < b.token;
+    });
+    std::vector<Cand> keep;
+    for (const Cand& c : cands) {
+        if (static_cast<int>(keep.size()) == g.width) break;
+        if (!g.ignore_eos && m_tok && m_tok->is_eog(c.token)) {  // a hypothesis ends here
+            if (static_cast<int>(g.done.size()) < g.width) {
+                g.done.push_back({m_sched->request(g.live[static_cast<size_t>(c.rank)])->output, c.score});
+                g.reason = FinishReason::stop;
+            }
+            continue;
+        }
+        keep.push_back(c);
+    }
+    // Each kept extension continues in its parent's request the first time the parent is
+    // used, in a fork of it after that. Forks first: a child copies the parent's tokens.
+    std::vector<RequestId> next(keep.size());
+    std::vector<bool> parent_used(g.live.size(), false);
+    for (size_t i = 0; i < keep.size(); ++i) {
+        const RequestId parent = g.live[static_cast<size_t>(keep[i].rank)];
+        if (!parent_used[static_cast<size_t>(keep[i].rank)]) {
+            parent_used[static_cast<size_t>(keep[i].rank)] = true;
+            next[i] = parent;
+            continue;
+        }
+        const RequestId child = m_next_beam_id--;
+        if (!m_sched->fork_request(parent, child)) {  // cannot happen for a running parent
+            next[i] = 0;
+            continue;
+        }
+        const Req& p = *m_reqs.at(parent);
+        auto& c = *m_reqs.emplace(child, std::make_unique<Req>(child, p.params, m_tok.get(), nullptr, p.history))
+                       .first->second;
+        c.beam = p.beam;
+        next[i] = child;
+    }
+    for (size_t rank = 0; rank < g.live.size(); ++rank)
+        if (!parent_used[rank]) m_sched->finish_request(g.live[rank], FinishReason::stop);  // dropped beam
+    std::unordered_map<RequestId, double> score;
+    g.live.clear();
+    for (size_t i = 0; i < keep.size(); ++i) {
+        if (next[i] == 0 || !m_sched->append_token(next[i], keep[i].token)) continue;
+        m_reqs.at(next[i])->history.push_back(keep[i].token);
+        g.live.push_back(next[i]);
+        score[next[i]] = keep[i].score;
+    }
+    g.score = std::move(score);
+
+    const bool at_length = !g.live.empty() && m_sched->request(g.live.front())->num_output() >= g.max_tokens;
+    // Log-probs only lower a score: once `width` hypotheses have ended and the best of them
+    // beats every live beam, no live beam can overtake it.
+    double best_live = -INFINITY, best_done = -INFINITY;
+    for (RequestId b : g.live) best_live = std::max(best_live, g.score[b]);
+    for (const auto& h : g.done) best_done = std::max(best_done, h.logprob);
+    const bool settled = static_cast<int>(g.done.size()) >= g.width && best_done >= best_live;
+    if (g.live.empty() || at_length || settled) {
+        if (at_length) {
+            g.reason = FinishReason::length;
+            for (RequestId b : g.live) g.done.push_back({m_sched->request(b)->output, g.score[b]});
+        }
+        beam_finish(g, finished);
+    }
+}
+
+void Engine::beam_finish(BeamGroup& g, std::vector<RequestId>* finished) {
+    for (RequestId b : g.live) m_sched->finish_request(b, g.reason);
+    g.live.clear();
+    g.finished = true;
+    std::stable_sort(g.done.begin(), g.done.end(),
+                     [](const BeamHypothesis& a, const BeamHypothesis& b) { return a.logprob > b.logprob; });
+    finished->push_back(g.root);
+    Req& root = *m_reqs.at(g.root);
+    TokenEvent ev;
+    ev.finished = true;
+    ev.finish_reason = g.reason;
+    if (m_tok && !g.done.empty()) ev.text = m_tok->decode(g.done.front().tokens);
+    emit(root, ev);
 }
 
 void Engine::remove_finished() {
     for (auto it = m_reqs.begin(); it != m_reqs.end();) {
         const SchedRequest* s = m_sched->request(it->first);
-        if (!s || s->status == RequestStatus::finished) {
+        const bool group_live = it->second->beam && !it->second->beam->finished;  // the root reports at the end
+        if (!group_live && (!s || s->status == RequestStatus::finished)) {
             m_sched->remove_request(it->first);
             it = m_reqs.erase(it);
         } else {

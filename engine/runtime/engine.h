@@ -56,7 +56,18 @@ struct GenerationRequest {
     std::vector<int32_t> prompt;  // token ids (chat template already applied)
     SamplingParams params;        // max_tokens -1: until end-of-generation or max_model_len
     int priority = 0;             // lower = more urgent
+    // Beam search when > 1 (at most 8): the beams are forks of the request sharing its
+    // blocks copy-on-write; sampling params other than max_tokens and ignore_eos are not
+    // used (no stop strings). The request streams nothing until the end, then one event with the best
+    // hypothesis (highest sum of log-probabilities).
+    int beam_width = 1;
     TokenCallback on_event;       // may be empty
+};
+
+// A finished beam-search hypothesis.
+struct BeamHypothesis {
+    std::vector<int32_t> tokens;
+    double logprob = 0;  // sum of natural-log probabilities of its tokens
 };
 
 // What one step did, for callers that drive step() themselves (bench, tests).
@@ -91,8 +102,11 @@ public:
     // Runs steps until every request has finished.
     Status run_until_idle();
 
-    // Tokens a request generated so far (prompt excluded); empty for unknown ids.
+    // Tokens a request generated so far (prompt excluded); for a beam-search request, the
+    // best hypothesis once it has finished. Empty for unknown ids.
     std::vector<int32_t> output_tokens(RequestId id) const;
+    // A finished beam-search request's hypotheses, best first (empty otherwise).
+    std::vector<BeamHypothesis> beam_hypotheses(RequestId id) const;
     // Forgets finished requests (their records stay readable until then).
     void remove_finished();
 
@@ -109,7 +123,11 @@ public:
 
 private:
     struct Req;
+    struct BeamGroup;
     Engine() = default;
+    void beam_collect(Req& r, const float* logits);
+    void beam_advance(BeamGroup& g, std::vector<RequestId>* finished);
+    void beam_finish(BeamGroup& g, std::vector<RequestId>* finished);
     void emit(Req& r, TokenEvent ev);
     void finish(RequestId id, FinishReason why);
 
@@ -124,6 +142,7 @@ private:
     std::vector<uint16_t> m_host_blocks;  // swap tier: [n_host_blocks, block_elems]
     std::unordered_map<RequestId, std::unique_ptr<Req>> m_reqs;
     RequestId m_next_id = 1;
+    RequestId m_next_beam_id = -1;       // beams other than the first get ids -1, -2, ...
     int m_max_model_len = 0;
     // Reused step buffers.
     ForwardBatch m_batch;

@@ -50,7 +50,11 @@ void EngineLoop::cancel(RequestId id) {
 void EngineLoop::pause() { m_paused = true; }
 
 void EngineLoop::resume() {
-    m_paused = false;
+    {
+        std::lock_guard<std::mutex> lk(m_mu);
+        m_paused = false;
+        m_idle = false;  // wait_idle() must see the thread run again first
+    }
     m_cv.notify_all();
 }
 

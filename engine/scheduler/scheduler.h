@@ -116,6 +116,9 @@ public:
     // max_tokens (FinishReason::length). Returns the requests this call finished.
     std::vector<RequestId> update(const SchedulerOutput& out, const std::vector<int32_t>& sampled);
 
+    // A running request whose tokens are all computed (num_computed_tokens == num_tokens(),
+    // e.g. a beam whose chunk got sampled = -1 while its group decides) is skipped by
+    // schedule() until append_token gives it a new token.
     // The engine's own decisions: a token for a running request (beam search), and the end
     // of a request (end-of-generation token, stop string). finish_request frees its blocks.
     Status append_token(RequestId id, int32_t token);

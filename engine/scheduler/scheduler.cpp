@@ -1,0 +1,328 @@
+#include "engine/scheduler/scheduler.h"
+
+#include <algorithm>
+#include <map>
+#include <string>
+#include <unordered_map>
+
+#include "engine/kv_cache/swap_space.h"
+
+namespace kvs {
+
+struct Scheduler::Impl {
+    std::map<RequestId, SchedRequest> reqs;     // every known request
+    std::vector<RequestId> running;             // holds device blocks
+    std::vector<RequestId> waiting;             // waiting or swapped, in (priority, arrival) order
+    std::unordered_map<RequestId, std::vector<int32_t>> host_tables;  // swapped: host block per device block
+    SwapSpace host{0};
+    int64_t next_arrival = 0;
+    int64_t step = 0;
+    std::vector<RequestId> static_batch;        // static_batch policy: the batch in flight
+
+    bool before(RequestId a, RequestId b) const {
+        const SchedRequest& x = reqs.at(a);
+        const SchedRequest& y = reqs.at(b);
+        if (x.priority != y.priority) return x.priority < y.priority;
+        if (x.arrival != y.arrival) return x.arrival < y.arrival;
+        return a < b;
+    }
+    void insert_waiting(RequestId id) {
+        auto it = std::lower_bound(waiting.begin(), waiting.end(), id, [&](RequestId a, RequestId b) { return before(a, b); });
+        waiting.insert(it, id);
+    }
+    static void erase(std::vector<RequestId>& v, RequestId id) {
+        auto it = std::find(v.begin(), v.end(), id);
+        if (it != v.end()) v.erase(it);
+    }
+};
+
+Scheduler::Scheduler(const SchedulerConfig& config, KVCacheManager& kv)
+    : m_config(config), m_kv(kv), m_impl(std::make_unique<Impl>()) {
+    m_impl->host = SwapSpace(std::max(0, config.n_host_blocks));
+}
+
+Scheduler::~Scheduler() = default;
+
+Status Scheduler::add_request(RequestId id, std::vector<int32_t> prompt, int max_tokens, int priority) {
+    ++m_counters.rejected;  // undone below when accepted
+    const std::string who = "request " + std::to_string(id) + ": ";
+    if (m_impl->reqs.count(id)) return Status::error(who + "the id is already in use");
+    if (prompt.empty()) return Status::error(who + "the prompt is empty");
+    if (max_tokens < 1) return Status::error(who + "max_tokens must be at least 1, got " + std::to_string(max_tokens));
+    const int n_prompt = static_cast<int>(prompt.size());
+    if (n_prompt + max_tokens > m_config.max_model_len)
+        return Status::error(who + "prompt (" + std::to_string(n_prompt) + " tokens) + max_tokens (" +
+                             std::to_string(max_tokens) + ") is over the context of " +
+                             std::to_string(m_config.max_model_len) + " tokens");
+    const int bs = m_kv.block_size();
+    const int blocks = (n_prompt + max_tokens + bs - 1) / bs;
+    if (blocks > m_kv.n_blocks())
+        return Status::error(who + "needs " + std::to_string(blocks) + " KV blocks (" + std::to_string(n_prompt) +
+                             " prompt + " + std::to_string(max_tokens) + " output tokens in blocks of " +
+                             std::to_string(bs) + ") but the whole pool holds " + std::to_string(m_kv.n_blocks()) +
+                             " blocks: it can never run");
+    --m_counters.rejected;
+    SchedRequest r;
+    r.id = id;
+    r.prompt = std::move(prompt);
+    r.max_tokens = max_tokens;
+    r.priority = priority;
+    r.arrival = m_impl->next_arrival++;
+    m_impl->reqs.emplace(id, std::move(r));
+    m_impl->insert_waiting(id);
+    return Status::ok();
+}
+
+void Scheduler::finish_request(RequestId id, FinishReason why) {
+    auto it = m_impl->reqs.find(id);
+    if (it == m_impl->reqs.end() || it->second.status == RequestStatus::finished) return;
+    m_kv.free(id);
+    if (auto h = m_impl->host_tables.find(id); h != m_impl->host_tables.end()) {
+        m_impl->host.release(h->second);
+        m_impl->host_tables.erase(h);
+    }
+    Impl::erase(m_impl->running, id);
+    Impl::erase(m_impl->waiting, id);
+    it->second.status = RequestStatus::finished;
+    it->second.finish_reason = why;
+}
+
+bool Scheduler::abort_request(RequestId id) {
+    auto it = m_impl->reqs.find(id);
+    if (it == m_impl->reqs.end() || it->second.status == RequestStatus::finished) return false;
+    finish_request(id, FinishReason::cancelled);
+    return true;
+}
+
+Status Scheduler::append_token(RequestId id, int32_t token) {
+    auto it = m_impl->reqs.find(id);
+    if (it == m_impl->reqs.end() || it->second.status != RequestStatus::running)
+        return Status::error("append_token: request " + std::to_string(id) + " is not running");
+    it->second.output.push_back(token);
+    return Status::ok();
+}
+
+Status Scheduler::fork_request(RequestId parent, RequestId child) {
+    auto it = m_impl->reqs.find(parent);
+    if (it == m_impl->reqs.end() || it->second.status != RequestStatus::running)
+        return Status::error("fork_request: parent " + std::to_string(parent) + " is not running");
+    if (m_impl->reqs.count(child)) return Status::error("fork_request: id " + std::to_string(child) + " is in use");
+    KVS_RETURN_IF_ERROR(m_kv.fork(parent, child));
+    SchedRequest c = it->second;  // same tokens, same place in line
+    c.id = child;
+    m_impl->reqs.emplace(child, std::move(c));
+    m_impl->running.push_back(child);
+    return Status::ok();
+}
+
+void Scheduler::remove_request(RequestId id) {
+    auto it = m_impl->reqs.find(id);
+    if (it != m_impl->reqs.end() && it->second.status == RequestStatus::finished) {
+        m_impl->reqs.erase(it);
+        Impl::erase(m_impl->static_batch, id);
+    }
+}
+
+SchedulerOutput Scheduler::schedule() {
+    Impl& im = *m_impl;
+    SchedulerOutput out;
+    out.step = im.step++;
+    ++m_counters.steps;
+    out.token_budget = m_config.max_num_batched_tokens;
+    int budget = m_config.max_num_batched_tokens;
+    std::unordered_map<RequestId, CopyOp> copies;  // one per request at most per step
+    std::vector<RequestId> scheduled;
+
+    // Preempts the least urgent running request that is not yet scheduled this step.
+    auto preempt = [&](RequestId victim) {
+        SchedRequest& v = im.reqs.at(victim);
+        Impl::erase(im.running, victim);
+        copies.erase(victim);
+        const auto& table = m_kv.block_table(victim);
+        std::optional<std::vector<int32_t>> host;
+        if (m_config.preemption == PreemptionMode::swap) host = im.host.allocate(static_cast<int>(table.size()));
+        if (host) {
+            for (size_t i = 0; i < table.size(); ++i) out.swap_out.push_back({table[i], (*host)[i]});
+            m_counters.swapped_out_blocks += static_cast<int64_t>(table.size());
+            ++m_counters.swap_outs;
+            im.host_tables[victim] = std::move(*host);
+            v.status = RequestStatus::swapped;
+        } else {  // recompute (also when the host tier is full)
+            v.num_computed_tokens = 0;
+            v.status = RequestStatus::waiting;
+            ++m_counters.recomputes;
+        }
+        m_kv.free(victim);
+        ++v.num_preemptions;
+        ++m_counters.preemptions;
+        out.preempted.push_back(victim);
+        im.insert_waiting(victim);
+    };
+
+    auto add_chunk = [&](SchedRequest& r, int n) {
+        ScheduledChunk ch;
+        ch.id = r.id;
+        ch.start_pos = r.num_computed_tokens;
+        ch.num_tokens = n;
+        ch.sample = r.num_computed_tokens + n == r.num_tokens();
+        ch.is_prefill = !(n == 1 && r.num_output() > 0 && ch.sample);
+        (ch.is_prefill ? out.num_prefill_tokens : out.num_decode_tokens) += n;
+        out.chunks.push_back(ch);
+        scheduled.push_back(r.id);
+        budget -= n;
+    };
+
+    // 1. Running requests, most urgent first.
+    std::sort(im.running.begin(), im.running.end(), [&](RequestId a, RequestId b) { return im.before(a, b); });
+    for (size_t i = 0; i < im.running.size() && budget > 0;) {
+        const RequestId id = im.running[i];
+        SchedRequest& r = im.reqs.at(id);
+        const int todo = r.num_tokens() - r.num_computed_tokens;
+        if (todo <= 0) {  // waiting for the engine (a beam between positions)
+            ++i;
+            continue;
+        }
+        const int n = std::min(todo, budget);
+        bool ok = false;
+        for (;;) {
+            auto prep = m_kv.prepare_append(id);
+            bool no_room = prep && prep->no_room;
+            if (prep && prep->copy) copies[id] = *prep->copy;
+            if (!no_room) {
+                auto alloc = m_kv.allocate_slots(id, r.all_tokens(), n);
+                no_room = !alloc || alloc->no_room;
+                if (!no_room) {
+                    ok = true;
+                    break;
+                }
+            }
+            const RequestId victim = im.running.back();
+            preempt(victim);
+            if (victim == id) break;
+        }
+        if (!ok) break;  // it preempted itself: everything after it is gone too
+        add_chunk(r, n);
+        ++i;
+    }
+
+    // 2. Waiting and swapped requests, when nothing had to be preempted.
+    const bool is_static = m_config.policy == BatchingPolicy::static_batch;
+    if (is_static) {
+        bool batch_live = false;
+        for (RequestId id : im.static_batch)
+            if (auto it = im.reqs.find(id); it != im.reqs.end() && it->second.status != RequestStatus::finished) batch_live = true;
+        if (!batch_live) {  // the whole batch is done: the next one is the first waiting requests
+            im.static_batch.assign(im.waiting.begin(),
+                                   im.waiting.begin() + std::min<size_t>(im.waiting.size(), m_config.static_batch_size));
+        }
+    }
+    auto in_static_batch = [&](RequestId id) {
+        return std::find(im.static_batch.begin(), im.static_batch.end(), id) != im.static_batch.end();
+    };
+    const int max_seqs = is_static ? std::min(m_config.max_num_seqs, m_config.static_batch_size) : m_config.max_num_seqs;
+    for (size_t wi = 0; out.preempted.empty() && wi < im.waiting.size() && budget > 0 &&
+                        static_cast<int>(im.running.size()) < max_seqs;) {
+        const RequestId id = im.waiting[wi];
+        if (is_static && !in_static_batch(id)) {  // static: nobody joins a batch in flight
+            ++wi;
+            continue;
+        }
+        SchedRequest& r = im.reqs.at(id);
+        if (r.status == RequestStatus::swapped) {
+            const auto& host = im.host_tables.at(id);
+            if (static_cast<int>(host.size()) > m_kv.num_free_blocks()) break;
+            auto alloc = m_kv.allocate_slots(id, r.all_tokens(), r.num_computed_tokens);
+            if (!alloc || alloc->no_room) break;
+            const auto& table = m_kv.block_table(id);
+            for (size_t i = 0; i < host.size(); ++i) out.swap_in.push_back({table[i], host[i]});
+            m_counters.swapped_in_blocks += static_cast<int64_t>(host.size());
+            im.host.release(host);
+            im.host_tables.erase(id);
+        } else {
+            int n_cached = 0;
+            if (r.num_computed_tokens == 0) {
+                auto hit = m_kv.get_computed_blocks(id, r.all_tokens());
+                if (hit) n_cached = *hit;
+            }
+            int n = r.num_tokens() - n_cached;
+            if (n > budget) {
+                if (!m_config.chunked_prefill) {
+                    m_kv.free(id);  // drop the pending prefix hits
+                    break;
+                }
+                n = budget;
+            }
+            auto alloc = m_kv.allocate_slots(id, r.all_tokens(), n);
+            if (!alloc || alloc->no_room) {
+                m_kv.free(id);
+                break;
+            }
+            r.num_computed_tokens = n_cached;
+            if (r.num_cached_tokens < 0) r.num_cached_tokens = n_cached;
+            out.num_prefix_hit_tokens += n_cached;
+            r.status = RequestStatus::running;
+            im.waiting.erase(im.waiting.begin() + static_cast<ptrdiff_t>(wi));
+            im.running.push_back(id);
+            add_chunk(r, n);
+            continue;
+        }
+        // Swapped in: its blocks are back; run what it still has to compute.
+        r.status = RequestStatus::running;
+        im.waiting.erase(im.waiting.begin() + static_cast<ptrdiff_t>(wi));
+        im.running.push_back(id);
+        const int todo = std::min(r.num_tokens() - r.num_computed_tokens, budget);
+        if (todo > 0) {
+            auto prep = m_kv.prepare_append(id);  // fresh blocks: never shared
+            auto alloc = m_kv.allocate_slots(id, r.all_tokens(), todo);
+            if (prep && !prep->no_room && alloc && !alloc->no_room) add_chunk(r, todo);
+        }
+    }
+
+    for (RequestId id : scheduled)
+        if (auto it = copies.find(id); it != copies.end()) out.copies.push_back(it->second);
+    m_counters.cow_copies += static_cast<int64_t>(out.copies.size());
+    return out;
+}
+
+std::vector<RequestId> Scheduler::update(const SchedulerOutput& out, const std::vector<int32_t>& sampled) {
+    std::vector<RequestId> finished;
+    for (size_t i = 0; i < out.chunks.size(); ++i) {
+        const ScheduledChunk& ch = out.chunks[i];
+        auto it = m_impl->reqs.find(ch.id);
+        if (it == m_impl->reqs.end() || it->second.status != RequestStatus::running) continue;
+        SchedRequest& r = it->second;
+        r.num_computed_tokens = ch.start_pos + ch.num_tokens;
+        if (!ch.sample || i >= sampled.size() || sampled[i] < 0) continue;
+        r.output.push_back(sampled[i]);
+        if (r.num_output() >= r.max_tokens || r.num_tokens() >= m_config.max_model_len) {
+            finish_request(r.id, FinishReason::length);
+            finished.push_back(r.id);
+        }
+    }
+    return finished;
+}
+
+const SchedRequest* Scheduler::request(RequestId id) const {
+    auto it = m_impl->reqs.find(id);
+    return it == m_impl->reqs.end() ? nullptr : &it->second;
+}
+
+std::vector<const SchedRequest*> Scheduler::requests() const {
+    std::vector<const SchedRequest*> v;
+    v.reserve(m_impl->reqs.size());
+    for (const auto& [id, r] : m_impl->reqs) v.push_back(&r);
+    return v;
+}
+
+int Scheduler::num_waiting() const { return static_cast<int>(m_impl->waiting.size()); }
+int Scheduler::num_running() const { return static_cast<int>(m_impl->running.size()); }
+bool Scheduler::has_unfinished() const { return !m_impl->waiting.empty() || !m_impl->running.empty(); }
+
+std::vector<int32_t> Scheduler::host_blocks(RequestId id) const {
+    auto it = m_impl->host_tables.find(id);
+    return it == m_impl->host_tables.end() ? std::vector<int32_t>{} : it->second;
+}
+
+int Scheduler::num_free_host_blocks() const { return m_impl->host.n_free(); }
+
+}  // namespace kvs
