@@ -1,0 +1,125 @@
+// ctest-labels: model engine
+// The batching engine on the installed default model (SmolLM2-135M-Instruct Q4_1) at
+// temperature 0: requests batched together, and requests preempted and resumed (by
+// recompute and by swap), give the tokens each request gives alone through
+// SequenceRunner. Skipped when the default model is not installed.
+#include "engine/runtime/engine.h"
+#include "engine/runtime/sequence_runner.h"
+#include "engine/sampling/sampler.h"
+#include "engine/tokenizer/chat_template.h"
+
+#include <QtTest>
+
+#include "tests/support/test_paths.h"
+
+using namespace kvs;
+
+namespace {
+const char* kPrompts[] = {
+    "What is the capital of France?",
+    "Write a haiku about autumn leaves.",
+    "Explain in two sentences what a hash table is.",
+    "List three fruits that are red.",
+    "def fibonacci(n):",
+    "Translate 'good morning' into Spanish.",
+};
+constexpr int kTokens = 32;
+}  // namespace
+
+class TestEngineModel : public QObject {
+    Q_OBJECT
+    std::shared_ptr<const Model> m_model;
+    std::shared_ptr<const Tokenizer> m_tok;
+    std::vector<std::vector<int32_t>> m_prompts;
+    std::vector<std::vector<int32_t>> m_alone;  // each prompt run alone
+
+    SamplingParams greedy() const {
+        SamplingParams p;
+        p.temperature = 0;
+        p.max_tokens = kTokens;
+        p.ignore_eos = true;
+        return p;
+    }
+
+private Q_SLOTS:
+    void initTestCase() {
+        const std::string path = test::default_model_path();
+        if (path.empty()) QSKIP("default model not installed (installer/fetch_model.sh)");
+        auto m = load_model(path);
+        QVERIFY2(m.is_ok(), m.message().c_str());
+        m_model = *m;
+        auto tok = Tokenizer::create(m_model->vocab);
+        QVERIFY2(tok.is_ok(), tok.message().c_str());
+        m_tok = std::make_shared<Tokenizer>(std::move(*tok));
+        const std::string& tmpl = m_model->vocab.chat_template;
+        const ChatFormat fmt = detect_chat_format(tmpl, m_model->vocab);
+        for (const char* p : kPrompts) {
+            const std::string text = apply_chat_template(fmt, {{"user", p}}, true, default_system_prompt(tmpl));
+            m_prompts.push_back(m_tok->encode(text, true, true));
+        }
+        // Alone: SequenceRunner, prompt in one pass, then one token per pass.
+        RunnerOptions ro;
+        ro.n_ctx = 512;
+        ro.backend = "cpu";
+        auto runner = SequenceRunner::create(m_model, ro);
+        QVERIFY2(runner.is_ok(), runner.message().c_str());
+        for (const auto& prompt : m_prompts) {
+            (*runner)->clear();
+            std::vector<float> logits;
+            std::vector<int32_t> out;
+            QVERIFY((*runner)->eval(prompt, false, &logits).is_ok());
+            for (int i = 0; i < kTokens; ++i) {
+                out.push_back(argmax_lowest_id(logits.data(), m_model->config.n_vocab));
+                if (i + 1 < kTokens) QVERIFY((*runner)->eval({out.back()}, false, &logits).is_ok());
+            }
+            m_alone.push_back(out);
+        }
+    }
+
+    void batchedMatchesAlone_data() {
+        QTest::addColumn<int>("budget");
+        QTest::addColumn<int>("kv_blocks");
+        QTest::addColumn<int>("mode");
+        QTest::newRow("budget 512, roomy pool") << 512 << 256 << int(PreemptionMode::recompute);
+        QTest::newRow("budget 40 (chunked prefill), roomy pool") << 40 << 256 << int(PreemptionMode::recompute);
+        QTest::newRow("pool of 14 blocks, preempt by recompute") << 64 << 14 << int(PreemptionMode::recompute);
+        QTest::newRow("pool of 14 blocks, preempt by swap") << 64 << 14 << int(PreemptionMode::swap);
+    }
+    void batchedMatchesAlone() {
+        QFETCH(int, budget);
+        QFETCH(int, kv_blocks);
+        QFETCH(int, mode);
+        EngineOptions o;
+        o.backend = "cpu";
+        o.kv_blocks = kv_blocks;
+        o.max_model_len = 512;
+        o.prefix_caching = false;  // preemption must recompute, not find its own blocks
+        o.scheduler.max_num_batched_tokens = budget;
+        o.scheduler.preemption = PreemptionMode(mode);
+        o.scheduler.n_host_blocks = 64;
+        auto e = Engine::create(m_model, m_tok, o);
+        QVERIFY2(e.is_ok(), e.message().c_str());
+        std::vector<RequestId> ids;
+        for (const auto& p : m_prompts) {
+            GenerationRequest r;
+            r.prompt = p;
+            r.params = greedy();
+            auto id = (*e)->submit(r);
+            QVERIFY2(id.is_ok(), id.message().c_str());
+            ids.push_back(*id);
+        }
+        QVERIFY((*e)->run_until_idle().is_ok());
+        if (kv_blocks < 20) QVERIFY2((*e)->scheduler().counters().preemptions > 0, "expected preemptions");
+        for (size_t i = 0; i < ids.size(); ++i) {
+            const auto got = (*e)->output_tokens(ids[i]);
+            QVERIFY2(got == m_alone[i], qPrintable(QString("prompt %1: batched '%2' vs alone '%3'")
+                                                       .arg(i)
+                                                       .arg(QString::fromStdString(m_tok->decode(got)))
+                                                       .arg(QString::fromStdString(m_tok->decode(m_alone[i])))));
+        }
+        QCOMPARE((*e)->kv_cache().num_free_blocks(), (*e)->kv_cache().n_blocks());
+    }
+};
+
+QTEST_GUILESS_MAIN(TestEngineModel)
+#include "tst_engine_model.moc"
