@@ -181,6 +181,98 @@ private Q_SLOTS:
         QCOMPARE(e->kv_cache().num_free_blocks(), e->kv_cache().n_blocks());
     }
 
+    void staticBatchingMatchesAloneAndPads() {
+        const auto prompts = random_prompts(7, 5, 40, m_model->config.n_vocab, 23);
+        std::vector<SamplingParams> params;
+        for (size_t i = 0; i < prompts.size(); ++i) params.push_back(greedy(4 + 5 * static_cast<int>(i % 3)));
+        EngineOptions o;
+        o.kv_blocks = 128;
+        o.max_model_len = 512;
+        o.scheduler.policy = BatchingPolicy::static_batch;
+        o.scheduler.static_batch_size = 3;
+        auto e = make_engine(o);
+        std::vector<RequestId> ids;
+        for (size_t i = 0; i < prompts.size(); ++i) {
+            GenerationRequest r;
+            r.prompt = prompts[i];
+            r.params = params[i];
+            ids.push_back(*e->submit(r));
+        }
+        int padding = 0, max_seqs = 0;
+        std::vector<RequestId> first_batch;
+        while (e->has_work()) {
+            auto st = e->step();
+            QVERIFY(st.is_ok());
+            padding += st->out.num_padding_tokens;
+            max_seqs = std::max(max_seqs, int(st->out.chunks.size()));
+            // Nobody outside the first batch runs before all of it is done.
+            for (const auto& ch : st->out.chunks)
+                if (ch.id > ids[2]) {
+                    for (int i = 0; i < 3; ++i)
+                        QCOMPARE(e->scheduler().request(ids[size_t(i)])->status, RequestStatus::finished);
+                }
+        }
+        QVERIFY2(padding > 0, "finished members of a static batch must keep paying for their seat");
+        QCOMPARE(max_seqs, 3);
+        for (size_t i = 0; i < prompts.size(); ++i) QCOMPARE(e->output_tokens(ids[i]), run_alone(m_model, prompts[i], params[i]));
+        QCOMPARE(e->kv_cache().num_free_blocks(), e->kv_cache().n_blocks());
+    }
+
+    void telemetryDescribesEachStep() {
+        const auto prompts = random_prompts(4, 10, 40, m_model->config.n_vocab, 29);
+        EngineOptions o;
+        o.block_size = 8;
+        o.kv_blocks = 64;
+        o.max_model_len = 512;
+        o.scheduler.max_num_batched_tokens = 32;
+        auto e = make_engine(o);
+        std::vector<RequestId> ids;
+        for (const auto& p : prompts) {
+            GenerationRequest r;
+            r.prompt = p;
+            r.params = greedy(6);
+            ids.push_back(*e->submit(r));
+        }
+        int64_t steps = 0, tokens = 0;
+        while (e->has_work()) {
+            auto st = e->step();
+            QVERIFY(st.is_ok());
+            ++steps;
+            tokens += st->record.batch_tokens();
+            QVERIFY(st->record.batch_tokens() <= 32);
+            // The published snapshot agrees with the engine: every used block is owned by
+            // the requests whose tables hold it, fill never exceeds the block size.
+            auto snap = e->telemetry()->latest();
+            QVERIFY(snap);
+            QCOMPARE(snap->step.step, st->record.step);
+            QCOMPARE(int(snap->blocks.size()), 64);
+            int used = 0;
+            for (const auto& b : snap->blocks) {
+                QVERIFY(b.n_filled <= 8);
+                QCOMPARE(int(b.owners.size()) > 0, b.state == BlockSlotState::used);
+                QCOMPARE(b.ref_cnt, int(b.owners.size()));
+                used += b.state == BlockSlotState::used;
+            }
+            QCOMPARE(snap->step.blocks_used, used);
+            QVERIFY(snap->step.internal_waste >= 0 && snap->step.internal_waste < 1);
+            for (const auto& rv : snap->requests)
+                for (int32_t b : rv.block_ids) QVERIFY(std::count(snap->blocks[size_t(b)].owners.begin(), snap->blocks[size_t(b)].owners.end(), rv.id) == 1);
+        }
+        QCOMPARE(e->telemetry()->total_steps_published(), steps);
+        int64_t prompt_total = 0;
+        for (const auto& p : prompts) prompt_total += int64_t(p.size());
+        QCOMPARE(tokens, prompt_total + 4 * 5);  // every prompt token once, then 5 decodes each
+        const auto metrics = e->request_metrics();
+        QCOMPARE(int(metrics.size()), 4);
+        for (const auto& m : metrics) {
+            QCOMPARE(m.n_output, 6);
+            QCOMPARE(int(m.token_times_ms.size()), 6);
+            QVERIFY(m.arrival_ms <= m.first_scheduled_ms && m.first_scheduled_ms <= m.first_token_ms);
+            QVERIFY(m.first_token_ms <= m.finish_ms);
+            QCOMPARE(m.finish_reason, FinishReason::length);
+        }
+    }
+
     void seededSamplingMatchesAlone() {
         const auto prompts = random_prompts(5, 4, 40, m_model->config.n_vocab, 11);
         std::vector<SamplingParams> params;

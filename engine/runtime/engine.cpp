@@ -33,6 +33,7 @@ struct Engine::Req {
     TokenCallback on_event;
     std::vector<int32_t> history;  // prompt + output, for the penalties
     std::shared_ptr<BeamGroup> beam;  // set for every beam of a beam-search request
+    RequestMetrics metrics;
     Req(RequestId id_, const SamplingParams& p, const Tokenizer* tok, TokenCallback cb, std::vector<int32_t> prompt)
         : id(id_), params(p), sampler(p), text(tok, p), on_event(std::move(cb)), history(std::move(prompt)) {}
 };
@@ -110,6 +111,10 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> mode
     e->m_host_blocks.resize(static_cast<size_t>(std::max(0, cfg.n_host_blocks)) *
                             static_cast<size_t>(e->m_kv->block_elems()));
     e->m_forward = std::make_unique<LlamaForward>(e->m_model, *e->m_backend, *e->m_kv, cfg.max_num_batched_tokens);
+    e->m_ring = std::make_shared<SnapshotRing>(static_cast<size_t>(std::max(1, opt.snapshot_ring)),
+                                               static_cast<size_t>(std::max(1, opt.step_ring)));
+    e->m_snapshot_every = opt.snapshot_every;
+    e->m_t0 = Clock::now();
     return e;
 }
 
@@ -135,8 +140,13 @@ Result<RequestId> Engine::submit(GenerationRequest req, RequestId want_id) {
     if (m_reqs.count(id)) return R::error("request id " + std::to_string(id) + " is already in use");
     KVS_RETURN_IF_ERROR(m_sched->add_request(id, req.prompt, max_tokens, req.priority));
     m_next_id = std::max(m_next_id, id + 1);
+    const double arrival = req.arrival_ms >= 0 ? req.arrival_ms : ms_since_start();
     auto& r = *m_reqs.emplace(id, std::make_unique<Req>(id, req.params, m_tok.get(), std::move(req.on_event),
                                                       std::move(req.prompt))).first->second;
+    r.metrics.id = id;
+    r.metrics.arrival_ms = arrival;
+    r.metrics.n_prompt = n_prompt;
+    m_total_prompt_tokens += n_prompt;
     if (req.beam_width > 1) {
         r.beam = std::make_shared<BeamGroup>();
         r.beam->root = id;
@@ -151,6 +161,11 @@ Result<RequestId> Engine::submit(GenerationRequest req, RequestId want_id) {
 
 void Engine::emit(Req& r, TokenEvent ev) {
     ev.id = r.id;
+    if (ev.finished && r.metrics.finish_ms < 0) {
+        r.metrics.finish_ms = ms_since_start();
+        r.metrics.finish_reason = ev.finish_reason;
+        ++m_total_finished;
+    }
     if (r.on_event) r.on_event(ev);
 }
 
@@ -183,12 +198,17 @@ Result<StepResult> Engine::step() {
     using R = Result<StepResult>;
     StepResult res;
     const auto t0 = Clock::now();
+    const double t_start_ms = ms_between(m_t0, t0);
     res.out = m_sched->schedule();
     const SchedulerOutput& out = res.out;
     const auto t_sched = Clock::now();
     res.schedule_ms = ms_between(t0, t_sched);
     if (out.empty()) return res;
     res.ran = true;
+    for (const auto& ch : out.chunks) {
+        auto& m = m_reqs.at(ch.id)->metrics;
+        if (m.first_scheduled_ms < 0) m.first_scheduled_ms = t_start_ms;
+    }
 
     // KV block moves, in the order the scheduler's contract gives.
     const int64_t be = m_kv->block_elems();
@@ -255,6 +275,11 @@ Result<StepResult> Engine::step() {
         if (sampled[i] < 0) continue;
         Req& r = *m_reqs.at(out.chunks[i].id);
         r.history.push_back(sampled[i]);
+        const double now_ms = ms_since_start();
+        if (r.metrics.first_token_ms < 0) r.metrics.first_token_ms = now_ms;
+        r.metrics.token_times_ms.push_back(now_ms);
+        r.metrics.n_output = static_cast<int>(r.metrics.token_times_ms.size());
+        ++m_total_generated;
         const TextStep t = r.text.push(sampled[i]);
         TokenEvent ev;
         ev.token = sampled[i];
@@ -274,7 +299,72 @@ Result<StepResult> Engine::step() {
     const auto t_end = Clock::now();
     res.sample_ms = ms_between(t_fwd, t_end);
     res.total_ms = ms_between(t0, t_end);
+    publish(res, t_start_ms);
     return res;
+}
+
+double Engine::ms_since_start() const { return ms_between(m_t0, Clock::now()); }
+
+EngineSnapshot Engine::snapshot(const StepRecord& step) const {
+    EngineSnapshot s;
+    s.step = step;
+    s.block_size = m_kv_mgr->block_size();
+    s.blocks = block_views(*m_kv_mgr);
+    s.n_host_blocks = m_sched->config().n_host_blocks;
+    std::vector<std::pair<RequestId, std::vector<int32_t>>> host_tables;
+    for (const SchedRequest* r : m_sched->requests()) {
+        const auto host = m_sched->host_blocks(r->id);
+        s.requests.push_back(request_view(*r, *m_kv_mgr, static_cast<int>(host.size())));
+        if (!host.empty()) host_tables.emplace_back(r->id, host);
+    }
+    s.host_blocks = host_block_views(host_tables);
+    s.kv_stats = m_kv_mgr->stats();
+    const SchedulerCounters& c = m_sched->counters();
+    s.total_preemptions = c.preemptions;
+    s.total_prompt_tokens = m_total_prompt_tokens;
+    s.total_generated_tokens = m_total_generated;
+    s.total_finished = m_total_finished;
+    s.total_swap_out_blocks = c.swapped_out_blocks;
+    s.total_swap_in_blocks = c.swapped_in_blocks;
+    s.total_cow_copies = c.cow_copies;
+    s.prefix_hit_rate = prefix_hit_rate(s.kv_stats);
+    return s;
+}
+
+void Engine::publish(StepResult& res, double t_start_ms) {
+    const SchedulerOutput& out = res.out;
+    StepRecord& rec = res.record;
+    rec.step = out.step;
+    rec.t_start_ms = t_start_ms;
+    rec.duration_ms = res.total_ms;
+    rec.schedule_ms = res.schedule_ms;
+    rec.forward_ms = res.forward_ms;
+    rec.sample_ms = res.sample_ms;
+    rec.n_seqs = static_cast<int>(out.chunks.size());
+    rec.prefill_tokens = out.num_prefill_tokens;
+    rec.decode_tokens = out.num_decode_tokens;
+    rec.token_budget = out.token_budget;
+    rec.preemptions = static_cast<int>(out.preempted.size());
+    rec.swap_out_blocks = static_cast<int>(out.swap_out.size());
+    rec.swap_in_blocks = static_cast<int>(out.swap_in.size());
+    rec.cow_copies = static_cast<int>(out.copies.size());
+    rec.prefix_hit_tokens = out.num_prefix_hit_tokens;
+    for (const SchedRequest* r : m_sched->requests()) {
+        if (r->status == RequestStatus::waiting) ++rec.n_waiting;
+        else if (r->status == RequestStatus::running) ++rec.n_running;
+        else if (r->status == RequestStatus::swapped) ++rec.n_swapped;
+    }
+    rec.n_finished_this_step = static_cast<int>(res.finished.size());
+    const bool full = m_snapshot_every > 0 && out.step % m_snapshot_every == 0;
+    if (full) {
+        EngineSnapshot snap = snapshot(rec);
+        fill_block_counts(snap.step, snap.blocks, snap.block_size);
+        rec = snap.step;
+        m_ring->publish(std::move(snap));
+    } else {
+        fill_block_counts(rec, block_views(*m_kv_mgr), m_kv_mgr->block_size());
+        m_ring->publish_step(rec);
+    }
 }
 
 Status Engine::run_until_idle() {
@@ -294,6 +384,14 @@ std::vector<int32_t> Engine::output_tokens(RequestId id) const {
         return it->second->beam->done.empty() ? std::vector<int32_t>{} : it->second->beam->done.front().tokens;
     const SchedRequest* r = m_sched->request(id);
     return r ? r->output : std::vector<int32_t>{};
+}
+
+std::vector<RequestMetrics> Engine::request_metrics() const {
+    std::vector<RequestMetrics> v;
+    for (const auto& [id, r] : m_reqs)
+        if (!r->beam || r->beam->root == id) v.push_back(r->metrics);
+    std::sort(v.begin(), v.end(), [](const RequestMetrics& a, const RequestMetrics& b) { return a.id < b.id; });
+    return v;
 }
 
 std::vector<BeamHypothesis> Engine::beam_hypotheses(RequestId id) const {
@@ -417,6 +515,8 @@ void Engine::remove_finished() {
         const SchedRequest* s = m_sched->request(it->first);
         const bool group_live = it->second->beam && !it->second->beam->finished;  // the root reports at the end
         if (!group_live && (!s || s->status == RequestStatus::finished)) {
+            if (it->second->metrics.finish_ms >= 0 && (!it->second->beam || it->second->beam->root == it->first))
+                m_removed_metrics.push_back(it->second->metrics);
             m_sched->remove_request(it->first);
             it = m_reqs.erase(it);
         } else {

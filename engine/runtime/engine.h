@@ -7,6 +7,7 @@
 //
 // Not thread-safe: one thread owns an Engine. engine/runtime/engine_loop.h runs one on
 // its own thread behind a command queue for the GUI.
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -21,6 +22,8 @@
 #include "engine/model/model.h"
 #include "engine/sampling/sampling_params.h"
 #include "engine/scheduler/scheduler.h"
+#include "engine/telemetry/snapshot.h"
+#include "engine/telemetry/snapshot_ring.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "kernels/backend.h"
 
@@ -39,6 +42,11 @@ struct EngineOptions {
     int n_threads = 0;                  // CPU threads, 0: one per core
     std::string backend = "auto";       // "auto", "cpu", "cuda"
     std::string simd = "auto";
+    // Telemetry: a full snapshot (block map, request table) every this many steps (0:
+    // never; step records are kept every step either way), and the ring sizes.
+    int snapshot_every = 1;
+    int snapshot_ring = 64;
+    int step_ring = 4096;
 };
 
 // One event of a request's stream, delivered on the engine's thread.
@@ -62,6 +70,9 @@ struct GenerationRequest {
     // hypothesis (highest sum of log-probabilities).
     int beam_width = 1;
     TokenCallback on_event;       // may be empty
+    // When the request arrived, in ms on the engine's clock (ms_since_start()); < 0: now.
+    // A benchmark replaying a workload passes the scheduled arrival time.
+    double arrival_ms = -1;
 };
 
 // A finished beam-search hypothesis.
@@ -76,6 +87,7 @@ struct StepResult {
     SchedulerOutput out;          // the schedule that ran
     std::vector<RequestId> finished;
     double schedule_ms = 0, kv_move_ms = 0, forward_ms = 0, sample_ms = 0, total_ms = 0;
+    StepRecord record;            // what the telemetry ring got for this step
 };
 
 class Engine {
@@ -107,8 +119,18 @@ public:
     std::vector<int32_t> output_tokens(RequestId id) const;
     // A finished beam-search request's hypotheses, best first (empty otherwise).
     std::vector<BeamHypothesis> beam_hypotheses(RequestId id) const;
-    // Forgets finished requests (their records stay readable until then).
+    // Forgets finished requests (their records stay readable until then); their metrics
+    // move to finished_metrics().
     void remove_finished();
+
+    // Telemetry. The ring is thread-safe: another thread may read it while this one steps.
+    std::shared_ptr<const SnapshotRing> telemetry() const { return m_ring; }
+    // Milestones of every request still known, by id, and of those removed since start.
+    std::vector<RequestMetrics> request_metrics() const;
+    const std::vector<RequestMetrics>& finished_metrics() const { return m_removed_metrics; }
+    double ms_since_start() const;
+    // The snapshot of the state right now (what the ring gets after a step).
+    EngineSnapshot snapshot(const StepRecord& step) const;
 
     const Scheduler& scheduler() const { return *m_sched; }
     const KVCacheManager& kv_cache() const { return *m_kv_mgr; }
@@ -130,6 +152,7 @@ private:
     void beam_finish(BeamGroup& g, std::vector<RequestId>* finished);
     void emit(Req& r, TokenEvent ev);
     void finish(RequestId id, FinishReason why);
+    void publish(StepResult& res, double t_start_ms);
 
     std::shared_ptr<const Model> m_model;
     std::shared_ptr<const Tokenizer> m_tok;
@@ -144,6 +167,11 @@ private:
     RequestId m_next_id = 1;
     RequestId m_next_beam_id = -1;       // beams other than the first get ids -1, -2, ...
     int m_max_model_len = 0;
+    std::shared_ptr<SnapshotRing> m_ring;
+    int m_snapshot_every = 1;
+    std::chrono::steady_clock::time_point m_t0;
+    std::vector<RequestMetrics> m_removed_metrics;
+    int64_t m_total_prompt_tokens = 0, m_total_generated = 0, m_total_finished = 0;
     // Reused step buffers.
     ForwardBatch m_batch;
     std::vector<float> m_logits;

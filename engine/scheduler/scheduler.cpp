@@ -18,6 +18,7 @@ struct Scheduler::Impl {
     int64_t next_arrival = 0;
     int64_t step = 0;
     std::vector<RequestId> static_batch;        // static_batch policy: the batch in flight
+    std::vector<RequestId> padded;              // finished members still holding their seat
 
     bool before(RequestId a, RequestId b) const {
         const SchedRequest& x = reqs.at(a);
@@ -76,7 +77,20 @@ Status Scheduler::add_request(RequestId id, std::vector<int32_t> prompt, int max
 void Scheduler::finish_request(RequestId id, FinishReason why) {
     auto it = m_impl->reqs.find(id);
     if (it == m_impl->reqs.end() || it->second.status == RequestStatus::finished) return;
-    m_kv.free(id);
+    const bool keeps_seat = m_config.policy == BatchingPolicy::static_batch && why != FinishReason::cancelled &&
+                            it->second.status == RequestStatus::running &&
+                            std::find(m_impl->static_batch.begin(), m_impl->static_batch.end(), id) !=
+                                m_impl->static_batch.end();
+    if (keeps_seat) m_impl->padded.push_back(id);  // blocks freed when the batch ends
+    else m_kv.free(id);
+    const bool batch_live = std::any_of(m_impl->static_batch.begin(), m_impl->static_batch.end(), [&](RequestId b) {
+        auto bt = m_impl->reqs.find(b);
+        return b != id && bt != m_impl->reqs.end() && bt->second.status != RequestStatus::finished;
+    });
+    if (!batch_live) {  // the last member finished: every seat is free
+        for (RequestId p : m_impl->padded) m_kv.free(p);
+        m_impl->padded.clear();
+    }
     if (auto h = m_impl->host_tables.find(id); h != m_impl->host_tables.end()) {
         m_impl->host.release(h->second);
         m_impl->host_tables.erase(h);
@@ -203,6 +217,20 @@ SchedulerOutput Scheduler::schedule() {
         if (!ok) break;  // it preempted itself: everything after it is gone too
         add_chunk(r, n);
         ++i;
+    }
+
+    // Static batching: the seats of finished members still cost their token each step.
+    for (RequestId id : im.padded) {
+        if (budget <= 0) break;
+        const SchedRequest& r = im.reqs.at(id);
+        ScheduledChunk ch;
+        ch.id = id;
+        ch.start_pos = r.num_computed_tokens - 1;  // its last token with a KV slot, written again
+        ch.num_tokens = 1;
+        ch.padding = true;
+        out.chunks.push_back(ch);
+        ++out.num_padding_tokens;
+        --budget;
     }
 
     // 2. Waiting and swapped requests, when nothing had to be preempted.

@@ -20,6 +20,9 @@
 //     budget left runs as a chunk; without it, it waits for a step with room.
 //   static_batch: a batch of up to static_batch_size requests is admitted only when no
 //     request is running; nobody joins until every request of the batch has finished.
+//     As in a padded static batch, a member that finished early keeps its blocks and its
+//     seat: every step recomputes its last token (a `padding` chunk, nothing sampled)
+//     until the whole batch is done, so the baseline pays what static batching pays.
 // Preemption: when a running request needs a block and none is free, the running request
 // with the largest (priority, arrival) is preempted (possibly the one asking): recompute
 // frees its blocks and sends it back to waiting with num_computed_tokens = 0; swap copies
@@ -63,6 +66,7 @@ struct ScheduledChunk {
     int num_tokens = 0;
     bool is_prefill = false;  // false only for a decode: the one last token of a request that has output
     bool sample = false;      // the chunk ends at the request's last known token: sample the next one
+    bool padding = false;     // static batching: a finished member's seat (recomputes its last token)
 };
 
 struct SchedulerOutput {
@@ -75,8 +79,9 @@ struct SchedulerOutput {
     int token_budget = 0;                 // max_num_batched_tokens
     int num_prefill_tokens = 0;
     int num_decode_tokens = 0;
+    int num_padding_tokens = 0;           // static batching seats of finished members
     int num_prefix_hit_tokens = 0;        // prompt tokens found in the prefix cache this step
-    int total_tokens() const { return num_prefill_tokens + num_decode_tokens; }
+    int total_tokens() const { return num_prefill_tokens + num_decode_tokens + num_padding_tokens; }
     bool empty() const { return chunks.empty(); }
 };
 

@@ -1,0 +1,158 @@
+#pragma once
+// Telemetry of the engine, as plain data: what one step did (StepRecord), what the KV
+// pool and the request table looked like after it (EngineSnapshot), and when each
+// request's milestones and tokens happened (RequestMetrics). No Qt: the engine fills
+// these, app/engine_bridge turns them into ui/view_types.h, `kvscope bench --trace`
+// writes them as JSON (telemetry/trace_json.h).
+//
+// Every time is in milliseconds since the engine's start clock (the engine's own
+// steady_clock origin), so a trace from one run lines up on one axis.
+//
+// A snapshot is built by the engine thread after a step, then published through a
+// SnapshotRing (telemetry/snapshot_ring.h) as shared_ptr<const EngineSnapshot>: from then
+// on nobody writes it, so readers on other threads need no lock to look at it.
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+#include "engine/kv_cache/kv_cache_manager.h"
+#include "engine/scheduler/request.h"
+
+namespace kvs {
+
+// A KV block's state in the block map. Device blocks are free, used or cached (free but
+// still findable by its prefix hash); `swapped` is the state of a host-tier block that
+// holds a preempted request's KV.
+enum class BlockSlotState { free, used, cached, swapped };
+
+// One device block (vLLM's KVCacheBlock seen from outside).
+struct BlockView {
+    int32_t block_id = 0;
+    BlockSlotState state = BlockSlotState::free;
+    int32_t ref_cnt = 0;
+    std::vector<RequestId> owners;  // requests whose block table holds it, sorted
+    int n_filled = 0;               // token slots written: max over owners; block_size when cached
+    bool hashed = false;            // registered in the prefix cache
+};
+
+// One occupied block of the CPU swap tier. Only occupied host blocks are listed (sorted by
+// host_block); every other host block of EngineSnapshot::n_host_blocks is free.
+struct HostBlockView {
+    int32_t host_block = 0;
+    RequestId owner = 0;
+};
+
+// One row of the request table.
+struct RequestView {
+    RequestId id = 0;
+    RequestStatus status = RequestStatus::waiting;
+    FinishReason finish_reason = FinishReason::none;
+    int priority = 0;
+    int n_prompt = 0;
+    int n_output = 0;
+    int max_tokens = 0;
+    int num_computed_tokens = 0;
+    int num_cached_tokens = -1;      // prefix-cache hit when first scheduled, -1 until then
+    std::vector<int32_t> block_ids;  // device block table, [ceil(tokens with slots / block_size)]
+    int n_host_blocks = 0;           // host blocks held while swapped
+    int num_preemptions = 0;
+};
+
+// What one engine step did, and the pool right after it. Small and fixed-size on purpose:
+// the ring keeps thousands of these for the step timeline.
+struct StepRecord {
+    int64_t step = 0;
+    double t_start_ms = 0;   // since engine start
+    double duration_ms = 0;  // whole step: schedule + forward + sample + bookkeeping
+    double schedule_ms = 0;
+    double forward_ms = 0;
+    double sample_ms = 0;
+    int n_seqs = 0;            // chunks (requests) in the batch
+    int prefill_tokens = 0;
+    int decode_tokens = 0;
+    int token_budget = 0;      // max_num_batched_tokens
+    int preemptions = 0;       // requests preempted by this step's schedule
+    int swap_out_blocks = 0;
+    int swap_in_blocks = 0;
+    int cow_copies = 0;
+    int prefix_hit_tokens = 0;
+    int n_waiting = 0;         // waiting, not counting swapped
+    int n_running = 0;
+    int n_swapped = 0;
+    int n_finished_this_step = 0;
+    // The device pool after the step (fill_block_counts computes these from a block map).
+    int blocks_used = 0;
+    int blocks_cached = 0;
+    int blocks_free = 0;       // free and not cached
+    int n_blocks = 0;
+    double kv_usage = 0;       // blocks_used / n_blocks
+    int64_t tokens_in_kv = 0;  // filled slots of used blocks; a block shared by several requests counts once
+    double internal_waste = 0; // 1 - tokens_in_kv / (blocks_used * block_size); 0 when none used
+
+    int batch_tokens() const { return prefill_tokens + decode_tokens; }
+};
+
+// Milestones of one request. Times are ms since engine start; -1 = not reached yet.
+struct RequestMetrics {
+    RequestId id = 0;
+    double arrival_ms = 0;            // submitted (for a benchmark: its scheduled arrival)
+    double first_scheduled_ms = -1;   // first step that ran any of its tokens
+    double first_token_ms = -1;       // first output token sampled
+    double finish_ms = -1;
+    std::vector<double> token_times_ms;  // [n_output] when each output token was sampled
+    int n_prompt = 0;
+    int n_output = 0;
+    FinishReason finish_reason = FinishReason::none;
+
+    // Each returns -1 when a milestone it needs is missing.
+    double queue_ms() const;  // first_scheduled - arrival
+    double ttft_ms() const;   // first_token - arrival (time to first token)
+    double e2e_ms() const;    // finish - arrival
+    // Mean gap between consecutive output tokens after the first ((last - first) / (n - 1));
+    // 0 with fewer than 2 tokens.
+    double tpot_ms() const;
+    std::vector<double> inter_token_ms() const;  // [n_output - 1] gaps between consecutive tokens
+};
+
+// The whole observable state after one step; immutable once published.
+struct EngineSnapshot {
+    StepRecord step;
+    int block_size = 0;
+    std::vector<BlockView> blocks;          // [n_blocks] device blocks, by block id
+    std::vector<HostBlockView> host_blocks; // occupied host blocks only, by host block id
+    int n_host_blocks = 0;                  // size of the host swap tier
+    std::vector<RequestView> requests;      // every known request, by id
+    KVCacheStats kv_stats;                  // prefix-cache counters since start
+    // Totals since engine start.
+    int64_t total_preemptions = 0;
+    int64_t total_prompt_tokens = 0;     // prompt tokens of submitted requests
+    int64_t total_generated_tokens = 0;  // output tokens sampled
+    int64_t total_finished = 0;          // requests finished (any reason)
+    int64_t total_swap_out_blocks = 0;
+    int64_t total_swap_in_blocks = 0;
+    int64_t total_cow_copies = 0;
+    double prefix_hit_rate = 0;          // kv_stats.hit_tokens / query_tokens (prefix_hit_rate())
+};
+
+// ---- helpers that build the parts above from the KV side --------------------------------
+
+const char* block_slot_state_name(BlockSlotState s);
+
+// The device block map, [n_blocks], from KVCacheManager::block_map().
+std::vector<BlockView> block_views(const KVCacheManager& kv);
+
+// The occupied host blocks from each swapped request's host block table
+// (Scheduler::host_blocks(id)), sorted by host block id.
+std::vector<HostBlockView> host_block_views(
+    const std::vector<std::pair<RequestId, std::vector<int32_t>>>& host_tables);
+
+// One request-table row: the scheduler's record plus its device block table from kv.
+RequestView request_view(const SchedRequest& r, const KVCacheManager& kv, int n_host_blocks = 0);
+
+// Fills the pool half of a StepRecord (blocks_used .. internal_waste) from a block map.
+void fill_block_counts(StepRecord& rec, const std::vector<BlockView>& blocks, int block_size);
+
+// hit_tokens / query_tokens, 0 when nothing was looked up.
+double prefix_hit_rate(const KVCacheStats& s);
+
+}  // namespace kvs
