@@ -106,7 +106,8 @@ std::unique_ptr<Backend> make_cuda_backend(std::string* why) {
     return nullptr;
 }
 
-std::unique_ptr<Backend> make_backend(const std::string& requested, int n_threads, std::string* note) {
+std::unique_ptr<Backend> make_backend(const std::string& requested, int n_threads, std::string* note,
+                                      const std::string& simd) {
     std::string text;
     std::unique_ptr<Backend> backend;
     if (requested != "auto" && requested != "cpu" && requested != "cuda") {
@@ -117,7 +118,7 @@ std::unique_ptr<Backend> make_backend(const std::string& requested, int n_thread
         if (backend) {
             text = "backend: " + backend->name();
         } else {
-            backend = make_cpu_backend(n_threads);
+            backend = make_cpu_backend(n_threads, simd);
             const int n = backend->n_threads();
             text = "backend: " + backend->name() + " (" + std::to_string(n) + (n == 1 ? " thread)" : " threads)");
             if (requested == "auto") text += "; CUDA not used: " + why;

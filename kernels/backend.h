@@ -113,6 +113,7 @@ std::unique_ptr<Backend> make_cpu_backend(int n_threads = 0, const std::string& 
 std::unique_ptr<Backend> make_cuda_backend(std::string* why);
 
 // "cuda" when it loads, else the CPU backend; *note says which was picked and why.
-std::unique_ptr<Backend> make_backend(const std::string& requested, int n_threads, std::string* note);
+std::unique_ptr<Backend> make_backend(const std::string& requested, int n_threads, std::string* note,
+                                      const std::string& simd = "auto");
 
 }  // namespace kvs

@@ -82,6 +82,25 @@ int run_main(int argc, char** argv) {
     b->add_option("-r,--repetitions", bench.repetitions, "runs per test")->check(CLI::PositiveNumber);
     b->add_flag("--json", bench.json, "print JSON instead of the table");
     b->add_option("--json-out", bench.json_out, "also write the JSON to this file");
+    b->add_option("--workload", bench.workload,
+                  "serve a generated workload instead of pp/tg: mixed, poisson, shared-prefix, uniform "
+                  "(kind[:n=64,rate=8,prompt=16..512,output=16..256,prefix=256,seed=1])");
+    b->add_option("--policy", bench.policy, "batching policy for --workload: continuous, static or both")
+        ->check(CLI::IsMember({"continuous", "static", "both"}));
+    b->add_option("--max-seqs", bench.max_seqs, "most sequences per step (also the static batch size)")
+        ->check(CLI::PositiveNumber);
+    b->add_option("--step-budget", bench.step_budget, "most tokens per engine step")->check(CLI::PositiveNumber);
+    b->add_option("--kv-blocks", bench.kv_blocks, "KV pool size in blocks")->check(CLI::PositiveNumber);
+    b->add_option("--kv-mib", bench.kv_mib, "KV pool size in MiB (default 1024)")->check(CLI::PositiveNumber);
+    b->add_option("--preemption", bench.preemption, "when the KV pool is full: recompute or swap")
+        ->check(CLI::IsMember({"recompute", "swap"}));
+    b->add_option("--host-blocks", bench.host_blocks, "CPU swap tier size in blocks (with --preemption swap)")
+        ->check(CLI::NonNegativeNumber);
+    b->add_flag("--no-prefix-cache", bench.no_prefix_cache, "turn prefix caching off");
+    b->add_option("--trace", bench.trace, "with --workload: write the step timeline, last snapshot and requests as JSON");
+    b->add_option("--sweep", bench.sweep, "aggregate decode tok/s per batch size, e.g. 1,2,4,8,16,32,64");
+    b->add_option("--sweep-prompt", bench.sweep_prompt, "prompt tokens per request in --sweep")->check(CLI::PositiveNumber);
+    b->add_option("--sweep-gen", bench.sweep_gen, "generated tokens per request in --sweep")->check(CLI::PositiveNumber);
     add_runner_options(b, bench.runner);
 
     try {
@@ -97,7 +116,13 @@ int run_main(int argc, char** argv) {
         return cmd_generate(gen);
     }
     if (in->parsed()) return cmd_inspect(ins);
-    if (b->parsed()) return cmd_bench(bench);
+    if (b->parsed()) {
+        if (!bench.workload.empty() || !bench.sweep.empty()) {
+            if (b->count("--ctx") == 0) bench.runner.n_ctx = 2048;  // max_model_len of the served requests
+            return cmd_bench_serve(bench);
+        }
+        return cmd_bench(bench);
+    }
     return run_gui(argc, argv);
 }
 

@@ -41,8 +41,22 @@ struct BenchOptions {
     bool json = false;
     std::string json_out;
     RunnerOptions runner;
+    // The batching engine under load (app/cli/cmd_bench_serve.cpp): --workload or --sweep.
+    std::string workload;         // a workload spec, e.g. "mixed", "shared-prefix:n=32"
+    std::string policy = "both";  // continuous, static, both
+    int max_seqs = 16;            // most sequences per step (and the static batch size)
+    int step_budget = 512;        // tokens per step
+    int kv_blocks = 0;            // KV pool in blocks (0: from kv_mib)
+    double kv_mib = 0;            // KV pool in MiB (0: the engine's default, 1 GiB)
+    std::string preemption = "recompute";
+    int host_blocks = 256;        // swap tier size with --preemption swap
+    bool no_prefix_cache = false;
+    std::string trace;            // write the first policy's steps, last snapshot and requests here
+    std::string sweep;            // batch sizes, e.g. "1,2,4,8,16,32,64"
+    int sweep_prompt = 32, sweep_gen = 64;
 };
 int cmd_bench(const BenchOptions& o);
+int cmd_bench_serve(const BenchOptions& o);
 
 // Resolves and loads a model by name or path; prints the error and returns null when
 // it cannot. *load_ms gets the load time.

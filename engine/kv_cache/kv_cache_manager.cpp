@@ -41,6 +41,7 @@ Result<int> KVCacheManager::get_computed_blocks(RequestId id, const std::vector<
         return Result<int>::error("get_computed_blocks: request " + std::to_string(id) + " already holds blocks");
     r.pending_hits.clear();
     r.pending_hashes.clear();
+    r.pending_query_tokens = 0;
     if (!m_enable_prefix_caching || token_ids.empty()) return 0;
     const int bs = m_block_size;
     const int max_blocks = (static_cast<int>(token_ids.size()) - 1) / bs;  // keep the last token to compute
@@ -53,10 +54,10 @@ Result<int> KVCacheManager::get_computed_blocks(RequestId id, const std::vector<
         r.pending_hashes.push_back(h);
         parent = h;
     }
-    const int n_cached = static_cast<int>(r.pending_hits.size()) * bs;
-    m_query_tokens += static_cast<int64_t>(token_ids.size());
-    m_hit_tokens += n_cached;
-    return n_cached;
+    // Counted when allocate_slots takes the hits: a request that waits for room and asks
+    // again every step is counted once.
+    r.pending_query_tokens = static_cast<int>(token_ids.size());
+    return static_cast<int>(r.pending_hits.size()) * bs;
 }
 
 Result<SlotAllocation> KVCacheManager::allocate_slots(RequestId id, const std::vector<int32_t>& token_ids_total,
@@ -94,12 +95,16 @@ Result<SlotAllocation> KVCacheManager::allocate_slots(RequestId id, const std::v
     if (blocks_needed > m_pool.n_free() - pending_in_free_queue) {
         r.pending_hits.clear();
         r.pending_hashes.clear();
+        r.pending_query_tokens = 0;
         if (r.block_table.empty() && r.num_tokens == 0) m_requests.erase(id);
         SlotAllocation out;
         out.no_room = true;
         return out;
     }
 
+    m_query_tokens += r.pending_query_tokens;
+    m_hit_tokens += static_cast<int64_t>(n_pending) * bs;
+    r.pending_query_tokens = 0;
     if (n_pending > 0) {
         m_pool.touch(r.pending_hits);
         r.block_table.insert(r.block_table.end(), r.pending_hits.begin(), r.pending_hits.end());

@@ -113,6 +113,7 @@ private:
         std::vector<uint64_t> block_hashes;  // chain hashes of the full blocks so far
         std::vector<int32_t> pending_hits;   // from get_computed_blocks, taken by allocate_slots
         std::vector<uint64_t> pending_hashes;
+        int pending_query_tokens = 0;        // prompt length looked up, counted when the hits are taken
     };
     void hash_full_blocks(RequestState& r, const std::vector<int32_t>& token_ids, int n_full) const;
 

@@ -93,7 +93,7 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> mode
                         std::to_string(n_blocks * per_block >> 20) + " MiB, more than 90% of this machine's " +
                         std::to_string(ram >> 20) + " MiB of RAM");
 
-    e->m_backend = make_backend(opt.backend, opt.n_threads, &e->m_backend_note);
+    e->m_backend = make_backend(opt.backend, opt.n_threads, &e->m_backend_note, opt.simd);
     if (!e->m_backend) return R::error(e->m_backend_note);
     for (const auto* w : {&e->m_model->token_embd, &e->m_model->output})
         if (!e->m_backend->supports(w->dtype))
@@ -515,9 +515,12 @@ void Engine::remove_finished() {
         const SchedRequest* s = m_sched->request(it->first);
         const bool group_live = it->second->beam && !it->second->beam->finished;  // the root reports at the end
         if (!group_live && (!s || s->status == RequestStatus::finished)) {
+            if (s && !m_sched->remove_request(it->first)) {  // a static batch seat: later
+                ++it;
+                continue;
+            }
             if (it->second->metrics.finish_ms >= 0 && (!it->second->beam || it->second->beam->root == it->first))
                 m_removed_metrics.push_back(it->second->metrics);
-            m_sched->remove_request(it->first);
             it = m_reqs.erase(it);
         } else {
             ++it;

@@ -14,7 +14,7 @@ Result<std::unique_ptr<SequenceRunner>> SequenceRunner::create(std::shared_ptr<c
     std::unique_ptr<SequenceRunner> r(new SequenceRunner);
     r->m_opt = opt;
     r->m_model = std::move(model);
-    r->m_backend = make_backend(opt.backend, opt.n_threads, &r->m_backend_note);
+    r->m_backend = make_backend(opt.backend, opt.n_threads, &r->m_backend_note, opt.simd);
     if (!r->m_backend) return R::error(r->m_backend_note);
     for (const auto* w : {&r->m_model->token_embd, &r->m_model->output})
         if (!r->m_backend->supports(w->dtype))

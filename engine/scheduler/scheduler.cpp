@@ -129,12 +129,13 @@ Status Scheduler::fork_request(RequestId parent, RequestId child) {
     return Status::ok();
 }
 
-void Scheduler::remove_request(RequestId id) {
+bool Scheduler::remove_request(RequestId id) {
     auto it = m_impl->reqs.find(id);
-    if (it != m_impl->reqs.end() && it->second.status == RequestStatus::finished) {
-        m_impl->reqs.erase(it);
-        Impl::erase(m_impl->static_batch, id);
-    }
+    if (it == m_impl->reqs.end() || it->second.status != RequestStatus::finished) return false;
+    // A finished member of a static batch keeps its seat until the batch ends.
+    if (std::find(m_impl->padded.begin(), m_impl->padded.end(), id) != m_impl->padded.end()) return false;
+    m_impl->reqs.erase(it);
+    return true;
 }
 
 SchedulerOutput Scheduler::schedule() {

@@ -134,7 +134,9 @@ public:
     Status fork_request(RequestId parent, RequestId child);
 
     // Forgets a finished request (its record stays until then, for telemetry and results).
-    void remove_request(RequestId id);
+    // False (nothing removed) for unknown or unfinished requests, and for a finished member
+    // of a static batch still holding its seat.
+    bool remove_request(RequestId id);
 
     const SchedRequest* request(RequestId id) const;  // nullptr if unknown
     std::vector<const SchedRequest*> requests() const;  // every known request, by id
