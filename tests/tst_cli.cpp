@@ -2,6 +2,7 @@
 // Runs the real `kvscope` executable the way a user does: bad input must give a clear
 // error and a non-zero exit (never a crash or a hang); good input must work.
 #include <QProcess>
+#include <QFile>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -109,6 +110,55 @@ private Q_SLOTS:
         QCOMPARE(j["tg"].toObject()["samples_ts"].toArray().size(), 2);
         QVERIFY(j["pp"].toObject()["avg_ts"].toDouble() > 0);
         QVERIFY(j["memory_read_bandwidth_gbs"].toDouble() > 0);
+    }
+
+    void benchWorkloadBothPoliciesAndTrace() {
+        QTemporaryDir dir;
+        kvs::test::TinyModelSpec spec;
+        const QString gguf = dir.filePath("tiny.gguf"), trace = dir.filePath("trace.json");
+        QVERIFY(kvs::test::write_tiny_gguf(gguf.toStdString(), spec).is_ok());
+        const Run r = run_kvscope({"bench", gguf, "--workload", "mixed:n=6,prompt=4..20,output=2..6", "--max-seqs", "3",
+                                   "--ctx", "256", "--json", "--trace", trace});
+        QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+        const QJsonObject j = QJsonDocument::fromJson(r.out.toUtf8()).object();
+        const QJsonArray runs = j["runs"].toArray();
+        QCOMPARE(runs.size(), 2);
+        QCOMPARE(runs[0].toObject()["policy"].toString(), QString("continuous"));
+        QCOMPARE(runs[1].toObject()["policy"].toString(), QString("static"));
+        for (const auto& v : runs) {
+            const QJsonObject o = v.toObject();
+            QCOMPARE(o["latency"].toObject()["n_finished"].toInt(), 6);
+            QVERIFY(o["output_tok_per_s"].toDouble() > 0);
+            QVERIFY(o["kv_waste_paged"].toDouble() >= 0 && o["kv_waste_paged"].toDouble() < 1);
+        }
+        QVERIFY(runs[1].toObject()["padding_tokens"].toInt() > 0);  // static batches pay for finished seats
+        QVERIFY(j["continuous_vs_static"].toDouble() > 0);
+        QFile f(trace);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QJsonObject t = QJsonDocument::fromJson(f.readAll()).object();
+        QCOMPARE(t["format"].toString(), QString("kvscope-trace"));
+        QVERIFY(t["steps"].toArray().size() > 0);
+        QCOMPARE(t["requests"].toArray().size(), 6);
+        QCOMPARE(t["snapshots"].toArray().size(), 1);
+    }
+
+    void benchSweepAndBadWorkload() {
+        QTemporaryDir dir;
+        kvs::test::TinyModelSpec spec;
+        const QString gguf = dir.filePath("tiny.gguf");
+        QVERIFY(kvs::test::write_tiny_gguf(gguf.toStdString(), spec).is_ok());
+        const Run r = run_kvscope({"bench", gguf, "--sweep", "1,2,4", "--sweep-prompt", "4", "--sweep-gen", "3", "--json"});
+        QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+        const QJsonArray rows = QJsonDocument::fromJson(r.out.toUtf8()).object()["sweep"].toArray();
+        QCOMPARE(rows.size(), 3);
+        QCOMPARE(rows[2].toObject()["batch"].toInt(), 4);
+        QVERIFY(rows[2].toObject()["decode_tok_per_s"].toDouble() > 0);
+        const Run bad = run_kvscope({"bench", gguf, "--workload", "mixed:bogus=3"});
+        QCOMPARE(bad.exit_code, 1);
+        QVERIFY2(bad.err.contains("bogus"), qPrintable(bad.err));
+        const Run bad2 = run_kvscope({"bench", gguf, "--sweep", "1,x"});
+        QCOMPARE(bad2.exit_code, 1);
+        QVERIFY2(bad2.err.contains("1,x"), qPrintable(bad2.err));
     }
 
     void missingModelNamesWhatExists() {

@@ -12,6 +12,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <cstdlib>
 #include <random>
 
 #include "tests/support/tiny_model.h"
@@ -19,6 +20,12 @@
 using namespace kvs;
 
 namespace {
+
+// "cpu" unless KVS_TEST_BACKEND names another (the CUDA runs on a GPU machine).
+std::string test_backend() {
+    const char* b = std::getenv("KVS_TEST_BACKEND");
+    return b && *b ? b : "cpu";
+}
 
 std::vector<std::vector<int32_t>> random_prompts(int n, int min_len, int max_len, int n_vocab, uint32_t seed) {
     std::mt19937 rng(seed);
@@ -37,6 +44,7 @@ std::vector<int32_t> run_alone(std::shared_ptr<const Model> model, const std::ve
     RunnerOptions ro;
     ro.n_ctx = 512;
     ro.n_threads = 2;
+    ro.backend = test_backend();
     auto runner = SequenceRunner::create(model, ro);
     if (!runner) qFatal("%s", runner.message().c_str());
     Sampler sampler(params);
@@ -59,6 +67,7 @@ std::vector<BeamHypothesis> brute_force_beam(std::shared_ptr<const Model> model,
     RunnerOptions ro;
     ro.n_ctx = 512;
     ro.n_threads = 2;
+    ro.backend = test_backend();
     auto runner = SequenceRunner::create(model, ro);
     if (!runner) qFatal("%s", runner.message().c_str());
     const int n_vocab = model->config.n_vocab;
@@ -115,7 +124,7 @@ class TestEngine : public QObject {
 
     std::unique_ptr<Engine> make_engine(EngineOptions o) {
         o.n_threads = 2;
-        o.backend = "cpu";
+        o.backend = test_backend();
         auto e = Engine::create(m_model, nullptr, o);
         if (!e) qFatal("Engine::create: %s", e.message().c_str());
         return std::move(*e);

@@ -10,6 +10,8 @@
 
 #include <QtTest>
 
+#include <cstdlib>
+
 #include "tests/support/test_paths.h"
 
 using namespace kvs;
@@ -24,6 +26,11 @@ const char* kPrompts[] = {
     "Translate 'good morning' into Spanish.",
 };
 constexpr int kTokens = 32;
+// "cpu" unless KVS_TEST_BACKEND names another (the CUDA runs on a GPU machine).
+std::string test_backend() {
+    const char* b = std::getenv("KVS_TEST_BACKEND");
+    return b && *b ? b : "cpu";
+}
 }  // namespace
 
 class TestEngineModel : public QObject {
@@ -60,7 +67,7 @@ private Q_SLOTS:
         // Alone: SequenceRunner, prompt in one pass, then one token per pass.
         RunnerOptions ro;
         ro.n_ctx = 512;
-        ro.backend = "cpu";
+        ro.backend = test_backend();
         auto runner = SequenceRunner::create(m_model, ro);
         QVERIFY2(runner.is_ok(), runner.message().c_str());
         for (const auto& prompt : m_prompts) {
@@ -90,7 +97,7 @@ private Q_SLOTS:
         QFETCH(int, kv_blocks);
         QFETCH(int, mode);
         EngineOptions o;
-        o.backend = "cpu";
+        o.backend = test_backend();
         o.kv_blocks = kv_blocks;
         o.max_model_len = 512;
         o.prefix_caching = false;  // preemption must recompute, not find its own blocks
