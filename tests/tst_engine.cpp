@@ -498,7 +498,9 @@ private Q_SLOTS:
             QCOMPARE(got[size_t(i)].tokens, want[size_t(i)].tokens);
             // Tokens exactly; scores to float rounding (a decode step's attention sums its
             // keys in another order than a from-scratch prefill: measured |diff| ~ 3e-7).
-            QVERIFY2(std::abs(got[size_t(i)].logprob - want[size_t(i)].logprob) < 1e-5,
+            // On CUDA, batched F16 cuBLAS GEMMs against one-token GEMVs: measured 2.8e-5.
+            const double tol = test_backend() == "cpu" ? 1e-5 : 1e-4;
+            QVERIFY2(std::abs(got[size_t(i)].logprob - want[size_t(i)].logprob) < tol,
                      qPrintable(QString("hypothesis %1: %2 vs %3").arg(i).arg(got[size_t(i)].logprob, 0, 'g', 17).arg(want[size_t(i)].logprob, 0, 'g', 17)));
         }
         QCOMPARE(e->output_tokens(*id), want[0].tokens);

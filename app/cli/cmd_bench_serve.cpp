@@ -81,7 +81,9 @@ Result<PolicyRun> run_policy(std::shared_ptr<const Model> model, const BenchOpti
 
     const double t0 = e.ms_since_start();
     size_t next = 0;
-    double tok_sum = 0, slot_sum = 0, max_len_sum = 0, req_sum = 0, util_sum = 0;
+    // Paged waste compares physical slots (a shared prefix block counts once); the
+    // contiguous baselines compare each holder's own tokens with its own reservation.
+    double phys_tok_sum = 0, tok_sum = 0, slot_sum = 0, max_len_sum = 0, req_sum = 0, util_sum = 0;
     int64_t computed_tokens = 0;
     while (next < work.size() || e.has_work()) {
         const double now = e.ms_since_start() - t0;
@@ -116,6 +118,7 @@ Result<PolicyRun> run_policy(std::shared_ptr<const Model> model, const BenchOpti
             max_len_sum += e.max_model_len();
             req_sum += r->num_prompt() + r->max_tokens;
         }
+        phys_tok_sum += static_cast<double>(rec.tokens_in_kv);
         slot_sum += static_cast<double>(rec.blocks_used) * e.block_size();
         util_sum += rec.kv_usage;
         run.kv_util_peak = std::max(run.kv_util_peak, rec.kv_usage);
@@ -130,7 +133,7 @@ Result<PolicyRun> run_policy(std::shared_ptr<const Model> model, const BenchOpti
     run.lat = summarize(run.metrics);
     run.total_tok_per_s = run.wall_s > 0 ? computed_tokens / run.wall_s : 0;
     run.kv_util_mean = run.steps ? util_sum / run.steps : 0;
-    run.waste_paged = slot_sum > 0 ? 1.0 - tok_sum / slot_sum : 0;
+    run.waste_paged = slot_sum > 0 ? 1.0 - phys_tok_sum / slot_sum : 0;
     run.waste_max_len = max_len_sum > 0 ? 1.0 - tok_sum / max_len_sum : 0;
     run.waste_request = req_sum > 0 ? 1.0 - tok_sum / req_sum : 0;
     run.prefix_hit_rate = prefix_hit_rate(e.kv_cache().stats());
