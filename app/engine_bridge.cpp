@@ -1,16 +1,40 @@
 #include "app/engine_bridge.h"
 
+#include <chrono>
+
 #include "engine/model/model.h"
 #include "engine/model/model_registry.h"
-#include "engine/runtime/generate.h"
-#include "engine/runtime/sequence_runner.h"
+#include "engine/runtime/engine.h"
+#include "engine/runtime/engine_loop.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 
 namespace kvs::app {
 
-EngineBridge::EngineBridge() { qRegisterMetaType<QList<ChatTurn>>("QList<kvs::app::ChatTurn>"); }
-EngineBridge::~EngineBridge() = default;
+namespace {
+using Clock = std::chrono::steady_clock;
+
+// Per request, on the engine thread: what the final summary reports.
+struct ReplyStats {
+    Clock::time_point submitted = Clock::now();
+    Clock::time_point first;
+    int n_tokens = 0;
+};
+}  // namespace
+
+EngineBridge::EngineBridge() {
+    qRegisterMetaType<QList<ChatTurn>>("QList<kvs::app::ChatTurn>");
+    qRegisterMetaType<ChatSettings>("kvs::app::ChatSettings");
+}
+
+EngineBridge::~EngineBridge() {
+    std::unique_ptr<EngineLoop> loop;
+    {
+        std::lock_guard<std::mutex> lk(m_mu);
+        loop = std::move(m_loop);
+    }
+    loop.reset();  // joins the engine thread: no callback runs after this
+}
 
 void EngineBridge::loadModel(const QString& nameOrPath) {
     auto path = resolve_model(nameOrPath.toStdString());
@@ -28,53 +52,137 @@ void EngineBridge::loadModel(const QString& nameOrPath) {
         Q_EMIT modelLoadFailed(QString::fromStdString("tokenizer: " + tok.message()));
         return;
     }
-    RunnerOptions ro;
-    ro.n_ctx = std::min(4096, std::max(256, model.value()->config.n_ctx_train));
-    auto runner = SequenceRunner::create(model.value(), ro);
-    if (!runner) {
-        Q_EMIT modelLoadFailed(QString::fromStdString(runner.message()));
+    auto tokenizer = std::make_shared<const Tokenizer>(std::move(tok.value()));
+    EngineOptions eo;
+    eo.max_model_len = std::min(4096, std::max(256, model.value()->config.n_ctx_train));
+    eo.kv_bytes = 512LL << 20;
+    eo.scheduler.max_num_seqs = 64;
+    eo.scheduler.max_num_batched_tokens = 512;
+    auto engine = Engine::create(model.value(), tokenizer, eo);
+    if (!engine) {
+        Q_EMIT modelLoadFailed(QString::fromStdString(engine.message()));
         return;
     }
-    m_model = model.value();
-    m_tokenizer = std::make_unique<Tokenizer>(std::move(tok.value()));
-    m_runner = std::move(runner.value());
+    const QString backend = QString::fromStdString((*engine)->backend().name());
+    auto ring = (*engine)->telemetry();
+    auto loop = std::make_unique<EngineLoop>(std::move(*engine));
+    std::unique_ptr<EngineLoop> old;
+    std::set<qint64> orphaned;
+    {
+        std::lock_guard<std::mutex> lk(m_mu);
+        old = std::move(m_loop);
+        orphaned.swap(m_inFlight);
+        m_model = model.value();
+        m_tokenizer = tokenizer;
+        m_loop = std::move(loop);
+        m_ring = ring;
+    }
+    old.reset();
+    for (qint64 id : orphaned) Q_EMIT requestFailed(id, tr("the model was replaced"));
     const auto& c = m_model->config;
     for (const auto& w : m_model->warnings) Q_EMIT modelWarning(QString::fromStdString(w));
     Q_EMIT modelLoaded(QString("%1 · %2 · %3 layers · %4 M params · %5")
                          .arg(QString::fromStdString(c.name), QString::fromStdString(m_model->file_type))
                          .arg(c.n_layer)
                          .arg(m_model->n_params / 1e6, 0, 'f', 0)
-                         .arg(QString::fromStdString(m_runner->backend().name())));
+                         .arg(backend));
 }
 
-void EngineBridge::generateReply(int requestId, const QList<ChatTurn>& turns, double temperature, int maxTokens) {
-    if (!m_runner) {
-        Q_EMIT generationFailed(tr("no model is loaded"));
-        return;
+void EngineBridge::forget(qint64 id) {
+    std::lock_guard<std::mutex> lk(m_mu);
+    m_inFlight.erase(id);
+}
+
+qint64 EngineBridge::submitChat(const QList<ChatTurn>& turns, const ChatSettings& s) {
+    std::unique_lock<std::mutex> lk(m_mu);
+    if (!m_loop) {
+        lk.unlock();
+        Q_EMIT requestFailed(0, tr("no model is loaded"));
+        return 0;
     }
     std::vector<ChatMessage> msgs;
+    if (!s.systemPrompt.isEmpty()) msgs.push_back({"system", s.systemPrompt.toStdString()});
     for (const auto& t : turns) msgs.push_back({t.role.toStdString(), t.content.toStdString()});
     const auto& vocab = m_model->vocab;
     const ChatFormat fmt = detect_chat_format(vocab.chat_template, vocab);
     const std::string text = apply_chat_template(fmt, msgs, true, default_system_prompt(vocab.chat_template));
-    const auto prompt = m_tokenizer->encode(text, true, true);
-    SamplingParams sp;
-    sp.temperature = static_cast<float>(temperature);
-    sp.max_tokens = maxTokens;
-    m_runner->clear();
-    auto st = generate(*m_runner, *m_tokenizer, prompt, sp, [this, requestId](const std::string& piece) {
-        if (!piece.empty()) Q_EMIT textGenerated(QString::fromStdString(piece));
-        return requestId > m_stopUpTo.load();
-    });
-    if (!st) {
-        Q_EMIT generationFailed(QString::fromStdString(st.message()));
-        return;
-    }
-    Q_EMIT generationFinished(QString("%1 tokens · %2 tok/s · TTFT %3 ms · %4")
-                                .arg(st->n_generated)
-                                .arg(st->decode_tps(), 0, 'f', 1)
-                                .arg(st->ttft_ms, 0, 'f', 0)
-                                .arg(QString::fromStdString(st->stop_reason)));
+    GenerationRequest req;
+    req.prompt = m_tokenizer->encode(text, true, true);
+    req.params.temperature = static_cast<float>(s.temperature);
+    req.params.top_k = s.topK;
+    req.params.top_p = static_cast<float>(s.topP);
+    req.params.min_p = static_cast<float>(s.minP);
+    req.params.repeat_penalty = static_cast<float>(s.repeatPenalty);
+    req.params.max_tokens = s.maxTokens;
+    if (s.seed >= 0) req.params.seed = static_cast<uint64_t>(s.seed);
+    auto stats = std::make_shared<ReplyStats>();
+    // Runs on the engine thread; the signals are queued to the GUI thread.
+    req.on_event = [this, stats](const TokenEvent& ev) {
+        if (ev.token >= 0 && stats->n_tokens++ == 0) stats->first = Clock::now();
+        if (!ev.text.empty()) Q_EMIT tokenText(ev.id, QString::fromStdString(ev.text));
+        if (!ev.finished) return;
+        forget(ev.id);
+        if (ev.finish_reason == FinishReason::rejected) {
+            Q_EMIT requestFailed(ev.id, QString::fromStdString(ev.error));
+            return;
+        }
+        const auto now = Clock::now();
+        const double ttft = stats->n_tokens ? std::chrono::duration<double, std::milli>(stats->first - stats->submitted).count() : 0;
+        const double decode_s = std::chrono::duration<double>(now - stats->first).count();
+        const double tps = stats->n_tokens > 1 && decode_s > 0 ? (stats->n_tokens - 1) / decode_s : 0;
+        const char* why = ev.finish_reason == FinishReason::stop        ? "stop"
+                          : ev.finish_reason == FinishReason::length    ? "max tokens"
+                          : ev.finish_reason == FinishReason::cancelled ? "cancelled"
+                                                                        : "done";
+        Q_EMIT requestFinished(ev.id, QString("%1 tokens · %2 tok/s · TTFT %3 ms · %4")
+                                          .arg(stats->n_tokens)
+                                          .arg(tps, 0, 'f', 1)
+                                          .arg(ttft, 0, 'f', 0)
+                                          .arg(QString::fromLatin1(why)));
+    };
+    const qint64 id = m_loop->submit(std::move(req));
+    m_inFlight.insert(id);
+    return id;
+}
+
+void EngineBridge::cancel(qint64 requestId) {
+    std::lock_guard<std::mutex> lk(m_mu);
+    if (m_loop) m_loop->cancel(requestId);
+}
+
+void EngineBridge::pause() {
+    std::lock_guard<std::mutex> lk(m_mu);
+    if (m_loop) m_loop->pause();
+}
+
+void EngineBridge::resume() {
+    std::lock_guard<std::mutex> lk(m_mu);
+    if (m_loop) m_loop->resume();
+}
+
+void EngineBridge::singleStep() {
+    std::lock_guard<std::mutex> lk(m_mu);
+    if (m_loop) m_loop->single_step();
+}
+
+void EngineBridge::setStepDelayMs(int ms) {
+    std::lock_guard<std::mutex> lk(m_mu);
+    if (m_loop) m_loop->set_step_delay_ms(ms);
+}
+
+std::shared_ptr<const EngineSnapshot> EngineBridge::latestSnapshot() const {
+    std::lock_guard<std::mutex> lk(m_mu);
+    return m_ring ? m_ring->latest() : nullptr;
+}
+
+std::vector<StepRecord> EngineBridge::stepsAfter(int64_t step) const {
+    std::lock_guard<std::mutex> lk(m_mu);
+    return m_ring ? m_ring->steps_after(step) : std::vector<StepRecord>{};
+}
+
+int64_t EngineBridge::weightBytes() const {
+    std::lock_guard<std::mutex> lk(m_mu);
+    return m_model ? m_model->weight_bytes : 0;
 }
 
 }  // namespace kvs::app

@@ -1,16 +1,22 @@
 #pragma once
-// The only place Qt meets the engine: a QObject that lives on its own QThread, owns the
-// model and the sequence runner, and turns engine callbacks into queued Qt signals.
-// The GUI calls its slots through queued connections and never waits on it.
+// The only place Qt meets the engine. The bridge QObject lives on its own QThread (model
+// loading is slow and runs there); the engine itself runs on the EngineLoop's thread.
+// Chats submit requests from the GUI thread (a queue post, never a wait), tokens come back
+// as queued signals, and the views read the newest telemetry snapshot on a timer.
 #include <QObject>
 #include <QString>
 #include <QStringList>
-#include <atomic>
 #include <memory>
+#include <mutex>
+#include <set>
+#include <vector>
+
+#include "engine/telemetry/snapshot.h"
 
 namespace kvs {
 struct Model;
-class SequenceRunner;
+class EngineLoop;
+class SnapshotRing;
 class Tokenizer;
 }  // namespace kvs
 
@@ -21,35 +27,62 @@ struct ChatTurn {
     QString content;
 };
 
+// Sampling settings of one chat.
+struct ChatSettings {
+    double temperature = 0.7;
+    int topK = 40;
+    double topP = 0.95;
+    double minP = 0.05;
+    double repeatPenalty = 1.0;
+    int maxTokens = 512;
+    qint64 seed = -1;        // -1: the engine's default seed
+    QString systemPrompt;    // empty: the model's default system prompt
+};
+
 class EngineBridge : public QObject {
     Q_OBJECT
 public:
     EngineBridge();
     ~EngineBridge() override;
-    // Thread-safe: stops the generation of every request id up to and including
-    // requestId after its current token, also one still queued for the engine thread.
-    void requestStop(int requestId) { m_stopUpTo.store(requestId); }
+
+    // Thread-safe. Queues the assistant's reply to the conversation; returns its request
+    // id, or 0 when no model is loaded (requestFailed says so).
+    qint64 submitChat(const QList<kvs::app::ChatTurn>& turns, const kvs::app::ChatSettings& settings);
+    void cancel(qint64 requestId);  // frees its blocks at once; unknown ids are ignored
+    // Lesson controls of the engine thread.
+    void pause();
+    void resume();
+    void singleStep();
+    void setStepDelayMs(int ms);
+
+    // Telemetry for the views (thread-safe; null / empty before a model is loaded).
+    std::shared_ptr<const EngineSnapshot> latestSnapshot() const;
+    std::vector<StepRecord> stepsAfter(int64_t step) const;
+    int64_t weightBytes() const;
 
 public Q_SLOTS:
     void loadModel(const QString& nameOrPath);
-    // Generates the assistant's reply to the conversation (system/user/assistant turns).
-    void generateReply(int requestId, const QList<kvs::app::ChatTurn>& turns, double temperature, int maxTokens);
 
 Q_SIGNALS:
     void modelLoaded(const QString& description);
     void modelLoadFailed(const QString& message);
     void modelWarning(const QString& message);  // loaded, but something is not applied (see Model::warnings)
-    void textGenerated(const QString& piece);
-    void generationFinished(const QString& summary);
-    void generationFailed(const QString& message);
+    void tokenText(qint64 requestId, const QString& piece);
+    void requestFinished(qint64 requestId, const QString& summary);
+    void requestFailed(qint64 requestId, const QString& message);
 
 private:
+    void forget(qint64 id);
+
+    mutable std::mutex m_mu;  // guards everything below
     std::shared_ptr<Model> m_model;
-    std::unique_ptr<Tokenizer> m_tokenizer;
-    std::unique_ptr<SequenceRunner> m_runner;
-    std::atomic<int> m_stopUpTo{0};
+    std::shared_ptr<const Tokenizer> m_tokenizer;
+    std::unique_ptr<EngineLoop> m_loop;
+    std::shared_ptr<const SnapshotRing> m_ring;
+    std::set<qint64> m_inFlight;
 };
 
 }  // namespace kvs::app
 
 Q_DECLARE_METATYPE(kvs::app::ChatTurn)
+Q_DECLARE_METATYPE(kvs::app::ChatSettings)

@@ -42,29 +42,33 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent) : QMainW
     });
     connect(m_bridge, &EngineBridge::modelWarning, this,
             [this](const QString& msg) { m_chat->appendNotice(tr("Warning: %1").arg(msg)); });
-    connect(m_bridge, &EngineBridge::textGenerated, this, [this](const QString& piece) {
+    connect(m_bridge, &EngineBridge::tokenText, this, [this](qint64 id, const QString& piece) {
+        if (id != m_requestId) return;
         m_pendingReply += piece;
         m_chat->appendAssistantText(piece);
     });
-    connect(m_bridge, &EngineBridge::generationFinished, this, [this](const QString& summary) {
+    connect(m_bridge, &EngineBridge::requestFinished, this, [this](qint64 id, const QString& summary) {
+        if (id != m_requestId) return;
         m_turns.append({"assistant", m_pendingReply});
         m_chat->endAssistantMessage(summary);
         m_chat->setGenerating(false);
+        m_requestId = 0;
         statusBar()->showMessage(summary, 8000);
     });
-    connect(m_bridge, &EngineBridge::generationFailed, this, [this](const QString& msg) {
+    connect(m_bridge, &EngineBridge::requestFailed, this, [this](qint64 id, const QString& msg) {
+        if (id != m_requestId && id != 0) return;
         m_chat->appendNotice(tr("Generation failed: %1").arg(msg));
-        m_turns.removeLast();  // the user turn that could not be answered stays visible, not in context
+        if (!m_turns.isEmpty()) m_turns.removeLast();  // the unanswered user turn stays visible, not in context
         m_chat->setGenerating(false);
+        m_requestId = 0;
     });
     connect(m_chat, &ui::ChatView::sendRequested, this, &MainWindow::onSend);
-    connect(m_chat, &ui::ChatView::stopRequested, this, [this] { m_bridge->requestStop(m_requestId); });
+    connect(m_chat, &ui::ChatView::stopRequested, this, [this] { m_bridge->cancel(m_requestId); });
 
     QMetaObject::invokeMethod(m_bridge, "loadModel", Qt::QueuedConnection, Q_ARG(QString, modelNameOrPath));
 }
 
 MainWindow::~MainWindow() {
-    m_bridge->requestStop(m_requestId);
     m_engineThread.quit();
     m_engineThread.wait();
 }
@@ -75,10 +79,8 @@ void MainWindow::onSend(const QString& text) {
     m_chat->appendUserMessage(text);
     m_chat->beginAssistantMessage();
     m_chat->setGenerating(true);
-    ++m_requestId;
-    QMetaObject::invokeMethod(m_bridge, "generateReply", Qt::QueuedConnection, Q_ARG(int, m_requestId),
-                              Q_ARG(QList<kvs::app::ChatTurn>, m_turns),
-                              Q_ARG(double, 0.7), Q_ARG(int, 512));
+    m_requestId = -1;  // a failure to submit (no model) reports id 0
+    m_requestId = m_bridge->submitChat(m_turns, ChatSettings{});
 }
 
 void MainWindow::openModel() {

@@ -31,7 +31,7 @@ private:
     EngineBridge* m_bridge;  // lives on m_engineThread
     QList<ChatTurn> m_turns;
     QString m_pendingReply;
-    int m_requestId = 0;  // id of the latest generation sent to the bridge
+    qint64 m_requestId = 0;  // the reply being generated (0: none)
 };
 
 }  // namespace kvs::app

@@ -309,6 +309,7 @@ EngineSnapshot Engine::snapshot(const StepRecord& step) const {
     EngineSnapshot s;
     s.step = step;
     s.block_size = m_kv_mgr->block_size();
+    s.max_model_len = m_max_model_len;
     s.blocks = block_views(*m_kv_mgr);
     s.n_host_blocks = m_sched->config().n_host_blocks;
     std::vector<std::pair<RequestId, std::vector<int32_t>>> host_tables;
@@ -343,7 +344,9 @@ void Engine::publish(StepResult& res, double t_start_ms) {
     rec.n_seqs = static_cast<int>(out.chunks.size());
     rec.prefill_tokens = out.num_prefill_tokens;
     rec.decode_tokens = out.num_decode_tokens;
+    rec.padding_tokens = out.num_padding_tokens;
     rec.token_budget = out.token_budget;
+    rec.max_seqs = m_sched->config().max_num_seqs;
     rec.preemptions = static_cast<int>(out.preempted.size());
     rec.swap_out_blocks = static_cast<int>(out.swap_out.size());
     rec.swap_in_blocks = static_cast<int>(out.swap_in.size());
@@ -358,6 +361,8 @@ void Engine::publish(StepResult& res, double t_start_ms) {
     const bool full = m_snapshot_every > 0 && out.step % m_snapshot_every == 0;
     if (full) {
         EngineSnapshot snap = snapshot(rec);
+        for (const auto& ch : out.chunks)
+            snap.chunks.push_back({ch.id, ch.start_pos, ch.num_tokens, ch.is_prefill && !ch.padding, ch.padding});
         fill_block_counts(snap.step, snap.blocks, snap.block_size);
         rec = snap.step;
         m_ring->publish(std::move(snap));

@@ -70,7 +70,9 @@ struct StepRecord {
     int n_seqs = 0;            // chunks (requests) in the batch
     int prefill_tokens = 0;
     int decode_tokens = 0;
+    int padding_tokens = 0;    // static batching: seats of finished requests, recomputed
     int token_budget = 0;      // max_num_batched_tokens
+    int max_seqs = 0;          // max_num_seqs (seats)
     int preemptions = 0;       // requests preempted by this step's schedule
     int swap_out_blocks = 0;
     int swap_in_blocks = 0;
@@ -89,7 +91,7 @@ struct StepRecord {
     int64_t tokens_in_kv = 0;  // filled slots of used blocks; a block shared by several requests counts once
     double internal_waste = 0; // 1 - tokens_in_kv / (blocks_used * block_size); 0 when none used
 
-    int batch_tokens() const { return prefill_tokens + decode_tokens; }
+    int batch_tokens() const { return prefill_tokens + decode_tokens + padding_tokens; }
 };
 
 // Milestones of one request. Times are ms since engine start; -1 = not reached yet.
@@ -114,10 +116,21 @@ struct RequestMetrics {
     std::vector<double> inter_token_ms() const;  // [n_output - 1] gaps between consecutive tokens
 };
 
+// One request's part of the step's batch.
+struct ChunkView {
+    RequestId id = 0;
+    int start_pos = 0;
+    int num_tokens = 0;
+    bool prefill = false;  // false: a decode (or a padding seat)
+    bool padding = false;  // static batching: a finished request's seat
+};
+
 // The whole observable state after one step; immutable once published.
 struct EngineSnapshot {
     StepRecord step;
     int block_size = 0;
+    int max_model_len = 0;                  // what a contiguous allocator would reserve per request
+    std::vector<ChunkView> chunks;          // the step's batch, in batch order
     std::vector<BlockView> blocks;          // [n_blocks] device blocks, by block id
     std::vector<HostBlockView> host_blocks; // occupied host blocks only, by host block id
     int n_host_blocks = 0;                  // size of the host swap tier

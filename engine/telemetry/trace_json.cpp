@@ -150,7 +150,8 @@ void from_json(const json& j, RequestView& v) {
 // One list of StepRecord fields for both directions.
 #define KVS_STEP_FIELDS(F)                                                                          \
     F(step); F(t_start_ms); F(duration_ms); F(schedule_ms); F(forward_ms); F(sample_ms); F(n_seqs);  \
-    F(prefill_tokens); F(decode_tokens); F(token_budget); F(preemptions); F(swap_out_blocks);        \
+    F(prefill_tokens); F(decode_tokens); F(padding_tokens); F(token_budget); F(max_seqs);             \
+    F(preemptions); F(swap_out_blocks);                                                              \
     F(swap_in_blocks); F(cow_copies); F(prefix_hit_tokens); F(n_waiting); F(n_running); F(n_swapped); \
     F(n_finished_this_step); F(blocks_used); F(blocks_cached); F(blocks_free); F(n_blocks);           \
     F(kv_usage); F(tokens_in_kv); F(internal_waste)
@@ -212,10 +213,29 @@ void from_json(const json& j, RequestMetrics& v) {
 
 // ---- snapshot -------------------------------------------------------------------------
 
+void to_json(json& j, const ChunkView& v) {
+    j = json::object();
+    KVS_PUT(id);
+    KVS_PUT(start_pos);
+    KVS_PUT(num_tokens);
+    KVS_PUT(prefill);
+    KVS_PUT(padding);
+}
+
+void from_json(const json& j, ChunkView& v) {
+    KVS_GET(id);
+    KVS_GET(start_pos);
+    KVS_GET(num_tokens);
+    KVS_GET(prefill);
+    KVS_GET(padding);
+}
+
 void to_json(json& j, const EngineSnapshot& v) {
     j = json::object();
     KVS_PUT(step);
     KVS_PUT(block_size);
+    KVS_PUT(max_model_len);
+    KVS_PUT(chunks);
     KVS_PUT(blocks);
     KVS_PUT(host_blocks);
     KVS_PUT(n_host_blocks);
@@ -234,6 +254,8 @@ void to_json(json& j, const EngineSnapshot& v) {
 void from_json(const json& j, EngineSnapshot& v) {
     KVS_GET(step);
     KVS_GET(block_size);
+    KVS_GET(max_model_len);
+    KVS_GET(chunks);
     KVS_GET(blocks);
     KVS_GET(host_blocks);
     KVS_GET(n_host_blocks);

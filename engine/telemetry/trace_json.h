@@ -14,12 +14,14 @@
 // Objects use the C++ field names as keys, so the structs in snapshot.h and
 // latency_stats.h are the schema:
 //   StepRecord      {"step", "t_start_ms", "duration_ms", "schedule_ms", "forward_ms", "sample_ms",
-//                    "n_seqs", "prefill_tokens", "decode_tokens", "token_budget", "preemptions",
+//                    "n_seqs", "prefill_tokens", "decode_tokens", "padding_tokens", "token_budget",
+//                    "max_seqs", "preemptions",
 //                    "swap_out_blocks", "swap_in_blocks", "cow_copies", "prefix_hit_tokens",
 //                    "n_waiting", "n_running", "n_swapped", "n_finished_this_step", "blocks_used",
 //                    "blocks_cached", "blocks_free", "n_blocks", "kv_usage", "tokens_in_kv",
 //                    "internal_waste"}
-//   EngineSnapshot  {"step": StepRecord, "block_size", "blocks": [BlockView], "host_blocks":
+//   EngineSnapshot  {"step": StepRecord, "block_size", "max_model_len", "chunks": [ChunkView
+//                    {"id", "start_pos", "num_tokens", "prefill", "padding"}], "blocks": [BlockView], "host_blocks":
 //                    [HostBlockView], "n_host_blocks", "requests": [RequestView], "kv_stats":
 //                    KVCacheStats, "total_preemptions", "total_prompt_tokens",
 //                    "total_generated_tokens", "total_finished", "total_swap_out_blocks",
@@ -75,6 +77,8 @@ void to_json(nlohmann::json& j, const KVCacheStats& v);
 void from_json(const nlohmann::json& j, KVCacheStats& v);
 void to_json(nlohmann::json& j, const RequestMetrics& v);
 void from_json(const nlohmann::json& j, RequestMetrics& v);
+void to_json(nlohmann::json& j, const ChunkView& v);
+void from_json(const nlohmann::json& j, ChunkView& v);
 void to_json(nlohmann::json& j, const EngineSnapshot& v);
 void from_json(const nlohmann::json& j, EngineSnapshot& v);
 void to_json(nlohmann::json& j, const Distribution& v);

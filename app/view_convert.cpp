@@ -1,0 +1,88 @@
+#include "app/view_convert.h"
+
+namespace kvs::app {
+
+ui::StepPoint to_step_point(const StepRecord& r) {
+    ui::StepPoint p;
+    p.step = r.step;
+    p.tStartMs = r.t_start_ms;
+    p.durationMs = r.duration_ms;
+    p.prefillTokens = r.prefill_tokens;
+    p.decodeTokens = r.decode_tokens;
+    p.paddingTokens = r.padding_tokens;
+    p.tokenBudget = r.token_budget;
+    p.nSeqs = r.n_seqs;
+    p.maxSeqs = r.max_seqs;
+    p.preemptions = r.preemptions;
+    p.swapOutBlocks = r.swap_out_blocks;
+    p.swapInBlocks = r.swap_in_blocks;
+    p.cowCopies = r.cow_copies;
+    p.prefixHitTokens = r.prefix_hit_tokens;
+    p.running = r.n_running;
+    p.waiting = r.n_waiting;
+    p.swapped = r.n_swapped;
+    p.blocksUsed = r.blocks_used;
+    p.blocksCached = r.blocks_cached;
+    p.nBlocks = r.n_blocks;
+    p.kvUsage = r.kv_usage;
+    p.internalWaste = r.internal_waste;
+    return p;
+}
+
+ui::SlotState slot_state(const RequestView& r, const EngineSnapshot& s) {
+    if (r.status == RequestStatus::finished) return ui::SlotState::Finished;
+    for (const ChunkView& c : s.chunks)
+        if (c.id == r.id) return c.padding ? ui::SlotState::Padding : c.prefill ? ui::SlotState::Prefill : ui::SlotState::Decode;
+    if (r.status == RequestStatus::swapped) return ui::SlotState::Swapped;
+    if (r.status == RequestStatus::waiting && r.num_preemptions > 0) return ui::SlotState::Preempted;
+    return ui::SlotState::Waiting;
+}
+
+ui::EngineFrame to_frame(const EngineSnapshot& s, const std::function<QString(RequestId)>& label) {
+    ui::EngineFrame f;
+    f.step = to_step_point(s.step);
+    f.blockSize = s.block_size;
+    f.maxModelLen = s.max_model_len;
+    f.nHostBlocks = s.n_host_blocks;
+    f.prefixHitRate = s.prefix_hit_rate;
+    f.totalPreemptions = s.total_preemptions;
+    f.totalGeneratedTokens = s.total_generated_tokens;
+    f.blocks.reserve(static_cast<int>(s.blocks.size()));
+    for (const BlockView& b : s.blocks) {
+        ui::BlockCell c;
+        c.id = b.block_id;
+        c.state = b.state == BlockSlotState::used     ? ui::BlockState::Used
+                  : b.state == BlockSlotState::cached ? ui::BlockState::Cached
+                  : b.state == BlockSlotState::swapped ? ui::BlockState::Swapped
+                                                       : ui::BlockState::Free;
+        c.refCount = b.ref_cnt;
+        for (RequestId o : b.owners) c.owners.push_back(o);
+        c.filled = b.n_filled;
+        c.hashed = b.hashed;
+        f.blocks.push_back(std::move(c));
+    }
+    for (const HostBlockView& h : s.host_blocks) f.hostBlocks.push_back({h.host_block, h.owner});
+    for (const RequestView& r : s.requests) {
+        ui::RequestRow row;
+        row.id = r.id;
+        row.label = label ? label(r.id) : QString();
+        if (row.label.isEmpty()) row.label = QStringLiteral("req %1").arg(r.id);
+        row.status = QString::fromLatin1(status_name(r.status));
+        row.slot = slot_state(r, s);
+        row.priority = r.priority;
+        row.promptTokens = r.n_prompt;
+        row.outputTokens = r.n_output;
+        row.maxTokens = r.max_tokens;
+        row.computedTokens = r.num_computed_tokens;
+        row.cachedTokens = r.num_cached_tokens;
+        for (int32_t b : r.block_ids) row.blockIds.push_back(b);
+        row.hostBlocks = r.n_host_blocks;
+        row.preemptions = r.num_preemptions;
+        for (const ChunkView& c : s.chunks)
+            if (c.id == r.id) row.scheduledTokens += c.num_tokens;
+        f.requests.push_back(std::move(row));
+    }
+    return f;
+}
+
+}  // namespace kvs::app

@@ -1,0 +1,20 @@
+#pragma once
+// Engine telemetry (engine/telemetry/snapshot.h) -> what the views draw (ui/view_types.h).
+// The only translation between the two worlds; the ui/ library never sees engine types.
+#include <QString>
+#include <functional>
+
+#include "engine/telemetry/snapshot.h"
+#include "ui/view_types.h"
+
+namespace kvs::app {
+
+ui::StepPoint to_step_point(const StepRecord& r);
+
+// label(id) names a request in the views ("chat 2", "req 17"); empty: "req <id>".
+ui::EngineFrame to_frame(const EngineSnapshot& s, const std::function<QString(RequestId)>& label = {});
+
+// What the request did in the snapshot's step.
+ui::SlotState slot_state(const RequestView& r, const EngineSnapshot& s);
+
+}  // namespace kvs::app
