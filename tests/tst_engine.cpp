@@ -169,6 +169,7 @@ private Q_SLOTS:
         QTest::newRow("budget 24 chunked, blocks of 16") << 24 << true << 16;
         QTest::newRow("budget 7 chunked, blocks of 8") << 7 << true << 8;
         QTest::newRow("budget 128 unchunked, blocks of 32") << 128 << false << 32;
+        QTest::newRow("budget 16 unchunked: prompts over the budget still run") << 16 << false << 16;
     }
     void batchedMatchesAlone() {
         QFETCH(int, budget);

@@ -275,7 +275,9 @@ SchedulerOutput Scheduler::schedule() {
             }
             int n = r.num_tokens() - n_cached;
             if (n > budget) {
-                if (!m_config.chunked_prefill) {
+                // Without chunked prefill a prompt waits for a step with room for all of it,
+                // unless it is longer than any step's budget (it could never run whole).
+                if (!m_config.chunked_prefill && n <= m_config.max_num_batched_tokens) {
                     m_kv.free(id);  // drop the pending prefix hits
                     break;
                 }

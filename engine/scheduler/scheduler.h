@@ -17,7 +17,9 @@
 //   continuous: running requests first (decode 1 token, or the next prefill chunk), in
 //     (priority, arrival) order; then waiting/swapped requests in the same order while
 //     budget and max_num_seqs allow. With chunked_prefill a prompt that does not fit the
-//     budget left runs as a chunk; without it, it waits for a step with room.
+//     budget left runs as a chunk; without it, it waits for a step with room (a prompt
+//     longer than the whole budget is chunked anyway: it could never run whole). The
+//     first waiting request that does not fit stops admission (FCFS within a priority).
 //   static_batch: a batch of up to static_batch_size requests is admitted only when no
 //     request is running; nobody joins until every request of the batch has finished.
 //     As in a padded static batch, a member that finished early keeps its blocks and its
