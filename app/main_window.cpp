@@ -1,31 +1,93 @@
 #include "app/main_window.h"
 
+#include <QDockWidget>
+#include <QDoubleSpinBox>
 #include <QFileDialog>
+#include <QFormLayout>
+#include <QHBoxLayout>
+#include <QHeaderView>
+#include <QInputDialog>
 #include <QKeySequence>
 #include <QLabel>
+#include <QLineEdit>
+#include <QListWidget>
 #include <QMenuBar>
+#include <QPlainTextEdit>
+#include <QPushButton>
+#include <QSpinBox>
+#include <QStackedWidget>
 #include <QStatusBar>
+#include <QTableWidget>
+#include <QVBoxLayout>
 
+#include "app/view_convert.h"
 #include "ui/chat_view.h"
 
 namespace kvs::app {
 
-MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent) : QMainWindow(parent) {
+MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QString& chatsPath)
+    : QMainWindow(parent), m_store(chatsPath.isEmpty() ? ChatStore::defaultPath() : chatsPath) {
     setWindowTitle("KV Scope");
-    resize(1000, 720);
-    m_chat = new ui::ChatView(this);
-    setCentralWidget(m_chat);
+    resize(1280, 800);
+    setDockNestingEnabled(true);
+
+    m_stack = new QStackedWidget(this);
+    setCentralWidget(m_stack);
     m_modelLabel = new QLabel(tr("loading %1…").arg(modelNameOrPath), this);
+    m_liveLabel = new QLabel(this);
+    m_liveLabel->setObjectName("liveFigures");
     statusBar()->addWidget(m_modelLabel, 1);
+    statusBar()->addPermanentWidget(m_liveLabel);
+
+    // Conversations.
+    auto* chats = new QWidget(this);
+    auto* cl = new QVBoxLayout(chats);
+    m_search = new QLineEdit(chats);
+    m_search->setObjectName("chatSearch");
+    m_search->setPlaceholderText(tr("Search chats"));
+    m_search->setClearButtonEnabled(true);
+    m_list = new QListWidget(chats);
+    m_list->setObjectName("chatList");
+    auto* buttons = new QHBoxLayout;
+    auto* newButton = new QPushButton(tr("New"), chats);
+    newButton->setObjectName("newChatButton");
+    auto* renameButton = new QPushButton(tr("Rename"), chats);
+    auto* deleteButton = new QPushButton(tr("Delete"), chats);
+    deleteButton->setObjectName("deleteChatButton");
+    buttons->addWidget(newButton);
+    buttons->addWidget(renameButton);
+    buttons->addWidget(deleteButton);
+    cl->addWidget(m_search);
+    cl->addWidget(m_list, 1);
+    cl->addLayout(buttons);
+    addDock(tr("Chats"), "chatsDock", chats, Qt::LeftDockWidgetArea);
+    connect(newButton, &QPushButton::clicked, this, &MainWindow::newChat);
+    connect(renameButton, &QPushButton::clicked, this, [this] {
+        const int i = m_store.indexOf(m_currentId);
+        if (i < 0) return;
+        bool ok = false;
+        const QString t = QInputDialog::getText(this, tr("Rename chat"), tr("Title:"), QLineEdit::Normal,
+                                                m_store.conversations()[i].title, &ok);
+        if (ok && !t.trimmed().isEmpty()) renameChat(t.trimmed());
+    });
+    connect(deleteButton, &QPushButton::clicked, this, &MainWindow::deleteChat);
+    connect(m_search, &QLineEdit::textChanged, this, [this] { refreshList(); });
+    connect(m_list, &QListWidget::currentRowChanged, this, &MainWindow::selectChat);
+
+    addDock(tr("Sampling"), "samplingDock", buildSettingsForm(), Qt::LeftDockWidgetArea);
+    addDock(tr("Engine"), "engineDock", buildEnginePanel(), Qt::RightDockWidgetArea);
 
     auto* file = menuBar()->addMenu(tr("&File"));
     file->addAction(tr("&Open model…"), QKeySequence::Open, this, &MainWindow::openModel);
-    file->addAction(tr("&New chat"), QKeySequence::New, this, [this] {
-        m_turns.clear();
-        m_chat->appendNotice(tr("New conversation."));
-    });
+    file->addAction(tr("&New chat"), QKeySequence::New, this, &MainWindow::newChat);
     file->addSeparator();
     file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+
+    // Saved conversations (a corrupt file is reported and left alone; we start a new list).
+    QString err;
+    if (!m_store.load(&err)) statusBar()->showMessage(tr("Chat history not loaded: %1").arg(err), 15000);
+    if (m_store.conversations().isEmpty()) m_store.add(tr("New chat"));
+    refreshList();
 
     m_bridge = new EngineBridge;
     m_bridge->moveToThread(&m_engineThread);
@@ -34,59 +96,343 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent) : QMainW
 
     connect(m_bridge, &EngineBridge::modelLoaded, this, [this](const QString& d) {
         m_modelLabel->setText(d);
-        m_chat->setReady(true);
+        m_ready = true;
+        for (auto* v : std::as_const(m_views)) v->setReady(true);
     });
     connect(m_bridge, &EngineBridge::modelLoadFailed, this, [this](const QString& msg) {
         m_modelLabel->setText(tr("no model loaded"));
-        m_chat->setReady(false, tr("Could not load the model: %1 — use File ▸ Open model…").arg(msg));
+        m_ready = false;
+        m_notReadyWhy = tr("Could not load the model: %1 — use File ▸ Open model…").arg(msg);
+        for (auto* v : std::as_const(m_views)) v->setReady(false, m_notReadyWhy);
     });
-    connect(m_bridge, &EngineBridge::modelWarning, this,
-            [this](const QString& msg) { m_chat->appendNotice(tr("Warning: %1").arg(msg)); });
+    connect(m_bridge, &EngineBridge::modelWarning, this, [this](const QString& msg) {
+        if (auto* v = chatView()) v->appendNotice(tr("Warning: %1").arg(msg));
+    });
     connect(m_bridge, &EngineBridge::tokenText, this, [this](qint64 id, const QString& piece) {
-        if (id != m_requestId) return;
-        m_pendingReply += piece;
-        m_chat->appendAssistantText(piece);
+        const QString conv = m_requestConv.value(id);
+        if (conv.isEmpty()) return;
+        m_live[conv].pending += piece;
+        viewFor(conv)->appendAssistantText(piece);
     });
     connect(m_bridge, &EngineBridge::requestFinished, this, [this](qint64 id, const QString& summary) {
-        if (id != m_requestId) return;
-        m_turns.append({"assistant", m_pendingReply});
-        m_chat->endAssistantMessage(summary);
-        m_chat->setGenerating(false);
-        m_requestId = 0;
+        const QString conv = m_requestConv.take(id);
+        const int i = m_store.indexOf(conv);
+        if (conv.isEmpty()) return;
+        auto* v = viewFor(conv);
+        if (i >= 0) {
+            m_store.conversations()[i].turns.append({"assistant", m_live[conv].pending});
+            m_store.conversations()[i].updated = QDateTime::currentDateTimeUtc();
+            saveStore();
+        }
+        m_live.remove(conv);
+        v->endAssistantMessage(summary);
+        v->setGenerating(false);
         statusBar()->showMessage(summary, 8000);
     });
     connect(m_bridge, &EngineBridge::requestFailed, this, [this](qint64 id, const QString& msg) {
-        if (id != m_requestId && id != 0) return;
-        m_chat->appendNotice(tr("Generation failed: %1").arg(msg));
-        if (!m_turns.isEmpty()) m_turns.removeLast();  // the unanswered user turn stays visible, not in context
-        m_chat->setGenerating(false);
-        m_requestId = 0;
+        QString conv = m_requestConv.take(id);
+        if (conv.isEmpty() && id == 0) conv = m_currentId;  // could not even be submitted
+        if (conv.isEmpty()) return;
+        auto* v = viewFor(conv);
+        v->appendNotice(tr("Generation failed: %1").arg(msg));
+        const int i = m_store.indexOf(conv);
+        if (i >= 0 && !m_store.conversations()[i].turns.isEmpty())
+            m_store.conversations()[i].turns.removeLast();  // the unanswered turn stays visible, not in context
+        m_live.remove(conv);
+        v->setGenerating(false);
     });
-    connect(m_chat, &ui::ChatView::sendRequested, this, &MainWindow::onSend);
-    connect(m_chat, &ui::ChatView::stopRequested, this, [this] { m_bridge->cancel(m_requestId); });
 
+    connect(&m_pollTimer, &QTimer::timeout, this, &MainWindow::poll);
+    m_pollTimer.start(33);
     QMetaObject::invokeMethod(m_bridge, "loadModel", Qt::QueuedConnection, Q_ARG(QString, modelNameOrPath));
 }
 
 MainWindow::~MainWindow() {
+    m_pollTimer.stop();
     m_engineThread.quit();
     m_engineThread.wait();
 }
 
-void MainWindow::onSend(const QString& text) {
-    m_turns.append({"user", text});
-    m_pendingReply.clear();
-    m_chat->appendUserMessage(text);
-    m_chat->beginAssistantMessage();
-    m_chat->setGenerating(true);
-    m_requestId = -1;  // a failure to submit (no model) reports id 0
-    m_requestId = m_bridge->submitChat(m_turns, ChatSettings{});
+QDockWidget* MainWindow::addDock(const QString& title, const QString& name, QWidget* w, Qt::DockWidgetArea area) {
+    auto* d = new QDockWidget(title, this);
+    d->setObjectName(name);
+    d->setWidget(w);
+    addDockWidget(area, d);
+    return d;
+}
+
+ui::ChatView* MainWindow::chatView() const { return m_views.value(m_currentId); }
+
+ui::ChatView* MainWindow::viewFor(const QString& convId) {
+    if (auto* v = m_views.value(convId)) return v;
+    auto* v = new ui::ChatView(m_stack);
+    m_views.insert(convId, v);
+    m_stack->addWidget(v);
+    v->setReady(m_ready, m_notReadyWhy);
+    // Replay the saved conversation.
+    const int i = m_store.indexOf(convId);
+    if (i >= 0) {
+        for (const ChatTurn& t : m_store.conversations()[i].turns) {
+            if (t.role == "user") {
+                v->appendUserMessage(t.content);
+            } else if (t.role == "assistant") {
+                v->beginAssistantMessage();
+                v->appendAssistantText(t.content);
+                v->endAssistantMessage({});
+            }
+        }
+    }
+    connect(v, &ui::ChatView::sendRequested, this, [this, convId](const QString& text) { onSend(convId, text); });
+    connect(v, &ui::ChatView::stopRequested, this, [this, convId] { onStop(convId); });
+    return v;
+}
+
+void MainWindow::refreshList() {
+    const QString filter = m_search->text().trimmed();
+    QSignalBlocker block(m_list);
+    m_list->clear();
+    int current = -1;
+    for (const Conversation& c : m_store.conversations()) {
+        bool match = filter.isEmpty() || c.title.contains(filter, Qt::CaseInsensitive);
+        for (int t = 0; !match && t < c.turns.size(); ++t) match = c.turns[t].content.contains(filter, Qt::CaseInsensitive);
+        if (!match) continue;
+        auto* item = new QListWidgetItem(c.title.isEmpty() ? tr("(untitled)") : c.title, m_list);
+        item->setData(Qt::UserRole, c.id);
+        item->setToolTip(tr("%1 messages").arg(c.turns.size()));
+        if (c.id == m_currentId) current = m_list->count() - 1;
+    }
+    if (current < 0 && m_list->count() > 0 && filter.isEmpty()) current = 0;
+    if (current >= 0) {
+        m_list->setCurrentRow(current);
+        selectChat(current);
+    }
+}
+
+void MainWindow::selectChat(int row) {
+    if (row < 0 || row >= m_list->count()) return;
+    const QString id = m_list->item(row)->data(Qt::UserRole).toString();
+    if (id == m_currentId && m_views.contains(id)) return;
+    if (!m_currentId.isEmpty()) storeFormSettings();
+    m_currentId = id;
+    m_stack->setCurrentWidget(viewFor(id));
+    loadSettingsIntoForm();
+}
+
+void MainWindow::newChat() {
+    storeFormSettings();
+    const int i = m_store.indexOf(m_currentId);
+    Conversation& c = m_store.add(tr("New chat"));
+    if (i >= 0) c.settings = m_store.conversations()[i + 1].settings;  // keep the user's sampling choices
+    m_currentId = c.id;
+    m_search->clear();
+    refreshList();
+    saveStore();
+}
+
+void MainWindow::renameChat(const QString& title) {
+    const int i = m_store.indexOf(m_currentId);
+    if (i < 0) return;
+    m_store.conversations()[i].title = title;
+    refreshList();
+    saveStore();
+}
+
+void MainWindow::deleteChat() {
+    const int i = m_store.indexOf(m_currentId);
+    if (i < 0) return;
+    onStop(m_currentId);
+    if (auto* v = m_views.take(m_currentId)) v->deleteLater();
+    m_store.conversations().removeAt(i);
+    m_currentId.clear();
+    if (m_store.conversations().isEmpty()) m_store.add(tr("New chat"));
+    refreshList();
+    saveStore();
+}
+
+void MainWindow::onSend(const QString& convId, const QString& text) {
+    const int i = m_store.indexOf(convId);
+    if (i < 0) return;
+    if (convId == m_currentId) storeFormSettings();
+    Conversation& c = m_store.conversations()[i];
+    if (c.turns.isEmpty() && (c.title.isEmpty() || c.title == tr("New chat"))) {
+        c.title = text.simplified().left(40);  // first message names the chat
+        refreshList();
+    }
+    c.turns.append({"user", text});
+    c.updated = QDateTime::currentDateTimeUtc();
+    saveStore();
+    auto* v = viewFor(convId);
+    v->appendUserMessage(text);
+    v->beginAssistantMessage();
+    v->setGenerating(true);
+    m_live[convId] = Live{};
+    const qint64 id = m_bridge->submitChat(c.turns, c.settings);
+    if (id > 0) {
+        m_live[convId].requestId = id;
+        m_requestConv.insert(id, convId);
+    }
+}
+
+void MainWindow::onStop(const QString& convId) {
+    const auto it = m_live.constFind(convId);
+    if (it != m_live.constEnd() && it->requestId > 0) m_bridge->cancel(it->requestId);
+}
+
+void MainWindow::saveStore() {
+    QString err;
+    if (!m_store.save(&err)) statusBar()->showMessage(tr("Chat history not saved: %1").arg(err), 15000);
+}
+
+QWidget* MainWindow::buildSettingsForm() {
+    auto* w = new QWidget(this);
+    auto* f = new QFormLayout(w);
+    auto dspin = [w](double lo, double hi, double step, int decimals) {
+        auto* s = new QDoubleSpinBox(w);
+        s->setRange(lo, hi);
+        s->setSingleStep(step);
+        s->setDecimals(decimals);
+        return s;
+    };
+    m_temp = dspin(0, 2, 0.05, 2);
+    m_temp->setObjectName("temperature");
+    m_temp->setToolTip(tr("0 = greedy (always the most likely token)"));
+    m_topK = new QSpinBox(w);
+    m_topK->setRange(0, 1000);
+    m_topK->setToolTip(tr("keep the k most likely tokens (0: off)"));
+    m_topP = dspin(0, 1, 0.01, 2);
+    m_minP = dspin(0, 1, 0.01, 2);
+    m_repeat = dspin(0.5, 2, 0.01, 2);
+    m_maxTokens = new QSpinBox(w);
+    m_maxTokens->setRange(1, 4096);
+    m_seed = new QSpinBox(w);
+    m_seed->setRange(-1, 2147483647);
+    m_seed->setSpecialValueText(tr("default"));
+    m_system = new QPlainTextEdit(w);
+    m_system->setObjectName("systemPrompt");
+    m_system->setPlaceholderText(tr("System prompt (empty: the model's default)"));
+    m_system->setMaximumHeight(m_system->fontMetrics().lineSpacing() * 5);
+    f->addRow(tr("Temperature"), m_temp);
+    f->addRow(tr("Top-k"), m_topK);
+    f->addRow(tr("Top-p"), m_topP);
+    f->addRow(tr("Min-p"), m_minP);
+    f->addRow(tr("Repeat penalty"), m_repeat);
+    f->addRow(tr("Max tokens"), m_maxTokens);
+    f->addRow(tr("Seed"), m_seed);
+    f->addRow(m_system);
+    return w;
+}
+
+void MainWindow::loadSettingsIntoForm() {
+    const int i = m_store.indexOf(m_currentId);
+    const ChatSettings s = i >= 0 ? m_store.conversations()[i].settings : ChatSettings{};
+    m_temp->setValue(s.temperature);
+    m_topK->setValue(s.topK);
+    m_topP->setValue(s.topP);
+    m_minP->setValue(s.minP);
+    m_repeat->setValue(s.repeatPenalty);
+    m_maxTokens->setValue(s.maxTokens);
+    m_seed->setValue(static_cast<int>(s.seed));
+    m_system->setPlainText(s.systemPrompt);
+}
+
+void MainWindow::storeFormSettings() {
+    const int i = m_store.indexOf(m_currentId);
+    if (i < 0) return;
+    ChatSettings& s = m_store.conversations()[i].settings;
+    s.temperature = m_temp->value();
+    s.topK = m_topK->value();
+    s.topP = m_topP->value();
+    s.minP = m_minP->value();
+    s.repeatPenalty = m_repeat->value();
+    s.maxTokens = m_maxTokens->value();
+    s.seed = m_seed->value();
+    s.systemPrompt = m_system->toPlainText();
+}
+
+QWidget* MainWindow::buildEnginePanel() {
+    auto* w = new QWidget(this);
+    auto* l = new QVBoxLayout(w);
+    auto* controls = new QHBoxLayout;
+    m_pauseButton = new QPushButton(tr("Pause"), w);
+    m_pauseButton->setObjectName("pauseButton");
+    m_pauseButton->setCheckable(true);
+    auto* step = new QPushButton(tr("Step"), w);
+    step->setObjectName("stepButton");
+    step->setToolTip(tr("while paused: run one scheduler iteration"));
+    auto* slow = new QSpinBox(w);
+    slow->setObjectName("slowMotion");
+    slow->setRange(0, 2000);
+    slow->setSingleStep(50);
+    slow->setSuffix(tr(" ms/step"));
+    slow->setSpecialValueText(tr("full speed"));
+    controls->addWidget(m_pauseButton);
+    controls->addWidget(step);
+    controls->addWidget(slow, 1);
+    l->addLayout(controls);
+    m_requests = new QTableWidget(0, 7, w);
+    m_requests->setObjectName("requestTable");
+    m_requests->setHorizontalHeaderLabels({tr("request"), tr("state"), tr("prompt"), tr("output"), tr("KV blocks"),
+                                           tr("cached"), tr("preempted")});
+    m_requests->verticalHeader()->hide();
+    m_requests->setEditTriggers(QAbstractItemView::NoEditTriggers);
+    m_requests->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    l->addWidget(m_requests, 1);
+    connect(m_pauseButton, &QPushButton::toggled, this, [this](bool on) {
+        if (on) m_bridge->pause();
+        else m_bridge->resume();
+        m_pauseButton->setText(on ? tr("Resume") : tr("Pause"));
+    });
+    connect(step, &QPushButton::clicked, this, [this] { m_bridge->singleStep(); });
+    connect(slow, qOverload<int>(&QSpinBox::valueChanged), this, [this](int ms) { m_bridge->setStepDelayMs(ms); });
+    return w;
+}
+
+void MainWindow::poll() {
+    auto snap = m_bridge->latestSnapshot();
+    if (!snap || snap->step.step == m_lastStep) return;
+    m_lastStep = snap->step.step;
+    QHash<qint64, QString> labels;
+    for (auto it = m_requestConv.constBegin(); it != m_requestConv.constEnd(); ++it) {
+        const int i = m_store.indexOf(it.value());
+        if (i >= 0) labels.insert(it.key(), m_store.conversations()[i].title.left(24));
+    }
+    m_frame = to_frame(*snap, [&labels](RequestId id) { return labels.value(id); });
+    // Request table: unfinished requests first.
+    QVector<const ui::RequestRow*> rows;
+    for (const auto& r : m_frame.requests)
+        if (r.slot != ui::SlotState::Finished) rows.push_back(&r);
+    m_requests->setRowCount(rows.size());
+    static const char* kSlot[] = {"waiting", "prefill", "decode", "padding", "preempted", "swapped", "finished"};
+    for (int i = 0; i < rows.size(); ++i) {
+        const ui::RequestRow& r = *rows[i];
+        const QStringList cells = {r.label, kSlot[static_cast<int>(r.slot)], QString::number(r.promptTokens),
+                                   QString::number(r.outputTokens), QString::number(r.blockIds.size()),
+                                   r.cachedTokens > 0 ? QString::number(r.cachedTokens) : QString("–"),
+                                   QString::number(r.preemptions)};
+        for (int c = 0; c < cells.size(); ++c) {
+            auto* item = m_requests->item(i, c);
+            if (!item) m_requests->setItem(i, c, item = new QTableWidgetItem);
+            if (item->text() != cells[c]) item->setText(cells[c]);
+        }
+    }
+    const ui::StepPoint& s = m_frame.step;
+    const double tps = s.durationMs > 0 ? (s.decodeTokens + s.prefillTokens) * 1000.0 / s.durationMs : 0;
+    m_liveLabel->setText(tr("step %1 · %2 running · %3 waiting · KV %4% (%5/%6 blocks) · %7 tok/s")
+                             .arg(s.step)
+                             .arg(s.running)
+                             .arg(s.waiting + s.swapped)
+                             .arg(100.0 * s.kvUsage, 0, 'f', 0)
+                             .arg(s.blocksUsed)
+                             .arg(s.nBlocks)
+                             .arg(tps, 0, 'f', 0));
 }
 
 void MainWindow::openModel() {
     const QString path = QFileDialog::getOpenFileName(this, tr("Open model"), {}, tr("GGUF models (*.gguf);;All files (*)"));
     if (path.isEmpty()) return;
-    m_chat->setReady(false, tr("Loading %1…").arg(path));
+    m_ready = false;
+    m_notReadyWhy = tr("Loading %1…").arg(path);
+    for (auto* v : std::as_const(m_views)) v->setReady(false, m_notReadyWhy);
     QMetaObject::invokeMethod(m_bridge, "loadModel", Qt::QueuedConnection, Q_ARG(QString, path));
 }
 

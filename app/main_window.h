@@ -1,13 +1,30 @@
 #pragma once
-// The main window: the chat view in the centre, the loaded model and speed in the
-// status bar. The engine runs on the bridge's thread.
+// The main window: saved conversations in a side list, one chat view per conversation
+// (several can generate at once: they are separate requests of the one engine), the
+// chat's sampling settings, and dock widgets for the engine's internals: lesson controls
+// and the request table (the block map, slot timeline and metrics views dock here too).
+// The engine runs behind app/engine_bridge; the window polls its newest snapshot on a
+// timer and never waits on it.
+#include <QHash>
 #include <QList>
 #include <QMainWindow>
 #include <QThread>
+#include <QTimer>
 
+#include "app/chat_store.h"
 #include "app/engine_bridge.h"
+#include "ui/view_types.h"
 
 class QLabel;
+class QLineEdit;
+class QListWidget;
+class QStackedWidget;
+class QTableWidget;
+class QDoubleSpinBox;
+class QSpinBox;
+class QPlainTextEdit;
+class QPushButton;
+class QDockWidget;
 namespace kvs::ui {
 class ChatView;
 }
@@ -17,21 +34,70 @@ namespace kvs::app {
 class MainWindow : public QMainWindow {
     Q_OBJECT
 public:
-    explicit MainWindow(const QString& modelNameOrPath, QWidget* parent = nullptr);
+    // chatsPath: where conversations are saved (default: ChatStore::defaultPath()).
+    explicit MainWindow(const QString& modelNameOrPath, QWidget* parent = nullptr, const QString& chatsPath = {});
     ~MainWindow() override;
-    ui::ChatView* chatView() const { return m_chat; }
+    ui::ChatView* chatView() const;  // the current conversation's view
+    EngineBridge* bridge() const { return m_bridge; }
+    const ChatStore& store() const { return m_store; }
+    int conversationCount() const { return m_store.conversations().size(); }
+    // The latest frame the views got (for tests and the status bar).
+    const ui::EngineFrame& lastFrame() const { return m_frame; }
+
+public Q_SLOTS:
+    void newChat();
+    void renameChat(const QString& title);
+    void deleteChat();
+    void selectChat(int row);
 
 private:
-    void onSend(const QString& text);
+    struct Live {              // a conversation's reply in flight
+        qint64 requestId = 0;
+        QString pending;
+    };
+    ui::ChatView* viewFor(const QString& convId);
+    void onSend(const QString& convId, const QString& text);
+    void onStop(const QString& convId);
+    void refreshList();
+    void saveStore();
+    void loadSettingsIntoForm();
+    void storeFormSettings();
+    void poll();
     void openModel();
+    QDockWidget* addDock(const QString& title, const QString& name, QWidget* w, Qt::DockWidgetArea area);
+    QWidget* buildSettingsForm();
+    QWidget* buildEnginePanel();
 
-    ui::ChatView* m_chat;
+    ChatStore m_store;
+    QString m_currentId;
+    QHash<QString, ui::ChatView*> m_views;   // conversation id -> its view
+    QHash<QString, Live> m_live;             // conversation id -> reply in flight
+    QHash<qint64, QString> m_requestConv;    // request id -> conversation id
+    QStackedWidget* m_stack;
+    QListWidget* m_list;
+    QLineEdit* m_search;
     QLabel* m_modelLabel;
+    QLabel* m_liveLabel;
+    bool m_ready = false;
+    QString m_notReadyWhy;
+    // sampling form
+    QDoubleSpinBox* m_temp;
+    QSpinBox* m_topK;
+    QDoubleSpinBox* m_topP;
+    QDoubleSpinBox* m_minP;
+    QDoubleSpinBox* m_repeat;
+    QSpinBox* m_maxTokens;
+    QSpinBox* m_seed;
+    QPlainTextEdit* m_system;
+    // engine panel
+    QTableWidget* m_requests;
+    QPushButton* m_pauseButton;
+    QTimer m_pollTimer;
+    ui::EngineFrame m_frame;
+    qint64 m_lastStep = -1;
+
     QThread m_engineThread;
     EngineBridge* m_bridge;  // lives on m_engineThread
-    QList<ChatTurn> m_turns;
-    QString m_pendingReply;
-    qint64 m_requestId = 0;  // the reply being generated (0: none)
 };
 
 }  // namespace kvs::app

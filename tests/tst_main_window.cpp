@@ -3,6 +3,7 @@
 // reply stream in, stop a long reply, and survive a bad model file. Saves screenshots
 // under the build tree (tests/output/).
 #include <QLabel>
+#include <QListWidget>
 #include <QPlainTextEdit>
 #include <QPushButton>
 #include <QTemporaryDir>
@@ -19,9 +20,12 @@ class TestMainWindow : public QObject {
     QTemporaryDir m_dir;
     QString m_model;
 
+    QString chats(const char* name) const { return m_dir.filePath(QString("chats-%1.json").arg(name)); }
+
     static void send(kvs::app::MainWindow& w, const QString& text) {
-        auto* prompt = w.findChild<QPlainTextEdit*>("chatPrompt");
-        auto* button = w.findChild<QPushButton*>("sendButton");
+        // The current conversation's view (each chat has its own).
+        auto* prompt = w.chatView()->findChild<QPlainTextEdit*>("chatPrompt");
+        auto* button = w.chatView()->findChild<QPushButton*>("sendButton");
         QVERIFY(prompt && button);
         QTRY_VERIFY_WITH_TIMEOUT(button->isEnabled(), 20000);
         prompt->setPlainText(text);
@@ -31,6 +35,8 @@ class TestMainWindow : public QObject {
 private Q_SLOTS:
     void initTestCase() {
         QVERIFY(m_dir.isValid());
+        // Saved chats go to this test's own data dir, never the user's.
+        qputenv("XDG_DATA_HOME", m_dir.filePath("data").toUtf8());
         m_model = m_dir.filePath("tiny.gguf");
         kvs::test::TinyModelSpec spec;
         spec.n_layer = 2;
@@ -41,7 +47,7 @@ private Q_SLOTS:
     }
 
     void sendPromptStreamsReply() {
-        kvs::app::MainWindow w(m_model);
+        kvs::app::MainWindow w(m_model, nullptr, chats(QTest::currentTestFunction()));
         w.resize(900, 600);
         w.show();
         send(w, "Hello there");
@@ -57,7 +63,7 @@ private Q_SLOTS:
     }
 
     void stopEndsGenerationAtOnce() {
-        kvs::app::MainWindow w(m_model);
+        kvs::app::MainWindow w(m_model, nullptr, chats(QTest::currentTestFunction()));
         w.show();
         send(w, "Tell me a very long story");
         // Stop right away, before the engine thread has even picked the request up: the
@@ -66,9 +72,52 @@ private Q_SLOTS:
         auto* transcript = w.findChild<QTextBrowser*>("chatTranscript");
         QVERIFY(stop->isEnabled());
         QTest::mouseClick(stop, Qt::LeftButton);
-        QTRY_VERIFY_WITH_TIMEOUT(transcript->toPlainText().contains("cancelled"), 10000);
+        QTRY_VERIFY2_WITH_TIMEOUT(transcript->toPlainText().contains("cancelled"), qPrintable(transcript->toPlainText().right(300)), 10000);
         QVERIFY(!stop->isEnabled());
         QVERIFY2(!transcript->toPlainText().contains("max tokens"), qPrintable(transcript->toPlainText()));
+    }
+
+    void historySurvivesRestart() {
+        const QString path = chats("history");
+        {
+            kvs::app::MainWindow w(m_model, nullptr, path);
+            w.show();
+            send(w, "Remember the word lighthouse");
+            auto* button = w.findChild<QPushButton*>("sendButton");
+            auto* transcript = w.findChild<QTextBrowser*>("chatTranscript");
+            QTRY_VERIFY_WITH_TIMEOUT(button->isEnabled() && transcript->toPlainText().contains("tok/s"), 60000);
+        }
+        kvs::app::MainWindow w(m_model, nullptr, path);
+        w.show();
+        QCOMPARE(w.conversationCount(), 1);
+        auto* list = w.findChild<QListWidget*>("chatList");
+        QVERIFY(list && list->count() == 1);
+        QVERIFY2(list->item(0)->text().contains("Remember the word"), qPrintable(list->item(0)->text()));
+        auto* transcript = w.findChild<QTextBrowser*>("chatTranscript");
+        QVERIFY(transcript->toPlainText().contains("Remember the word lighthouse"));
+        QCOMPARE(w.store().conversations()[0].turns.size(), 2);  // user + assistant
+    }
+
+    void twoChatsGenerateAtOnce() {
+        kvs::app::MainWindow w(m_model, nullptr, chats("two"));
+        w.resize(1280, 800);
+        w.show();
+        send(w, "First chat asks this");
+        w.newChat();
+        QCOMPARE(w.conversationCount(), 2);
+        QCOMPARE(w.findChildren<kvs::ui::ChatView*>().size(), 2);
+        send(w, "Second chat asks that");
+        // Both replies finish, each in its own conversation.
+        QTRY_VERIFY_WITH_TIMEOUT(w.store().conversations().size() == 2 &&
+                                     w.store().conversations()[0].turns.size() == 2 &&
+                                     w.store().conversations()[1].turns.size() == 2,
+                                 60000);
+        QCOMPARE(w.store().conversations()[0].turns[0].content, QString("Second chat asks that"));
+        QCOMPARE(w.store().conversations()[1].turns[0].content, QString("First chat asks this"));
+        // The engine saw both as separate requests; once done, every block is free again.
+        QTRY_VERIFY_WITH_TIMEOUT(w.lastFrame().requests.size() >= 2, 5000);
+        QTRY_COMPARE_WITH_TIMEOUT(w.lastFrame().step.blocksUsed, 0, 5000);
+        QVERIFY(w.grab().save(QString::fromStdString(kvs::test::output_path("main_window_two_chats.png"))));
     }
 
     void badModelShowsErrorAndKeepsRunning() {
@@ -77,7 +126,7 @@ private Q_SLOTS:
         QVERIFY(f.open(QIODevice::WriteOnly));
         f.write("GGUF\x03\x00\x00\x00garbage", 15);
         f.close();
-        kvs::app::MainWindow w(bad);
+        kvs::app::MainWindow w(bad, nullptr, chats(QTest::currentTestFunction()));
         w.show();
         auto* hint = w.findChild<QLabel*>("chatHint");
         QTRY_VERIFY_WITH_TIMEOUT(hint->text().contains("Could not load the model"), 10000);

@@ -56,11 +56,14 @@ Status Scheduler::add_request(RequestId id, std::vector<int32_t> prompt, int max
                              std::to_string(max_tokens) + ") is over the context of " +
                              std::to_string(m_config.max_model_len) + " tokens");
     const int bs = m_kv.block_size();
-    const int blocks = (n_prompt + max_tokens + bs - 1) / bs;
+    // The last sampled token never gets KV: prompt + max_tokens - 1 tokens at most.
+    const int blocks = (n_prompt + max_tokens - 1 + bs - 1) / bs;
     if (blocks > m_kv.n_blocks())
-        return Status::error(who + "needs " + std::to_string(blocks) + " KV blocks (" + std::to_string(n_prompt) +
-                             " prompt + " + std::to_string(max_tokens) + " output tokens in blocks of " +
-                             std::to_string(bs) + ") but the whole pool holds " + std::to_string(m_kv.n_blocks()) +
+        return Status::error(who + "needs " + std::to_string(blocks) + " KV blocks for " +
+                             std::to_string(n_prompt + max_tokens - 1) + " tokens (" + std::to_string(n_prompt) +
+                             " prompt + " + std::to_string(max_tokens) +
+                             " output, the last of which never gets KV) in blocks of " + std::to_string(bs) +
+                             ", but the whole pool holds " + std::to_string(m_kv.n_blocks()) +
                              " blocks: it can never run");
     --m_counters.rejected;
     SchedRequest r;
@@ -112,7 +115,9 @@ Status Scheduler::append_token(RequestId id, int32_t token) {
     auto it = m_impl->reqs.find(id);
     if (it == m_impl->reqs.end() || it->second.status != RequestStatus::running)
         return Status::error("append_token: request " + std::to_string(id) + " is not running");
-    it->second.output.push_back(token);
+    SchedRequest& r = it->second;
+    r.output.push_back(token);
+    if (r.num_output() >= r.max_tokens || r.num_tokens() >= m_config.max_model_len) finish_request(id, FinishReason::length);
     return Status::ok();
 }
 
@@ -121,6 +126,9 @@ Status Scheduler::fork_request(RequestId parent, RequestId child) {
     if (it == m_impl->reqs.end() || it->second.status != RequestStatus::running)
         return Status::error("fork_request: parent " + std::to_string(parent) + " is not running");
     if (m_impl->reqs.count(child)) return Status::error("fork_request: id " + std::to_string(child) + " is in use");
+    if (static_cast<int>(m_impl->running.size()) >= m_config.max_num_seqs)
+        return Status::error("fork_request: " + std::to_string(m_impl->running.size()) +
+                             " requests are running, max_num_seqs is " + std::to_string(m_config.max_num_seqs));
     KVS_RETURN_IF_ERROR(m_kv.fork(parent, child));
     SchedRequest c = it->second;  // same tokens, same place in line
     c.id = child;
@@ -131,7 +139,8 @@ Status Scheduler::fork_request(RequestId parent, RequestId child) {
 
 bool Scheduler::remove_request(RequestId id) {
     auto it = m_impl->reqs.find(id);
-    if (it == m_impl->reqs.end() || it->second.status != RequestStatus::finished) return false;
+    if (it == m_impl->reqs.end()) return false;
+    if (it->second.status != RequestStatus::finished) finish_request(id, FinishReason::cancelled);
     // A finished member of a static batch keeps its seat until the batch ends.
     if (std::find(m_impl->padded.begin(), m_impl->padded.end(), id) != m_impl->padded.end()) return false;
     m_impl->reqs.erase(it);
@@ -152,12 +161,19 @@ SchedulerOutput Scheduler::schedule() {
     auto preempt = [&](RequestId victim) {
         SchedRequest& v = im.reqs.at(victim);
         Impl::erase(im.running, victim);
+        // A copy queued for it this step is dropped: its destination is never filled, so a
+        // swap-out reads the copy's source instead (swap-outs run before anything writes).
+        std::optional<CopyOp> dropped;
+        if (auto c = copies.find(victim); c != copies.end()) dropped = c->second;
         copies.erase(victim);
         const auto& table = m_kv.block_table(victim);
         std::optional<std::vector<int32_t>> host;
         if (m_config.preemption == PreemptionMode::swap) host = im.host.allocate(static_cast<int>(table.size()));
         if (host) {
-            for (size_t i = 0; i < table.size(); ++i) out.swap_out.push_back({table[i], (*host)[i]});
+            for (size_t i = 0; i < table.size(); ++i) {
+                const int32_t d = dropped && table[i] == dropped->dst_block ? dropped->src_block : table[i];
+                out.swap_out.push_back({d, (*host)[i]});
+            }
             m_counters.swapped_out_blocks += static_cast<int64_t>(table.size());
             ++m_counters.swap_outs;
             im.host_tables[victim] = std::move(*host);
@@ -172,6 +188,15 @@ SchedulerOutput Scheduler::schedule() {
         ++m_counters.preemptions;
         out.preempted.push_back(victim);
         im.insert_waiting(victim);
+    };
+
+    // Static batching under memory pressure: a finished member's seat gives its blocks back
+    // before anyone is preempted (it only held them to model the padded batch).
+    auto release_seat = [&]() {
+        if (im.padded.empty()) return false;
+        m_kv.free(im.padded.back());
+        im.padded.pop_back();
+        return true;
     };
 
     auto add_chunk = [&](SchedRequest& r, int n) {
@@ -211,6 +236,7 @@ SchedulerOutput Scheduler::schedule() {
                     break;
                 }
             }
+            if (release_seat()) continue;  // static batching: an empty seat's blocks go first
             const RequestId victim = im.running.back();
             preempt(victim);
             if (victim == id) break;
@@ -259,6 +285,8 @@ SchedulerOutput Scheduler::schedule() {
         SchedRequest& r = im.reqs.at(id);
         if (r.status == RequestStatus::swapped) {
             const auto& host = im.host_tables.at(id);
+            while (static_cast<int>(host.size()) > m_kv.num_free_blocks() && release_seat()) {
+            }
             if (static_cast<int>(host.size()) > m_kv.num_free_blocks()) break;
             auto alloc = m_kv.allocate_slots(id, r.all_tokens(), r.num_computed_tokens);
             if (!alloc || alloc->no_room) break;
@@ -284,6 +312,7 @@ SchedulerOutput Scheduler::schedule() {
                 n = budget;
             }
             auto alloc = m_kv.allocate_slots(id, r.all_tokens(), n);
+            if (alloc && alloc->no_room && release_seat()) continue;  // retry this request with the seat's blocks
             if (!alloc || alloc->no_room) {
                 m_kv.free(id);
                 break;

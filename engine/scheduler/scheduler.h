@@ -126,18 +126,20 @@ public:
     // A running request whose tokens are all computed (num_computed_tokens == num_tokens(),
     // e.g. a beam whose chunk got sampled = -1 while its group decides) is skipped by
     // schedule() until append_token gives it a new token.
-    // The engine's own decisions: a token for a running request (beam search), and the end
+    // The engine's own decisions: a token for a running request (beam search; finishes it
+    // with `length` at max_tokens), and the end
     // of a request (end-of-generation token, stop string). finish_request frees its blocks.
     Status append_token(RequestId id, int32_t token);
     void finish_request(RequestId id, FinishReason why);
 
     // Beam search / parallel sampling: child becomes a running copy of parent (same tokens,
-    // same num_computed_tokens) sharing its blocks copy-on-write. Parent must be running.
+    // same num_computed_tokens) sharing its blocks copy-on-write. Parent must be running,
+    // the child id unused, and fewer than max_num_seqs requests running.
     Status fork_request(RequestId parent, RequestId child);
 
-    // Forgets a finished request (its record stays until then, for telemetry and results).
-    // False (nothing removed) for unknown or unfinished requests, and for a finished member
-    // of a static batch still holding its seat.
+    // Forgets a request (a finished one's record stays until then, for telemetry and
+    // results); an unfinished one is cancelled first. False (nothing removed) for unknown
+    // ids and for a finished member of a static batch still holding its seat.
     bool remove_request(RequestId id);
 
     const SchedRequest* request(RequestId id) const;  // nullptr if unknown
