@@ -22,6 +22,7 @@
 
 #include "app/view_convert.h"
 #include "ui/chat_view.h"
+#include "ui/kv_block_map.h"
 
 namespace kvs::app {
 
@@ -76,6 +77,8 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
 
     addDock(tr("Sampling"), "samplingDock", buildSettingsForm(), Qt::LeftDockWidgetArea);
     addDock(tr("Engine"), "engineDock", buildEnginePanel(), Qt::RightDockWidgetArea);
+    m_blockMap = new ui::KvBlockMapView(this);
+    addDock(tr("KV cache blocks"), "kvBlockMapDock", m_blockMap, Qt::RightDockWidgetArea);
 
     auto* file = menuBar()->addMenu(tr("&File"));
     file->addAction(tr("&Open model…"), QKeySequence::Open, this, &MainWindow::openModel);
@@ -397,6 +400,7 @@ void MainWindow::poll() {
         if (i >= 0) labels.insert(it.key(), m_store.conversations()[i].title.left(24));
     }
     m_frame = to_frame(*snap, [&labels](RequestId id) { return labels.value(id); });
+    m_blockMap->setFrame(m_frame);
     // Request table: unfinished requests first.
     QVector<const ui::RequestRow*> rows;
     for (const auto& r : m_frame.requests)

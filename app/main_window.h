@@ -27,6 +27,7 @@ class QPushButton;
 class QDockWidget;
 namespace kvs::ui {
 class ChatView;
+class KvBlockMapView;
 }
 
 namespace kvs::app {
@@ -91,6 +92,7 @@ private:
     QPlainTextEdit* m_system;
     // engine panel
     QTableWidget* m_requests;
+    ui::KvBlockMapView* m_blockMap;
     QPushButton* m_pauseButton;
     QTimer m_pollTimer;
     ui::EngineFrame m_frame;
