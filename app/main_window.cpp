@@ -76,9 +76,12 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
     connect(m_list, &QListWidget::currentRowChanged, this, &MainWindow::selectChat);
 
     addDock(tr("Sampling"), "samplingDock", buildSettingsForm(), Qt::LeftDockWidgetArea);
-    addDock(tr("Engine"), "engineDock", buildEnginePanel(), Qt::RightDockWidgetArea);
     m_blockMap = new ui::KvBlockMapView(this);
-    addDock(tr("KV cache blocks"), "kvBlockMapDock", m_blockMap, Qt::RightDockWidgetArea);
+    auto* kvDock = addDock(tr("KV cache blocks"), "kvBlockMapDock", m_blockMap, Qt::RightDockWidgetArea);
+    auto* engineDock = addDock(tr("Engine"), "engineDock", buildEnginePanel(), Qt::RightDockWidgetArea);
+    // The block map gets the room: half the window's width, the request table under it.
+    resizeDocks({kvDock}, {width() / 2}, Qt::Horizontal);
+    resizeDocks({kvDock, engineDock}, {height() * 2 / 3, height() / 3}, Qt::Vertical);
 
     auto* file = menuBar()->addMenu(tr("&File"));
     file->addAction(tr("&Open model…"), QKeySequence::Open, this, &MainWindow::openModel);
