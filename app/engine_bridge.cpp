@@ -6,6 +6,8 @@
 #include "engine/model/model_registry.h"
 #include "engine/runtime/engine.h"
 #include "engine/runtime/engine_loop.h"
+#include "engine/telemetry/latency_stats.h"
+#include "engine/telemetry/snapshot_ring.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -64,6 +66,7 @@ void EngineBridge::loadModel(const QString& nameOrPath) {
         return;
     }
     const QString backend = QString::fromStdString((*engine)->backend().name());
+    const int64_t block_bytes = Engine::kv_bytes_per_token(model.value()->config) * (*engine)->block_size();
     auto ring = (*engine)->telemetry();
     auto loop = std::make_unique<EngineLoop>(std::move(*engine));
     std::unique_ptr<EngineLoop> old;
@@ -76,10 +79,13 @@ void EngineBridge::loadModel(const QString& nameOrPath) {
         m_tokenizer = tokenizer;
         m_loop = std::move(loop);
         m_ring = ring;
+        m_kvBytesPerBlock = block_bytes;
+        m_latencies.clear();
     }
     old.reset();
     for (qint64 id : orphaned) Q_EMIT requestFailed(id, tr("the model was replaced"));
     const auto& c = m_model->config;
+    Q_EMIT modelShape(QString::fromStdString(c.name), c.n_layer, c.n_kv_head, c.head_dim, m_model->weight_bytes);
     for (const auto& w : m_model->warnings) Q_EMIT modelWarning(QString::fromStdString(w));
     Q_EMIT modelLoaded(QString("%1 · %2 · %3 layers · %4 M params · %5")
                          .arg(QString::fromStdString(c.name), QString::fromStdString(m_model->file_type))
@@ -130,6 +136,11 @@ qint64 EngineBridge::submitChat(const QList<ChatTurn>& turns, const ChatSettings
         const double ttft = stats->n_tokens ? std::chrono::duration<double, std::milli>(stats->first - stats->submitted).count() : 0;
         const double decode_s = std::chrono::duration<double>(now - stats->first).count();
         const double tps = stats->n_tokens > 1 && decode_s > 0 ? (stats->n_tokens - 1) / decode_s : 0;
+        if (stats->n_tokens > 0) {
+            std::lock_guard<std::mutex> lk(m_mu);
+            m_latencies.emplace_back(ttft, stats->n_tokens > 1 ? decode_s * 1000.0 / (stats->n_tokens - 1) : 0.0);
+            if (m_latencies.size() > 64) m_latencies.erase(m_latencies.begin());
+        }
         const char* why = ev.finish_reason == FinishReason::stop        ? "stop"
                           : ev.finish_reason == FinishReason::length    ? "max tokens"
                           : ev.finish_reason == FinishReason::cancelled ? "cancelled"
@@ -173,6 +184,29 @@ void EngineBridge::setStepDelayMs(int ms) {
 std::shared_ptr<const EngineSnapshot> EngineBridge::latestSnapshot() const {
     std::lock_guard<std::mutex> lk(m_mu);
     return m_ring ? m_ring->latest() : nullptr;
+}
+
+std::vector<std::shared_ptr<const EngineSnapshot>> EngineBridge::snapshotsAfter(int64_t step) const {
+    std::shared_ptr<const SnapshotRing> ring;
+    {
+        std::lock_guard<std::mutex> lk(m_mu);
+        ring = m_ring;
+    }
+    std::vector<std::shared_ptr<const EngineSnapshot>> out;
+    if (!ring) return out;
+    for (auto& s : ring->recent(ring->capacity()))
+        if (s->step.step > step) out.push_back(std::move(s));
+    return out;
+}
+
+std::vector<std::pair<double, double>> EngineBridge::recentLatencies() const {
+    std::lock_guard<std::mutex> lk(m_mu);
+    return m_latencies;
+}
+
+int64_t EngineBridge::kvBytesPerBlock() const {
+    std::lock_guard<std::mutex> lk(m_mu);
+    return m_kvBytesPerBlock;
 }
 
 std::vector<StepRecord> EngineBridge::stepsAfter(int64_t step) const {

@@ -57,6 +57,11 @@ public:
 
     // Telemetry for the views (thread-safe; null / empty before a model is loaded).
     std::shared_ptr<const EngineSnapshot> latestSnapshot() const;
+    // Full snapshots newer than `step`, oldest first (the ring keeps the last 64).
+    std::vector<std::shared_ptr<const EngineSnapshot>> snapshotsAfter(int64_t step) const;
+    // TTFT and TPOT (ms) of the most recently finished requests (up to 64), for the metrics.
+    std::vector<std::pair<double, double>> recentLatencies() const;
+    int64_t kvBytesPerBlock() const;
     std::vector<StepRecord> stepsAfter(int64_t step) const;
     int64_t weightBytes() const;
 
@@ -67,6 +72,7 @@ Q_SIGNALS:
     void modelLoaded(const QString& description);
     void modelLoadFailed(const QString& message);
     void modelWarning(const QString& message);  // loaded, but something is not applied (see Model::warnings)
+    void modelShape(const QString& name, int layers, int kvHeads, int headDim, qint64 weightBytes);
     void tokenText(qint64 requestId, const QString& piece);
     void requestFinished(qint64 requestId, const QString& summary);
     void requestFailed(qint64 requestId, const QString& message);
@@ -80,6 +86,8 @@ private:
     std::unique_ptr<EngineLoop> m_loop;
     std::shared_ptr<const SnapshotRing> m_ring;
     std::set<qint64> m_inFlight;
+    std::vector<std::pair<double, double>> m_latencies;  // ring of (ttft, tpot), newest last
+    int64_t m_kvBytesPerBlock = 0;
 };
 
 }  // namespace kvs::app

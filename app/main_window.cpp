@@ -23,6 +23,11 @@
 #include "app/view_convert.h"
 #include "ui/chat_view.h"
 #include "ui/kv_block_map.h"
+#include "ui/memory_planner.h"
+#include "ui/metrics_view.h"
+#include "ui/slot_timeline.h"
+
+#include "engine/telemetry/latency_stats.h"
 
 namespace kvs::app {
 
@@ -79,6 +84,18 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
     m_blockMap = new ui::KvBlockMapView(this);
     auto* kvDock = addDock(tr("KV cache blocks"), "kvBlockMapDock", m_blockMap, Qt::RightDockWidgetArea);
     auto* engineDock = addDock(tr("Engine"), "engineDock", buildEnginePanel(), Qt::RightDockWidgetArea);
+    m_timeline = new ui::SlotTimelineView(this);
+    m_metrics = new ui::MetricsView(this);
+    m_planner = new ui::MemoryPlannerView(this);
+    auto* timelineDock = addDock(tr("Batch slots"), "slotTimelineDock", m_timeline, Qt::RightDockWidgetArea);
+    auto* metricsDock = addDock(tr("Metrics"), "metricsDock", m_metrics, Qt::RightDockWidgetArea);
+    auto* plannerDock = addDock(tr("Memory planner"), "memoryPlannerDock", m_planner, Qt::RightDockWidgetArea);
+    tabifyDockWidget(engineDock, timelineDock);
+    tabifyDockWidget(engineDock, metricsDock);
+    tabifyDockWidget(engineDock, plannerDock);
+    engineDock->raise();
+    connect(m_blockMap, &ui::KvBlockMapView::requestSelected, m_timeline, &ui::SlotTimelineView::setSelectedRequest);
+    connect(m_timeline, &ui::SlotTimelineView::requestSelected, m_blockMap, &ui::KvBlockMapView::setSelectedRequest);
     // The block map gets the room: half the window's width, the request table under it.
     resizeDocks({kvDock}, {width() / 2}, Qt::Horizontal);
     resizeDocks({kvDock, engineDock}, {height() * 2 / 3, height() / 3}, Qt::Vertical);
@@ -111,6 +128,7 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
         m_notReadyWhy = tr("Could not load the model: %1 — use File ▸ Open model…").arg(msg);
         for (auto* v : std::as_const(m_views)) v->setReady(false, m_notReadyWhy);
     });
+    connect(m_bridge, &EngineBridge::modelShape, m_planner, &ui::MemoryPlannerView::setLoadedModel);
     connect(m_bridge, &EngineBridge::modelWarning, this, [this](const QString& msg) {
         if (auto* v = chatView()) v->appendNotice(tr("Warning: %1").arg(msg));
     });
@@ -276,6 +294,7 @@ void MainWindow::onSend(const QString& convId, const QString& text) {
     if (id > 0) {
         m_live[convId].requestId = id;
         m_requestConv.insert(id, convId);
+        m_requestLabel.insert(id, c.title.left(24));
     }
 }
 
@@ -394,16 +413,46 @@ QWidget* MainWindow::buildEnginePanel() {
 }
 
 void MainWindow::poll() {
-    auto snap = m_bridge->latestSnapshot();
-    if (!snap || snap->step.step == m_lastStep) return;
-    m_lastStep = snap->step.step;
-    QHash<qint64, QString> labels;
-    for (auto it = m_requestConv.constBegin(); it != m_requestConv.constEnd(); ++it) {
-        const int i = m_store.indexOf(it.value());
-        if (i >= 0) labels.insert(it.key(), m_store.conversations()[i].title.left(24));
+    const auto snaps = m_bridge->snapshotsAfter(m_lastStep);
+    if (snaps.empty()) return;
+    auto label = [this](RequestId id) { return m_requestLabel.value(id); };
+    // Every step since the last poll goes to the timeline; the newest to the other views.
+    for (const auto& snap : snaps) {
+        const ui::EngineFrame f = to_frame(*snap, label);
+        m_timeline->appendStep(f.step, f.requests);
     }
-    m_frame = to_frame(*snap, [&labels](RequestId id) { return labels.value(id); });
+    m_lastStep = snaps.back()->step.step;
+    m_frame = to_frame(*snaps.back(), label);
     m_blockMap->setFrame(m_frame);
+    // Metrics: output tok/s over the last steps, latencies of recently finished requests.
+    {
+        const auto steps = m_bridge->stepsAfter(m_lastStep - 16);
+        double ms = 0, tokens = 0;
+        for (const auto& r : steps) {
+            ms += r.duration_ms;
+            tokens += r.decode_tokens;
+        }
+        std::vector<double> ttft, tpot;
+        for (const auto& [a, b] : m_bridge->recentLatencies()) {
+            ttft.push_back(a);
+            if (b > 0) tpot.push_back(b);
+        }
+        ui::MetricsPoint mp;
+        mp.tMs = m_frame.step.tStartMs + m_frame.step.durationMs;
+        mp.tokPerS = ms > 0 ? tokens * 1000.0 / ms : 0;
+        if (!ttft.empty()) {
+            mp.ttftP50Ms = percentile(ttft, 50);
+            mp.ttftP99Ms = percentile(ttft, 99);
+        }
+        if (!tpot.empty()) {
+            mp.tpotP50Ms = percentile(tpot, 50);
+            mp.tpotP99Ms = percentile(tpot, 99);
+        }
+        mp.weightBytes = m_bridge->weightBytes();
+        mp.kvBytes = static_cast<qint64>(m_frame.step.blocksUsed) * m_bridge->kvBytesPerBlock();
+        m_metrics->appendPoint(mp);
+        m_metrics->setKvUsage(m_frame.step.kvUsage);
+    }
     // Request table: unfinished requests first.
     QVector<const ui::RequestRow*> rows;
     for (const auto& r : m_frame.requests)

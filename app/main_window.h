@@ -28,6 +28,9 @@ class QDockWidget;
 namespace kvs::ui {
 class ChatView;
 class KvBlockMapView;
+class SlotTimelineView;
+class MetricsView;
+class MemoryPlannerView;
 }
 
 namespace kvs::app {
@@ -73,7 +76,8 @@ private:
     QString m_currentId;
     QHash<QString, ui::ChatView*> m_views;   // conversation id -> its view
     QHash<QString, Live> m_live;             // conversation id -> reply in flight
-    QHash<qint64, QString> m_requestConv;    // request id -> conversation id
+    QHash<qint64, QString> m_requestConv;    // request id -> conversation id (while in flight)
+    QHash<qint64, QString> m_requestLabel;   // request id -> chat title, for the views
     QStackedWidget* m_stack;
     QListWidget* m_list;
     QLineEdit* m_search;
@@ -93,6 +97,9 @@ private:
     // engine panel
     QTableWidget* m_requests;
     ui::KvBlockMapView* m_blockMap;
+    ui::SlotTimelineView* m_timeline;
+    ui::MetricsView* m_metrics;
+    ui::MemoryPlannerView* m_planner;
     QPushButton* m_pauseButton;
     QTimer m_pollTimer;
     ui::EngineFrame m_frame;

@@ -1,0 +1,1296 @@
+#include "ui/slot_timeline.h"
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QHelpEvent>
+#include <QLabel>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QScrollBar>
+#include <QSplitter>
+#include <QToolButton>
+#include <QTimer>
+#include <QToolTip>
+#include <QVBoxLayout>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include "ui/qcp.h"
+#include "ui/request_colors.h"
+
+namespace kvs::ui {
+
+namespace {
+
+struct Cell {
+    qint64 id = 0;
+    qint32 computed = 0;     // tokens in its KV after the step
+    quint16 tokens = 0;      // tokens run for it in the step
+    quint8 state = 0;        // SlotState
+    qint16 seat = -1;        // batch seat (seats mode), -1: none
+    bool seatChange = false; // another request held this seat in the step before
+};
+
+struct Column {
+    StepPoint point;
+    double tput = 0;         // (prefill + decode) tokens/s over the window ending here
+    double decodeTput = 0;   // decode tokens/s over the same window
+    QVector<Cell> cells;     // by request id
+};
+
+struct Row {
+    qint64 id = 0;
+    QString label;
+    qint64 lastStep = -1;    // last step with a cell
+    bool finished = false;   // its Finished cell is drawn; later steps draw nothing
+    RequestRow latest;
+};
+
+bool holdsSeat(SlotState s) { return s == SlotState::Prefill || s == SlotState::Decode || s == SlotState::Padding; }
+
+QColor mix(const QColor& a, const QColor& b, qreal t) {
+    return QColor::fromRgbF(a.redF() + (b.redF() - a.redF()) * t, a.greenF() + (b.greenF() - a.greenF()) * t,
+                            a.blueF() + (b.blueF() - a.blueF()) * t);
+}
+
+QFont smallFont(const QFont& f) {
+    QFont s = f;
+    if (f.pointSizeF() > 0) s.setPointSizeF(f.pointSizeF() * 0.85);
+    else if (f.pixelSize() > 0) s.setPixelSize(std::max(8, f.pixelSize() * 85 / 100));
+    return s;
+}
+
+}  // namespace
+
+namespace {
+struct PlotParts {
+    QCPAxisRect* rects[3] = {};
+    QCPGraph* util = nullptr;
+    QCPGraph* prefill = nullptr;  // stacked step areas: prefill, + decode, + padding
+    QCPGraph* decode = nullptr;
+    QCPGraph* padding = nullptr;
+    QCPGraph* budget = nullptr;
+    QCPGraph* tput = nullptr;
+    QCPGraph* decodeTput = nullptr;
+    QCPItemStraightLine* cursor[3] = {};
+    QCPItemText* title[3] = {};
+    QCPLegend* legends[2] = {};
+};
+}  // namespace
+
+struct SlotTimelineView::Data {
+    PlotParts plots;
+    std::deque<Column> cols;      // oldest first, strictly increasing steps
+    QVector<Row> rows;            // by request id
+    QHash<qint64, int> rowOf;     // request id -> index in rows
+    QVector<qint64> seatHolder;   // seat -> request id holding it, -1 free
+    QHash<qint64, int> seatOf;    // request id -> seat it holds now
+    QHash<qint64, int> lastSeat;  // request id -> last seat it held
+    int seatRows = 0;
+    int layoutVersion = 0;        // bumps when existing rows move (cache must be redrawn)
+
+    const Column* column(qint64 step) const {
+        auto it = std::lower_bound(cols.begin(), cols.end(), step,
+                                   [](const Column& c, qint64 s) { return c.point.step < s; });
+        return it != cols.end() && it->point.step == step ? &*it : nullptr;
+    }
+    void rebuildRowIndex() {
+        rowOf.clear();
+        for (int i = 0; i < rows.size(); ++i) rowOf.insert(rows[i].id, i);
+    }
+};
+
+// ---- the cell area -------------------------------------------------------------------
+
+class TimelineCanvas : public QWidget {
+public:
+    explicit TimelineCanvas(SlotTimelineView* view) : QWidget(view), v(view) {
+        setMouseTracking(true);
+        setFocusPolicy(Qt::StrongFocus);
+        setAttribute(Qt::WA_OpaquePaintEvent);
+        setObjectName("slotTimelineCanvas");
+        setAccessibleName(tr("Batch slot timeline cells"));
+        setAccessibleDescription(tr("Rows are requests or batch seats, columns engine steps. Left/Right and Page "
+                                    "Up/Down scroll, Home/End jump, Ctrl+wheel zooms, a click selects a request."));
+    }
+
+    // Geometry: the cell area in logical pixels; columns and rows in device pixels so the
+    // cached image scrolls by whole pixels at any device pixel ratio.
+    struct Layout {
+        int gutter = 0, right = 0;
+        QRect cells;
+        qreal dpr = 1;
+        int cw = 1, rh = 1;            // device px per column / row
+        int wDev = 1, hDev = 1;
+        int visibleCols = 1, rowsFit = 1, firstRow = 0, nRows = 0;
+    };
+
+    static int gutterWidth(const QFont& f) {
+        const QFontMetrics fm(smallFont(f));
+        return fm.horizontalAdvance(QStringLiteral("req 00000")) + fm.height() + 6;
+    }
+    static int rightMargin(const QFont& f) { return QFontMetrics(f).averageCharWidth() * 2; }
+
+    Layout layout() const {
+        Layout L;
+        L.dpr = devicePixelRatioF();
+        L.gutter = gutterWidth(font());
+        L.right = rightMargin(font());
+        L.cells = QRect(L.gutter, 0, std::max(1, width() - L.gutter - L.right), std::max(1, height()));
+        L.wDev = std::max(1, int(std::lround(L.cells.width() * L.dpr)));
+        L.hDev = std::max(1, int(std::lround(L.cells.height() * L.dpr)));
+        L.cw = std::max(1, int(std::lround(v->m_cellWidth * L.dpr)));
+        L.visibleCols = (L.wDev + L.cw - 1) / L.cw;
+        L.nRows = v->rowCount();
+        const int comfy = int(std::lround(QFontMetrics(smallFont(font())).height() * L.dpr));
+        const int minimum = std::max(2, int(std::lround(4 * L.dpr)));
+        L.rh = L.nRows > 0 ? std::clamp(L.hDev / L.nRows, minimum, std::max(minimum, comfy)) : comfy;
+        L.rowsFit = std::max(1, L.hDev / L.rh);
+        L.firstRow = std::clamp(v->m_vscroll ? v->m_vscroll->value() : 0, 0, std::max(0, L.nRows - L.rowsFit));
+        return L;
+    }
+
+    // Logical x of a step's left edge, and the step under a logical x.
+    qreal xOf(const Layout& L, qint64 step) const {
+        return L.cells.left() + (L.wDev - (v->m_viewLast - step + 1) * double(L.cw)) / L.dpr;
+    }
+    qint64 stepAtX(const Layout& L, qreal x) const {
+        const double fromRight = L.wDev - (x - L.cells.left()) * L.dpr;
+        if (fromRight <= 0) return v->m_viewLast;
+        return v->m_viewLast - qint64(std::floor(fromRight / L.cw));
+    }
+    qreal yOf(const Layout& L, int row) const { return L.cells.top() + (row - L.firstRow) * double(L.rh) / L.dpr; }
+    int rowAtY(const Layout& L, qreal y) const {
+        const int r = L.firstRow + int(std::floor((y - L.cells.top()) * L.dpr / L.rh));
+        return r >= 0 && r < L.nRows && r < L.firstRow + L.rowsFit ? r : -1;
+    }
+    QRectF cellRectF(const Layout& L, qint64 step, int row) const {
+        return QRectF(xOf(L, step), yOf(L, row), L.cw / L.dpr, L.rh / L.dpr);
+    }
+    QRect columnRect(const Layout& L, qint64 step) const {
+        if (step < 0) return {};
+        const QRectF r(xOf(L, step), L.cells.top(), L.cw / L.dpr, L.cells.height());
+        return r.toAlignedRect().adjusted(-1, 0, 1, 0).intersected(L.cells);
+    }
+
+    QSize sizeHint() const override {
+        const QFontMetrics fm(smallFont(font()));
+        return {fm.averageCharWidth() * 100, fm.height() * 24};
+    }
+    QSize minimumSizeHint() const override {
+        const QFontMetrics fm(smallFont(font()));
+        return {gutterWidth(font()) + fm.averageCharWidth() * 10, fm.height() * 4};
+    }
+
+    void invalidate() { m_cacheValid = false; }
+    void paletteChanged() { ++m_paletteVersion; m_cacheValid = false; }
+    int paintCount = 0, fullRedraws = 0;
+
+protected:
+    void paintEvent(QPaintEvent* ev) override;
+    void mouseMoveEvent(QMouseEvent* ev) override;
+    void mousePressEvent(QMouseEvent* ev) override;
+    void leaveEvent(QEvent*) override { v->setHoverStep(-1); m_hoverRow = -1; }
+    void wheelEvent(QWheelEvent* ev) override;
+    void keyPressEvent(QKeyEvent* ev) override;
+    void resizeEvent(QResizeEvent*) override { v->syncView(); }
+    void changeEvent(QEvent* ev) override {
+        if (ev->type() == QEvent::PaletteChange || ev->type() == QEvent::StyleChange ||
+            ev->type() == QEvent::FontChange)
+            paletteChanged();
+        QWidget::changeEvent(ev);
+    }
+    bool event(QEvent* ev) override {
+        if (ev->type() == QEvent::ToolTip) {
+            auto* he = static_cast<QHelpEvent*>(ev);
+            const QPoint inView = mapTo(v, he->pos());
+            const QString text = v->toolTipAt(inView);
+            if (text.isEmpty()) QToolTip::hideText();
+            else QToolTip::showText(he->globalPos(), text, this);
+            return true;
+        }
+        return QWidget::event(ev);
+    }
+
+private:
+    struct CacheKey {
+        QSize size;
+        int cw = 0, rh = 0, firstRow = 0, mode = 0, layoutVersion = 0, paletteVersion = 0;
+        bool operator==(const CacheKey&) const = default;
+    };
+    void ensureCache(const Layout& L);
+    void drawColumns(const Layout& L, qint64 from, qint64 to);  // into the cache
+    void fillRaw(QRect r, QRgb color);
+    void hatchRaw(QRect r, QRgb color, int period);
+    void drawGutter(QPainter& p, const Layout& L, const QRect& clip);
+    void drawOverlay(QPainter& p, const Layout& L);
+
+    SlotTimelineView* v;
+    QImage m_cache;          // [hDev, wDev] the cell area, device pixels
+    uchar* m_bits = nullptr; // m_cache.bits() while drawing columns
+    qsizetype m_bpl = 0;
+    CacheKey m_key;
+    qint64 m_cacheLast = -1; // step at the cache's right edge
+    bool m_cacheValid = false;
+    int m_paletteVersion = 0;
+    int m_hoverRow = -1;
+};
+
+void TimelineCanvas::ensureCache(const Layout& L) {
+    const CacheKey key{QSize(L.wDev, L.hDev), L.cw, L.rh, L.firstRow, int(v->m_mode), v->d->layoutVersion,
+                       m_paletteVersion};
+    const qint64 last = v->m_viewLast;
+    const qint64 delta = last - m_cacheLast;
+    if (!m_cacheValid || !(key == m_key) || std::abs(delta) >= L.visibleCols) {
+        if (m_cache.size() != key.size) m_cache = QImage(key.size, QImage::Format_ARGB32_Premultiplied);
+        m_key = key;
+        m_cacheLast = last;
+        m_cacheValid = true;
+        ++fullRedraws;
+        drawColumns(L, last - L.visibleCols + 1, last);
+        return;
+    }
+    if (delta == 0) return;
+    // Shift what is drawn by whole columns, then draw the columns that came into view.
+    const int dx = int(std::min<qint64>(std::abs(delta) * L.cw, L.wDev));
+    uchar* bits = m_cache.bits();
+    for (int y = 0; y < L.hDev; ++y) {
+        uchar* line = bits + qsizetype(y) * m_cache.bytesPerLine();
+        if (delta > 0) std::memmove(line, line + dx * 4, size_t(L.wDev - dx) * 4);
+        else std::memmove(line + dx * 4, line, size_t(L.wDev - dx) * 4);
+    }
+    if (delta > 0) drawColumns(L, m_cacheLast + 1, last);
+    else drawColumns(L, last - L.visibleCols + 1, m_cacheLast - L.visibleCols + 1);
+    m_cacheLast = last;
+}
+
+// Cells are solid axis-aligned rectangles in device pixels: written straight into the
+// cache's scan lines (a QPainter fillRect per cell costs ~20× more).
+void TimelineCanvas::fillRaw(QRect r, QRgb color) {
+    r = r.intersected(m_cache.rect());
+    if (r.isEmpty()) return;
+    uchar* row = m_bits + qsizetype(r.top()) * m_bpl;
+    for (int y = r.top(); y <= r.bottom(); ++y, row += m_bpl)
+        std::fill_n(reinterpret_cast<QRgb*>(row) + r.left(), r.width(), color);
+}
+
+void TimelineCanvas::hatchRaw(QRect r, QRgb color, int period) {
+    r = r.intersected(m_cache.rect());
+    if (r.isEmpty()) return;
+    uchar* row = m_bits + qsizetype(r.top()) * m_bpl;
+    for (int y = r.top(); y <= r.bottom(); ++y, row += m_bpl) {
+        QRgb* line = reinterpret_cast<QRgb*>(row);
+        for (int x = r.left() + ((period - (r.left() + y) % period) % period); x <= r.right(); x += period) line[x] = color;
+    }
+}
+
+void TimelineCanvas::drawColumns(const Layout& L, qint64 from, qint64 to) {
+    if (to < from) return;
+    m_bits = m_cache.bits();  // detaches once, not per scan line
+    m_bpl = m_cache.bytesPerLine();
+    const QPalette& pal = palette();
+    const auto opaque = [](const QColor& c) { return c.rgb() | 0xFF000000u; };
+    const int x0 = int(L.wDev - (v->m_viewLast - from + 1) * qint64(L.cw));
+    const int x1 = int(L.wDev - (v->m_viewLast - to) * qint64(L.cw));
+    fillRaw(QRect(x0, 0, x1 - x0, L.hDev), opaque(pal.color(QPalette::Base)));
+    const QRgb band = opaque(mix(pal.color(QPalette::Base), pal.color(QPalette::Text), 0.035));
+    for (int r = L.firstRow; r < std::min(L.nRows, L.firstRow + L.rowsFit + 1); ++r)
+        if (r % 2) fillRaw(QRect(x0, (r - L.firstRow) * L.rh, x1 - x0, L.rh), band);
+
+    const bool seats = v->m_mode == SlotTimelineView::RowMode::Seats;
+    const int px = std::max(1, int(L.dpr));
+    const int gapX = seats ? 0 : (L.cw >= int(5 * L.dpr) ? px : 0);
+    const int gapY = L.rh >= int(5 * L.dpr) ? px : 0;
+    QRgb colors[7];
+    for (int s = 0; s < 7; ++s) colors[s] = opaque(SlotTimelineView::stateColor(SlotState(s), pal));
+    const QRgb hatch = opaque(SlotTimelineView::stateColor(SlotState::Padding, pal).darker(150));
+    const int hatchPeriod = std::max(3, int(std::lround(4 * L.dpr)));
+    const auto& cols = v->d->cols;
+    auto it = std::lower_bound(cols.begin(), cols.end(), from,
+                               [](const Column& c, qint64 s) { return c.point.step < s; });
+    for (; it != cols.end() && it->point.step <= to; ++it) {
+        const int x = int(L.wDev - (v->m_viewLast - it->point.step + 1) * qint64(L.cw));
+        for (int pass = 0; pass < (seats ? 2 : 1); ++pass) {
+            for (const Cell& c : it->cells) {
+                int row;
+                if (seats) {
+                    if (c.seat < 0 || holdsSeat(SlotState(c.state)) != (pass == 1)) continue;
+                    row = c.seat;
+                } else {
+                    row = v->d->rowOf.value(c.id, -1);
+                }
+                if (row < L.firstRow || row > L.firstRow + L.rowsFit) continue;
+                const int y = (row - L.firstRow) * L.rh;
+                int left = x, w = L.cw - gapX;
+                if (seats && c.seatChange && L.cw >= 3) { left += px; w -= px; }  // a new occupant
+                const QRect r(left, y, std::max(1, w), std::max(1, L.rh - gapY));
+                fillRaw(r, colors[c.state]);
+                if (c.state == quint8(SlotState::Padding)) hatchRaw(r, hatch, hatchPeriod);
+            }
+        }
+    }
+}
+
+void TimelineCanvas::drawGutter(QPainter& p, const Layout& L, const QRect& clip) {
+    const QPalette& pal = palette();
+    const QRect g(0, 0, L.gutter, height());
+    if (!clip.intersects(g)) return;
+    p.fillRect(g, pal.window());
+    p.setPen(pal.color(QPalette::Mid));
+    p.drawLine(QPointF(L.gutter - 0.5, 0), QPointF(L.gutter - 0.5, height()));
+    const QFont f = smallFont(font());
+    p.setFont(f);
+    const QFontMetrics fm(f);
+    const qreal rowH = L.rh / L.dpr;
+    const int every = std::max(1, int(std::ceil(fm.height() * 0.95 / rowH)));
+    const bool seats = v->m_mode == SlotTimelineView::RowMode::Seats;
+    for (int r = L.firstRow; r < std::min(L.nRows, L.firstRow + L.rowsFit); ++r) {
+        const qreal y = yOf(L, r);
+        const bool selected = !seats && v->m_selected >= 0 && v->d->rows[r].id == v->m_selected;
+        if (selected) p.fillRect(QRectF(0, y, L.gutter - 1, rowH), pal.color(QPalette::Highlight));
+        if (r % every && !selected) continue;
+        QRectF text(4, y + rowH / 2 - fm.height() / 2.0, L.gutter - 8, fm.height());
+        QString label;
+        if (seats) {
+            label = tr("seat %1").arg(r);
+        } else {
+            const Row& row = v->d->rows[r];
+            const qreal sw = std::min<qreal>(fm.height() * 0.6, std::max<qreal>(3, rowH - 2));
+            p.fillRect(QRectF(4, y + (rowH - sw) / 2, sw, sw), SlotTimelineView::requestColor(row.id));
+            text.setLeft(4 + sw + 4);
+            label = row.label.isEmpty() ? tr("req %1").arg(row.id) : row.label;
+        }
+        p.setPen(selected ? pal.color(QPalette::HighlightedText) : pal.color(QPalette::Text));
+        p.drawText(text, Qt::AlignVCenter | Qt::AlignLeft, fm.elidedText(label, Qt::ElideRight, int(text.width())));
+    }
+}
+
+void TimelineCanvas::drawOverlay(QPainter& p, const Layout& L) {
+    const QPalette& pal = palette();
+    p.setClipRect(L.cells);
+    QColor hl = pal.color(QPalette::Highlight);
+    if (v->m_hoverStep >= 0) {
+        QColor band = hl;
+        band.setAlpha(60);
+        p.fillRect(QRectF(xOf(L, v->m_hoverStep), L.cells.top(), L.cw / L.dpr, L.cells.height()), band);
+        if (m_hoverRow >= 0) {
+            p.setPen(QPen(pal.color(QPalette::Text), 1));
+            p.drawRect(cellRectF(L, v->m_hoverStep, m_hoverRow).adjusted(0, 0, -1, -1));
+        }
+    }
+    if (v->m_selected >= 0) {
+        QColor band = hl;
+        band.setAlpha(45);
+        if (v->m_mode == SlotTimelineView::RowMode::Requests) {
+            const int r = v->d->rowOf.value(v->m_selected, -1);
+            if (r >= L.firstRow && r < L.firstRow + L.rowsFit) {
+                const QRectF rr(L.cells.left(), yOf(L, r), L.cells.width(), L.rh / L.dpr);
+                p.fillRect(rr, band);
+                p.setPen(QPen(hl, 1));
+                p.drawRect(rr.adjusted(0.5, 0.5, -0.5, -0.5));
+            }
+        } else {
+            // Seats: outline the selected request's cells wherever it sat.
+            p.setPen(QPen(pal.color(QPalette::Text), 1));
+            const qint64 first = v->m_viewLast - L.visibleCols + 1;
+            for (const Column& c : v->d->cols) {
+                if (c.point.step < first || c.point.step > v->m_viewLast) continue;
+                for (const Cell& cell : c.cells)
+                    if (cell.id == v->m_selected && cell.seat >= 0) p.fillRect(cellRectF(L, c.point.step, cell.seat), band);
+            }
+        }
+    }
+    p.setClipping(false);
+}
+
+void TimelineCanvas::paintEvent(QPaintEvent* ev) {
+    ++paintCount;
+    const Layout L = layout();
+    QPainter p(this);
+    if (v->d->cols.empty()) {
+        p.fillRect(rect(), palette().base());
+        drawGutter(p, L, ev->rect());
+        p.setPen(palette().color(QPalette::PlaceholderText));
+        p.drawText(L.cells, Qt::AlignCenter | Qt::TextWordWrap,
+                   tr("No engine steps yet.\nRequests appear here as the scheduler runs them."));
+        return;
+    }
+    ensureCache(L);
+    m_cache.setDevicePixelRatio(L.dpr);
+    p.drawImage(L.cells.topLeft(), m_cache);
+    p.fillRect(QRect(L.cells.right() + 1, 0, width() - L.cells.right() - 1, height()), palette().base());
+    drawGutter(p, L, ev->rect());
+    drawOverlay(p, L);
+}
+
+void TimelineCanvas::mouseMoveEvent(QMouseEvent* ev) {
+    const Layout L = layout();
+    const QPointF pos = ev->position();
+    if (!L.cells.contains(pos.toPoint()) || v->d->cols.empty()) {
+        v->setHoverStep(-1);
+        m_hoverRow = -1;
+        return;
+    }
+    const int row = rowAtY(L, pos.y());
+    if (row != m_hoverRow) {
+        m_hoverRow = row;
+        update(columnRect(L, v->m_hoverStep));
+    }
+    v->setHoverStep(stepAtX(L, pos.x()));
+}
+
+void TimelineCanvas::mousePressEvent(QMouseEvent* ev) {
+    if (ev->button() != Qt::LeftButton) return QWidget::mousePressEvent(ev);
+    const TimelineHit hit = v->hitTest(mapTo(v, ev->position().toPoint()));
+    qint64 id = hit.requestId;
+    if (id >= 0 && id == v->m_selected) id = -1;  // a second click clears the selection
+    v->setSelectedRequest(id);
+    Q_EMIT v->requestSelected(id);
+}
+
+void TimelineCanvas::wheelEvent(QWheelEvent* ev) {
+    const QPoint a = ev->angleDelta();
+    if (ev->modifiers() & Qt::ControlModifier) {
+        if (a.y() != 0) v->setCellWidth(v->m_cellWidth * (a.y() > 0 ? 1.25 : 0.8));
+        return ev->accept();
+    }
+    const Layout L = layout();
+    const bool rowsOverflow = L.nRows > L.rowsFit;
+    const bool horizontal = a.x() != 0 || (ev->modifiers() & Qt::ShiftModifier) || !rowsOverflow;
+    const int notches = (a.x() != 0 ? a.x() : a.y()) / 40;  // 3 per wheel notch
+    if (horizontal) v->scrollBy(-notches * std::max(1, L.visibleCols / 30));
+    else v->m_vscroll->setValue(v->m_vscroll->value() - notches);
+    ev->accept();
+}
+
+void TimelineCanvas::keyPressEvent(QKeyEvent* ev) {
+    const Layout L = layout();
+    switch (ev->key()) {
+    case Qt::Key_Left: v->scrollBy(-1); break;
+    case Qt::Key_Right: v->scrollBy(1); break;
+    case Qt::Key_PageUp: v->scrollBy(-L.visibleCols); break;
+    case Qt::Key_PageDown: v->scrollBy(L.visibleCols); break;
+    case Qt::Key_Home: v->scrollToStep(v->oldestStep() + L.visibleCols - 1); break;
+    case Qt::Key_End: v->setFollowing(true); break;
+    case Qt::Key_Up: v->m_vscroll->setValue(v->m_vscroll->value() - 1); break;
+    case Qt::Key_Down: v->m_vscroll->setValue(v->m_vscroll->value() + 1); break;
+    default: QWidget::keyPressEvent(ev); return;
+    }
+}
+
+// ---- the legend strip ------------------------------------------------------------------
+
+namespace {
+class StateLegend : public QWidget {
+public:
+    explicit StateLegend(QWidget* parent) : QWidget(parent) {
+        setObjectName("slotTimelineLegend");
+        setAccessibleName(tr("Slot state colours"));
+        setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Fixed);
+    }
+    QSize sizeHint() const override {
+        const QFontMetrics fm(smallFont(font()));
+        int w = 0;
+        for (SlotState s : order()) w += fm.height() + 4 + fm.horizontalAdvance(SlotTimelineView::stateName(s)) + 12;
+        return {w, fm.height() + 4};
+    }
+    QSize minimumSizeHint() const override { return {40, sizeHint().height()}; }
+
+protected:
+    void paintEvent(QPaintEvent*) override {
+        QPainter p(this);
+        const QFont f = smallFont(font());
+        p.setFont(f);
+        const QFontMetrics fm(f);
+        qreal x = 0;
+        const qreal sw = fm.height() * 0.7, y = (height() - sw) / 2;
+        for (SlotState s : order()) {
+            const QString name = SlotTimelineView::stateName(s);
+            if (x + sw + 4 + fm.horizontalAdvance(name) > width()) break;
+            const QRectF sq(x, y, sw, sw);
+            const QColor c = SlotTimelineView::stateColor(s, palette());
+            p.fillRect(sq, c);
+            if (s == SlotState::Padding) p.fillRect(sq, QBrush(c.darker(150), Qt::BDiagPattern));
+            p.setPen(palette().color(QPalette::Text));
+            x += sw + 4;
+            p.drawText(QRectF(x, 0, fm.horizontalAdvance(name) + 2, height()), Qt::AlignVCenter, name);
+            x += fm.horizontalAdvance(name) + 12;
+        }
+    }
+
+private:
+    static std::initializer_list<SlotState> order() {
+        static const auto o = {SlotState::Prefill, SlotState::Decode, SlotState::Padding, SlotState::Waiting,
+                               SlotState::Preempted, SlotState::Swapped, SlotState::Finished};
+        return o;
+    }
+};
+}  // namespace
+
+// ---- the view ----------------------------------------------------------------------------
+
+SlotTimelineView::SlotTimelineView(QWidget* parent) : QWidget(parent), d(std::make_unique<Data>()) {
+    setObjectName("slotTimeline");
+    setAccessibleName(tr("Batch slot timeline"));
+    m_cellWidth = std::max(3, QFontMetrics(font()).averageCharWidth() * 3 / 4);
+
+    auto* legend = new StateLegend(this);
+    m_summary = new QLabel(this);
+    m_summary->setObjectName("slotTimelineSummary");
+    m_summary->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_summary->setSizePolicy(QSizePolicy::Ignored, QSizePolicy::Preferred);
+    m_modeBox = new QComboBox(this);
+    m_modeBox->setObjectName("slotTimelineRowMode");
+    m_modeBox->addItem(tr("Rows: requests"));
+    m_modeBox->addItem(tr("Rows: seats"));
+    m_modeBox->setToolTip(tr("One row per request, or one row per batch seat (max_num_seqs)"));
+    m_modeBox->setAccessibleName(tr("Timeline rows"));
+    m_followButton = new QToolButton(this);
+    m_followButton->setObjectName("slotTimelineFollow");
+    m_followButton->setText(tr("Follow"));
+    m_followButton->setCheckable(true);
+    m_followButton->setChecked(true);
+    m_followButton->setToolTip(tr("Keep the newest step in view (End). Scroll back to stop following."));
+    m_followButton->setAccessibleName(tr("Follow the newest step"));
+
+    m_canvas = new TimelineCanvas(this);
+    m_vscroll = new QScrollBar(Qt::Vertical, this);
+    m_vscroll->setAccessibleName(tr("Scroll requests"));
+    m_hscroll = new QScrollBar(Qt::Horizontal, this);
+    m_hscroll->setObjectName("slotTimelineScroll");
+    m_hscroll->setAccessibleName(tr("Scroll steps"));
+    buildPlots();
+
+    auto* top = new QHBoxLayout;
+    top->addWidget(legend, 0);
+    top->addWidget(m_summary, 1);
+    top->addWidget(m_modeBox);
+    top->addWidget(m_followButton);
+
+    auto* upper = new QWidget(this);
+    auto* upperLay = new QHBoxLayout(upper);
+    upperLay->setContentsMargins(0, 0, 0, 0);
+    upperLay->setSpacing(0);
+    upperLay->addWidget(m_canvas, 1);
+    upperLay->addWidget(m_vscroll);
+    auto* lower = new QWidget(this);
+    auto* lowerLay = new QHBoxLayout(lower);
+    lowerLay->setContentsMargins(0, 0, 0, 0);
+    lowerLay->setSpacing(0);
+    lowerLay->addWidget(m_plot, 1);
+    m_plotSpacer = new QWidget(lower);
+    m_plotSpacer->setFixedWidth(m_vscroll->sizeHint().width());
+    lowerLay->addWidget(m_plotSpacer);
+    auto* split = new QSplitter(Qt::Vertical, this);
+    split->setChildrenCollapsible(false);
+    split->addWidget(upper);
+    split->addWidget(lower);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 2);
+
+    auto* lay = new QVBoxLayout(this);
+    lay->addLayout(top);
+    lay->addWidget(split, 1);
+    lay->addWidget(m_hscroll);
+
+    connect(m_hscroll, &QScrollBar::valueChanged, this, &SlotTimelineView::onScrollValue);
+    connect(m_vscroll, &QScrollBar::valueChanged, this, [this] { m_canvas->update(); });
+    connect(m_followButton, &QToolButton::toggled, this, [this](bool on) { setFollowing(on); });
+    connect(m_modeBox, &QComboBox::currentIndexChanged, this,
+            [this](int i) { setRowMode(i == 1 ? RowMode::Seats : RowMode::Requests); });
+    m_plot->installEventFilter(this);
+    m_replotTimer = new QTimer(this);
+    m_replotTimer->setSingleShot(true);
+    m_replotTimer->setInterval(50);
+    connect(m_replotTimer, &QTimer::timeout, this, [this] { m_plot->replot(QCustomPlot::rpQueuedReplot); });
+    syncView();
+    updateSummary();
+}
+
+SlotTimelineView::~SlotTimelineView() = default;
+
+QWidget* SlotTimelineView::canvas() const { return m_canvas; }
+int SlotTimelineView::canvasPaintCount() const { return m_canvas->paintCount; }
+int SlotTimelineView::fullCacheRedraws() const { return m_canvas->fullRedraws; }
+
+QSize SlotTimelineView::sizeHint() const {
+    const QFontMetrics fm(font());
+    return {fm.averageCharWidth() * 110, fm.height() * 40};
+}
+QSize SlotTimelineView::minimumSizeHint() const {
+    const QFontMetrics fm(font());
+    return {fm.averageCharWidth() * 40, fm.height() * 18};
+}
+
+QColor SlotTimelineView::stateColor(SlotState s, const QPalette& pal) {
+    switch (s) {
+    case SlotState::Waiting: return mix(pal.color(QPalette::Base), pal.color(QPalette::Text), 0.17);
+    case SlotState::Prefill: return QColor(0xF2, 0x8E, 0x2B);
+    case SlotState::Decode: return QColor(0x3D, 0x85, 0xC6);
+    case SlotState::Padding: return QColor(0xA8, 0xA8, 0xA8);
+    case SlotState::Preempted: return QColor(0xE1, 0x3B, 0x3E);
+    case SlotState::Swapped: return QColor(0x9B, 0x6B, 0xCC);
+    case SlotState::Finished: return QColor(0x3E, 0xA8, 0x4F);
+    }
+    return {};
+}
+
+QString SlotTimelineView::stateName(SlotState s) {
+    switch (s) {
+    case SlotState::Waiting: return tr("waiting");
+    case SlotState::Prefill: return tr("prefill chunk");
+    case SlotState::Decode: return tr("decode");
+    case SlotState::Padding: return tr("padding");
+    case SlotState::Preempted: return tr("preempted");
+    case SlotState::Swapped: return tr("swapped out");
+    case SlotState::Finished: return tr("finished");
+    }
+    return {};
+}
+
+QColor SlotTimelineView::requestColor(qint64 id) { return kvs::ui::requestColor(id); }  // the block map's colours
+
+// ---- data ----------------------------------------------------------------------------------
+
+void SlotTimelineView::appendStep(const StepPoint& sp, const QVector<RequestRow>& requests) {
+    if (!d->cols.empty() && sp.step <= d->cols.back().point.step) clear();
+    Column col;
+    col.point = sp;
+    col.cells.reserve(requests.size());
+    const int rowsBefore = d->rows.size();
+    bool rowsMoved = false;
+
+    // Seats: holders that stopped running give their seat back before newcomers sit down.
+    QHash<qint64, const RequestRow*> now;
+    now.reserve(requests.size());
+    for (const RequestRow& r : requests) now.insert(r.id, &r);
+    QHash<qint64, int> released;
+    for (int s = 0; s < d->seatHolder.size(); ++s) {
+        const qint64 h = d->seatHolder[s];
+        if (h < 0) continue;
+        const RequestRow* r = now.value(h, nullptr);
+        if (!r || !holdsSeat(r->slot)) {
+            released.insert(h, s);
+            d->seatOf.remove(h);
+            d->seatHolder[s] = -1;
+        }
+    }
+
+    for (const RequestRow& r : requests) {
+        const bool finished = r.slot == SlotState::Finished;
+        int ri = d->rowOf.value(r.id, -1);
+        if (ri >= 0 && d->rows[ri].finished) continue;   // finished earlier: nothing more to draw
+        if (ri < 0 && finished) continue;                  // finished before we saw it
+        if (ri < 0) {
+            Row row;
+            row.id = r.id;
+            if (d->rows.isEmpty() || r.id > d->rows.back().id) {
+                d->rows.push_back(row);
+                ri = d->rows.size() - 1;
+                d->rowOf.insert(r.id, ri);
+            } else {
+                auto it = std::lower_bound(d->rows.begin(), d->rows.end(), r.id,
+                                           [](const Row& a, qint64 id) { return a.id < id; });
+                ri = int(it - d->rows.begin());
+                d->rows.insert(ri, row);
+                d->rebuildRowIndex();
+                rowsMoved = true;
+            }
+        }
+        Row& row = d->rows[ri];
+        row.label = r.label;
+        row.lastStep = sp.step;
+        row.latest = r;
+        row.finished = finished;
+
+        Cell c;
+        c.id = r.id;
+        c.state = quint8(r.slot);
+        c.tokens = quint16(std::clamp(r.scheduledTokens, 0, 65535));
+        c.computed = r.computedTokens;
+        if (holdsSeat(r.slot)) {
+            int seat = d->seatOf.value(r.id, -1);
+            if (seat < 0) {
+                seat = int(std::find(d->seatHolder.begin(), d->seatHolder.end(), -1) - d->seatHolder.begin());
+                if (seat == d->seatHolder.size()) d->seatHolder.push_back(-1);
+                d->seatHolder[seat] = r.id;
+                d->seatOf.insert(r.id, seat);
+                c.seatChange = true;
+            }
+            c.seat = qint16(seat);
+            d->lastSeat.insert(r.id, seat);
+        } else if (r.slot == SlotState::Preempted || r.slot == SlotState::Finished) {
+            c.seat = qint16(released.value(r.id, -1));  // shown in the seat it just left
+        }
+        col.cells.push_back(c);
+    }
+    d->seatRows = std::max(sp.maxSeqs, int(d->seatHolder.size()));
+
+    // Throughput over the window of steps ending here (durations only: pauses do not count).
+    {
+        double tokens = sp.prefillTokens + sp.decodeTokens, decode = sp.decodeTokens, ms = sp.durationMs;
+        int n = 1;
+        for (auto it = d->cols.rbegin(); it != d->cols.rend() && n < m_tputWindow; ++it, ++n) {
+            tokens += it->point.prefillTokens + it->point.decodeTokens;
+            decode += it->point.decodeTokens;
+            ms += it->point.durationMs;
+        }
+        col.tput = ms > 0 ? tokens * 1000.0 / ms : 0;
+        col.decodeTput = ms > 0 ? decode * 1000.0 / ms : 0;
+    }
+    d->cols.push_back(std::move(col));
+    appendPlotPoint(sp.step);
+
+    bool trimmed = false;
+    while (int(d->cols.size()) > m_maxSteps) {
+        d->cols.pop_front();
+        trimmed = true;
+    }
+    if (trimmed) {
+        // Rows whose every cell fell off the left: drop them in batches (rows then move up).
+        const qint64 oldest = d->cols.front().point.step;
+        int dead = 0;
+        for (const Row& r : d->rows) dead += r.lastStep < oldest;
+        if (dead > 0 && (dead >= 8 || dead * 4 >= d->rows.size())) {
+            for (const Row& r : d->rows)
+                if (r.lastStep < oldest) d->lastSeat.remove(r.id);
+            d->rows.erase(std::remove_if(d->rows.begin(), d->rows.end(),
+                                         [oldest](const Row& r) { return r.lastStep < oldest; }),
+                          d->rows.end());
+            d->rebuildRowIndex();
+            rowsMoved = true;
+        }
+        trimPlots();
+    }
+    if (rowsMoved) ++d->layoutVersion;
+    const bool rowsChanged = rowsMoved || d->rows.size() != rowsBefore;
+    m_appending = true;
+    syncView();
+    m_appending = false;
+    if (rowsChanged) m_canvas->update();
+    updateSummary();
+}
+
+void SlotTimelineView::clear() {
+    d->cols.clear();
+    d->rows.clear();
+    d->rowOf.clear();
+    d->seatHolder.clear();
+    d->seatOf.clear();
+    d->lastSeat.clear();
+    d->seatRows = 0;
+    ++d->layoutVersion;
+    m_viewLast = -1;
+    m_hoverStep = -1;
+    m_selected = -1;
+    trimPlots();
+    setFollowingInternal(true);
+    syncView();
+    m_canvas->update();
+    updateSummary();
+}
+
+void SlotTimelineView::setMaxSteps(int steps) {
+    m_maxSteps = std::max(1, steps);
+    while (int(d->cols.size()) > m_maxSteps) d->cols.pop_front();
+    trimPlots();
+    syncView();
+}
+
+void SlotTimelineView::setRowMode(RowMode mode) {
+    if (mode == m_mode) return;
+    m_mode = mode;
+    const QSignalBlocker block(m_modeBox);
+    m_modeBox->setCurrentIndex(mode == RowMode::Seats ? 1 : 0);
+    m_vscroll->setValue(0);
+    syncView();
+    m_canvas->update();
+}
+
+void SlotTimelineView::setCellWidth(qreal px) {
+    m_cellWidth = std::clamp<qreal>(px, 1, 32);
+    syncView();
+    m_canvas->update();
+}
+
+void SlotTimelineView::setThroughputWindow(int steps) { m_tputWindow = std::max(1, steps); }
+
+qint64 SlotTimelineView::oldestStep() const { return d->cols.empty() ? -1 : d->cols.front().point.step; }
+qint64 SlotTimelineView::newestStep() const { return d->cols.empty() ? -1 : d->cols.back().point.step; }
+int SlotTimelineView::stepCount() const { return int(d->cols.size()); }
+int SlotTimelineView::visibleSteps() const { return m_canvas->layout().visibleCols; }
+qint64 SlotTimelineView::firstVisibleStep() const {
+    if (d->cols.empty()) return -1;
+    return std::max(oldestStep(), m_viewLast - visibleSteps() + 1);
+}
+int SlotTimelineView::rowCount() const { return m_mode == RowMode::Seats ? d->seatRows : d->rows.size(); }
+QVector<qint64> SlotTimelineView::rowRequestIds() const {
+    QVector<qint64> ids;
+    ids.reserve(d->rows.size());
+    for (const Row& r : d->rows) ids.push_back(r.id);
+    return ids;
+}
+
+int SlotTimelineView::rowOf(qint64 id) const {
+    if (m_mode == RowMode::Seats) return d->lastSeat.value(id, -1);
+    return d->rowOf.value(id, -1);
+}
+
+const StepPoint* SlotTimelineView::stepAt(qint64 step) const {
+    const Column* c = d->column(step);
+    return c ? &c->point : nullptr;
+}
+double SlotTimelineView::utilizationAt(qint64 step) const {
+    const Column* c = d->column(step);
+    if (!c) return -1;
+    return c->point.maxSeqs > 0 ? 100.0 * c->point.nSeqs / c->point.maxSeqs : 0;
+}
+double SlotTimelineView::throughputAt(qint64 step) const {
+    const Column* c = d->column(step);
+    return c ? c->tput : -1;
+}
+double SlotTimelineView::decodeThroughputAt(qint64 step) const {
+    const Column* c = d->column(step);
+    return c ? c->decodeTput : -1;
+}
+
+bool SlotTimelineView::cellAt(qint64 step, int row, SlotState* state, int* tokens, qint64* requestId) const {
+    const Column* c = d->column(step);
+    if (!c || row < 0) return false;
+    const Cell* found = nullptr;
+    for (const Cell& cell : c->cells) {
+        if (m_mode == RowMode::Requests) {
+            if (row < d->rows.size() && cell.id == d->rows[row].id) { found = &cell; break; }
+        } else if (cell.seat == row && (!found || holdsSeat(SlotState(cell.state)))) {
+            found = &cell;
+        }
+    }
+    if (!found) return false;
+    if (state) *state = SlotState(found->state);
+    if (tokens) *tokens = found->tokens;
+    if (requestId) *requestId = found->id;
+    return true;
+}
+
+void SlotTimelineView::setSelectedRequest(qint64 id) {
+    if (id == m_selected) return;
+    m_selected = id;
+    m_canvas->update();
+}
+
+// ---- geometry ----------------------------------------------------------------------------
+
+QRect SlotTimelineView::cellRect(qint64 step, int row) const {
+    const auto L = m_canvas->layout();
+    if (row < L.firstRow || row >= L.firstRow + L.rowsFit || row >= L.nRows) return {};
+    const QRectF r = m_canvas->cellRectF(L, step, row);
+    const QRect inCanvas = r.toRect().intersected(L.cells);
+    if (inCanvas.isEmpty()) return {};
+    return inCanvas.translated(m_canvas->mapTo(this, QPoint(0, 0)));
+}
+
+TimelineHit SlotTimelineView::hitTest(const QPoint& pos) const {
+    TimelineHit hit;
+    const QPoint p = m_canvas->mapFrom(this, pos);
+    const auto L = m_canvas->layout();
+    if (!m_canvas->rect().contains(p) || d->cols.empty()) return hit;
+    hit.row = m_canvas->rowAtY(L, p.y());
+    if (p.x() < L.gutter) {  // a row label
+        if (m_mode == RowMode::Requests && hit.row >= 0) hit.requestId = d->rows[hit.row].id;
+        return hit;
+    }
+    if (!L.cells.contains(p)) return hit;
+    hit.step = m_canvas->stepAtX(L, p.x());
+    if (hit.row < 0) return hit;
+    if (m_mode == RowMode::Requests) hit.requestId = d->rows[hit.row].id;
+    if (const Column* c = d->column(hit.step)) {
+        for (const Cell& cell : c->cells) {
+            const bool match = m_mode == RowMode::Requests ? cell.id == hit.requestId : cell.seat == hit.row;
+            if (!match || (hit.onCell && !holdsSeat(SlotState(cell.state)))) continue;
+            hit.onCell = true;
+            hit.requestId = cell.id;
+            hit.state = SlotState(cell.state);
+            hit.tokens = cell.tokens;
+            hit.computedTokens = cell.computed;
+        }
+    }
+    return hit;
+}
+
+QString SlotTimelineView::stepSummary(const StepPoint& s) const {
+    QString t = tr("Step %1: %2 / %3 seats · %4 prefill + %5 decode").arg(s.step).arg(s.nSeqs).arg(s.maxSeqs)
+                    .arg(s.prefillTokens).arg(s.decodeTokens);
+    if (s.paddingTokens) t += tr(" + %1 padding").arg(s.paddingTokens);
+    if (s.tokenBudget) t += tr(" of %1 budget").arg(s.tokenBudget);
+    t += tr(" · %1 ms").arg(s.durationMs, 0, 'f', 1);
+    QStringList extra;
+    if (s.waiting) extra << tr("%1 waiting").arg(s.waiting);
+    if (s.swapped) extra << tr("%1 swapped").arg(s.swapped);
+    if (s.preemptions) extra << tr("%1 preempted").arg(s.preemptions);
+    if (s.swapOutBlocks || s.swapInBlocks) extra << tr("swap %1 out / %2 in blocks").arg(s.swapOutBlocks).arg(s.swapInBlocks);
+    if (!extra.isEmpty()) t += QStringLiteral(" · ") + extra.join(QStringLiteral(" · "));
+    return t;
+}
+
+QString SlotTimelineView::toolTipAt(const QPoint& pos) const {
+    const TimelineHit hit = hitTest(pos);
+    if (hit.step < 0) {
+        if (hit.requestId >= 0) {
+            const Row& r = d->rows[d->rowOf.value(hit.requestId)];
+            return tr("%1 (id %2): %3, prompt %4, output %5 / %6")
+                .arg(r.label.isEmpty() ? tr("req %1").arg(r.id) : r.label).arg(r.id).arg(r.latest.status)
+                .arg(r.latest.promptTokens).arg(r.latest.outputTokens).arg(r.latest.maxTokens);
+        }
+        return {};
+    }
+    const Column* c = d->column(hit.step);
+    if (!c) return tr("Step %1: not kept").arg(hit.step);
+    QString text;
+    if (hit.onCell) {
+        const int ri = d->rowOf.value(hit.requestId, -1);
+        const QString label = ri >= 0 && !d->rows[ri].label.isEmpty() ? d->rows[ri].label : tr("req %1").arg(hit.requestId);
+        text = tr("Step %1 · %2").arg(hit.step).arg(label);
+        if (m_mode == RowMode::Seats) text += tr(" · seat %1").arg(hit.row);
+        text += QLatin1Char('\n') + stateName(hit.state);
+        text += tr(": %n token(s) run", nullptr, hit.tokens);
+        text += tr(" · %1 tokens in KV").arg(hit.computedTokens);
+        if (ri >= 0) {
+            const RequestRow& r = d->rows[ri].latest;
+            text += QLatin1Char('\n') + tr("Now %1 · prompt %2 · output %3 / %4").arg(r.status).arg(r.promptTokens)
+                                            .arg(r.outputTokens).arg(r.maxTokens);
+            if (r.preemptions) text += tr(" · preempted %1×").arg(r.preemptions);
+        }
+        text += QLatin1Char('\n');
+    }
+    return text + stepSummary(c->point);
+}
+
+// ---- scrolling ---------------------------------------------------------------------------
+
+void SlotTimelineView::setFollowingInternal(bool follow) {
+    if (follow == m_following) return;
+    m_following = follow;
+    const QSignalBlocker block(m_followButton);
+    m_followButton->setChecked(follow);
+    Q_EMIT followingChanged(follow);
+}
+
+void SlotTimelineView::setFollowing(bool follow) {
+    setFollowingInternal(follow);
+    if (follow) m_viewLast = newestStep();
+    syncView();
+}
+
+void SlotTimelineView::scrollToStep(qint64 step) {
+    if (d->cols.empty()) return;
+    const int visible = visibleSteps();
+    const qint64 lo = oldestStep() + std::min<qint64>(newestStep() - oldestStep() + 1, visible) - 1;
+    m_viewLast = std::clamp(step, lo, newestStep());
+    setFollowingInternal(m_viewLast == newestStep());
+    syncView();
+}
+
+void SlotTimelineView::scrollBy(qint64 columns) {
+    if (d->cols.empty() || columns == 0) return;
+    scrollToStep(m_viewLast + columns);
+}
+
+void SlotTimelineView::onScrollValue(int value) {
+    if (m_syncingScroll || d->cols.empty()) return;
+    const qint64 span = newestStep() - oldestStep() + 1;
+    scrollToStep(oldestStep() + std::min<qint64>(span, qint64(value) + visibleSteps()) - 1);
+}
+
+void SlotTimelineView::syncView() {
+    const auto L = m_canvas->layout();
+    const qint64 before = m_viewLast;
+    if (d->cols.empty()) {
+        m_viewLast = -1;
+    } else if (m_following) {
+        m_viewLast = newestStep();
+    } else {
+        const qint64 lo = oldestStep() + std::min<qint64>(newestStep() - oldestStep() + 1, L.visibleCols) - 1;
+        m_viewLast = std::clamp(m_viewLast, lo, newestStep());
+    }
+    m_syncingScroll = true;
+    const qint64 span = d->cols.empty() ? 0 : newestStep() - oldestStep() + 1;
+    const int maxValue = int(std::max<qint64>(0, span - L.visibleCols));
+    m_hscroll->setRange(0, maxValue);
+    m_hscroll->setPageStep(L.visibleCols);
+    m_hscroll->setValue(d->cols.empty() ? 0 : int(std::max<qint64>(0, m_viewLast - oldestStep() + 1 - L.visibleCols)));
+    const int vmax = std::max(0, L.nRows - L.rowsFit);
+    m_vscroll->setRange(0, vmax);
+    m_vscroll->setPageStep(L.rowsFit);
+    m_syncingScroll = false;
+    const bool needV = vmax > 0;
+    if (m_vscroll->isVisibleTo(this) != needV) {
+        m_vscroll->setVisible(needV);
+        m_plotSpacer->setVisible(needV);
+    }
+    syncPlotRange();
+    if (m_viewLast != before) m_canvas->update(L.cells);
+}
+
+// ---- plots -------------------------------------------------------------------------------
+
+void SlotTimelineView::buildPlots() {
+    m_plot = new QCustomPlot(this);
+    m_plot->setObjectName("slotTimelinePlots");
+    m_plot->setAccessibleName(tr("Slot utilization, tokens per step and throughput"));
+    m_plot->setMouseTracking(true);
+    m_plot->setMinimumHeight(QFontMetrics(font()).height() * 9);
+    // Antialiased plot lines cost more than everything else in a replot of 512 steps.
+    m_plot->setNotAntialiasedElements(QCP::aePlottables | QCP::aeFills);
+    m_plot->setPlottingHint(QCP::phFastPolylines, true);
+    PlotParts* pp = &d->plots;
+    m_plot->plotLayout()->clear();
+    m_plot->plotLayout()->setRowSpacing(0);
+    const QStringList titles = {tr("Slot utilization %"), tr("Tokens per step"), tr("Throughput, tokens/s")};
+    for (int i = 0; i < 3; ++i) {
+        auto* r = new QCPAxisRect(m_plot, true);
+        m_plot->plotLayout()->addElement(i, 0, r);
+        r->setAutoMargins(QCP::msTop | QCP::msBottom);
+        r->axis(QCPAxis::atBottom)->setTickLabels(i == 2);
+        r->axis(QCPAxis::atLeft)->ticker()->setTickCount(3);
+        r->axis(QCPAxis::atLeft)->setNumberFormat("gb");
+        pp->rects[i] = r;
+        auto* cur = new QCPItemStraightLine(m_plot);
+        cur->setClipAxisRect(r);
+        cur->point1->setAxes(r->axis(QCPAxis::atBottom), r->axis(QCPAxis::atLeft));
+        cur->point2->setAxes(r->axis(QCPAxis::atBottom), r->axis(QCPAxis::atLeft));
+        cur->setVisible(false);
+        cur->setLayer("overlay");
+        pp->cursor[i] = cur;
+        auto* t = new QCPItemText(m_plot);
+        t->setClipAxisRect(r);
+        t->position->setType(QCPItemPosition::ptAxisRectRatio);
+        t->position->setAxisRect(r);
+        t->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+        t->position->setCoords(0.004, 0.03);
+        t->setText(titles[i]);
+        t->setPadding(QMargins(3, 1, 3, 1));
+        t->setLayer("legend");  // above the data
+        pp->title[i] = t;
+    }
+    auto ax = [&](int i, QCPAxis::AxisType t) { return pp->rects[i]->axis(t); };
+    pp->util = new QCPGraph(ax(0, QCPAxis::atBottom), ax(0, QCPAxis::atLeft));
+    pp->util->setLineStyle(QCPGraph::lsStepCenter);
+    pp->util->setName(tr("utilization"));
+    ax(0, QCPAxis::atLeft)->setRange(0, 105);
+
+    // Stacked step areas rather than bars (three polygons instead of 3 × 512 rectangles),
+    // each filled down to zero and drawn top of the stack first: cheaper than channel fills.
+    pp->padding = new QCPGraph(ax(1, QCPAxis::atBottom), ax(1, QCPAxis::atLeft));
+    pp->decode = new QCPGraph(ax(1, QCPAxis::atBottom), ax(1, QCPAxis::atLeft));
+    pp->prefill = new QCPGraph(ax(1, QCPAxis::atBottom), ax(1, QCPAxis::atLeft));
+    pp->prefill->setName(tr("prefill"));
+    pp->decode->setName(tr("decode"));
+    pp->padding->setName(tr("padding"));
+    for (QCPGraph* g : {pp->prefill, pp->decode, pp->padding}) {
+        g->setLineStyle(QCPGraph::lsStepCenter);
+        g->setPen(Qt::NoPen);
+    }
+    pp->budget = new QCPGraph(ax(1, QCPAxis::atBottom), ax(1, QCPAxis::atLeft));
+    pp->budget->setLineStyle(QCPGraph::lsStepCenter);
+    pp->budget->setName(tr("budget"));
+
+    pp->tput = new QCPGraph(ax(2, QCPAxis::atBottom), ax(2, QCPAxis::atLeft));
+    pp->tput->setName(tr("prefill + decode"));
+    pp->decodeTput = new QCPGraph(ax(2, QCPAxis::atBottom), ax(2, QCPAxis::atLeft));
+    pp->decodeTput->setName(tr("decode"));
+
+    // Legends inside the top-right corner of the two stacked plots.
+    const std::pair<int, QList<QCPAbstractPlottable*>> legendsOf[] = {
+        {1, {pp->prefill, pp->decode, pp->padding, pp->budget}}, {2, {pp->tput, pp->decodeTput}}};
+    int li = 0;
+    for (const auto& [rect, items] : legendsOf) {
+        auto* leg = new QCPLegend;
+        pp->rects[rect]->insetLayout()->addElement(leg, Qt::AlignTop | Qt::AlignRight);
+        leg->setLayer("legend");
+        leg->setFillOrder(QCPLayoutGrid::foColumnsFirst);
+        leg->setWrap(items.size());
+        leg->setRowSpacing(0);
+        leg->setMargins(QMargins(4, 1, 4, 1));
+        for (QCPAbstractPlottable* pl : items) pl->addToLegend(leg);
+        pp->legends[li++] = leg;
+    }
+    // Keep x ranges of the three plots together.
+    for (int i = 1; i < 3; ++i)
+        connect(ax(0, QCPAxis::atBottom), qOverload<const QCPRange&>(&QCPAxis::rangeChanged), ax(i, QCPAxis::atBottom),
+                qOverload<const QCPRange&>(&QCPAxis::setRange));
+    stylePlots();
+}
+
+void SlotTimelineView::stylePlots() {
+    auto& pp = d->plots;
+    const QPalette pal = palette();
+    const QColor text = pal.color(QPalette::Text), base = pal.color(QPalette::Base);
+    const QColor axisColor = mix(base, text, 0.45), grid = mix(base, text, 0.12);
+    const QFont small = smallFont(font());
+    m_plot->setBackground(base);
+    const int gutter = TimelineCanvas::gutterWidth(font()), right = TimelineCanvas::rightMargin(font());
+    for (QCPAxisRect* r : pp.rects) {
+        r->setMargins(QMargins(gutter, 0, right, 0));
+        r->setMinimumMargins(QMargins(0, QFontMetrics(small).height() / 3, 0, 2));
+        for (QCPAxis* a : r->axes()) {
+            a->setBasePen(QPen(axisColor, 1));
+            a->setTickPen(QPen(axisColor, 1));
+            a->setSubTickPen(QPen(axisColor, 1));
+            a->setTickLabelColor(text);
+            a->setTickLabelFont(small);
+            a->setLabelColor(text);
+            a->grid()->setPen(QPen(grid, 1, Qt::SolidLine));
+            a->grid()->setZeroLinePen(Qt::NoPen);
+            a->setSubTicks(false);
+        }
+    }
+    const QColor util = QColor(0x3D, 0x85, 0xC6);
+    pp.util->setPen(QPen(util, 1));
+    pp.util->setBrush(mix(base, util, 0.3));  // opaque: blending a 512-step area costs
+    pp.prefill->setBrush(stateColor(SlotState::Prefill, pal));
+    pp.decode->setBrush(stateColor(SlotState::Decode, pal));
+    pp.padding->setBrush(stateColor(SlotState::Padding, pal));
+    pp.budget->setPen(QPen(text, 1, Qt::DashLine));
+    pp.tput->setPen(QPen(QColor(0x3E, 0xA8, 0x4F), 1));
+    pp.decodeTput->setPen(QPen(stateColor(SlotState::Decode, pal), 1));
+    QColor titleBg = base;
+    titleBg.setAlpha(210);
+    for (QCPItemText* t : pp.title) {
+        t->setColor(text);
+        t->setFont(small);
+        t->setBrush(titleBg);
+    }
+    for (QCPItemStraightLine* c : pp.cursor) c->setPen(QPen(pal.color(QPalette::Highlight), 1));
+    for (QCPLegend* l : pp.legends) {
+        l->setBrush(titleBg);
+        l->setBorderPen(Qt::NoPen);
+        l->setFont(small);
+        l->setTextColor(text);
+        const int h = QFontMetrics(small).height();
+        l->setIconSize(h, h * 2 / 3);
+    }
+    m_plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void SlotTimelineView::appendPlotPoint(qint64 key) {
+    auto& pp = d->plots;
+    const Column& c = d->cols.back();
+    const StepPoint& s = c.point;
+    const double k = double(key);
+    pp.util->addData(k, s.maxSeqs > 0 ? 100.0 * s.nSeqs / s.maxSeqs : 0);
+    pp.prefill->addData(k, s.prefillTokens);
+    pp.decode->addData(k, s.prefillTokens + s.decodeTokens);
+    pp.padding->addData(k, s.prefillTokens + s.decodeTokens + s.paddingTokens);
+    pp.budget->addData(k, s.tokenBudget > 0 ? s.tokenBudget : qQNaN());
+    pp.tput->addData(k, c.tput);
+    pp.decodeTput->addData(k, c.decodeTput);
+}
+
+void SlotTimelineView::trimPlots() {
+    auto& pp = d->plots;
+    const double before = d->cols.empty() ? std::numeric_limits<double>::max() : double(oldestStep()) - 0.5;
+    pp.util->data()->removeBefore(before);
+    pp.prefill->data()->removeBefore(before);
+    pp.decode->data()->removeBefore(before);
+    pp.padding->data()->removeBefore(before);
+    pp.budget->data()->removeBefore(before);
+    pp.tput->data()->removeBefore(before);
+    pp.decodeTput->data()->removeBefore(before);
+    if (d->cols.empty())
+        for (int i = 0; i < m_plot->graphCount(); ++i) m_plot->graph(i)->data()->clear();
+}
+
+void SlotTimelineView::syncPlotRange() {
+    auto& pp = d->plots;
+    const auto L = m_canvas->layout();
+    const double upper = double(m_viewLast) + 0.5;
+    const double lower = upper - double(L.wDev) / L.cw;
+    pp.rects[0]->axis(QCPAxis::atBottom)->setRange(lower, upper);
+    // y ranges from what is in view
+    double maxTokens = 1, maxTput = 1;
+    if (!d->cols.empty()) {
+        auto it = std::lower_bound(d->cols.begin(), d->cols.end(), qint64(std::floor(lower)),
+                                   [](const Column& c, qint64 s) { return c.point.step < s; });
+        for (; it != d->cols.end() && it->point.step <= m_viewLast; ++it) {
+            maxTokens = std::max<double>({maxTokens, double(it->point.batchTokens()), double(it->point.tokenBudget)});
+            maxTput = std::max(maxTput, it->tput);
+        }
+    }
+    pp.rects[1]->axis(QCPAxis::atLeft)->setRange(0, maxTokens * 1.35);
+    pp.rects[2]->axis(QCPAxis::atLeft)->setRange(0, maxTput * 1.35);
+    // While steps stream in, replot at most every 50 ms (a replot of 512 steps costs a few
+    // ms); scrolling and hovering replot at once.
+    if (!m_appending) m_plot->replot(QCustomPlot::rpQueuedReplot);
+    else if (!m_replotTimer->isActive()) m_replotTimer->start();
+}
+
+void SlotTimelineView::setHoverStep(qint64 step) {
+    if (step == m_hoverStep) return;
+    const auto L = m_canvas->layout();
+    m_canvas->update(m_canvas->columnRect(L, m_hoverStep));
+    m_hoverStep = step;
+    m_canvas->update(m_canvas->columnRect(L, m_hoverStep));
+    auto& pp = d->plots;
+    for (QCPItemStraightLine* c : pp.cursor) {
+        c->setVisible(step >= 0);
+        c->point1->setCoords(double(step), 0);
+        c->point2->setCoords(double(step), 1);
+    }
+    m_plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+bool SlotTimelineView::eventFilter(QObject* obj, QEvent* ev) {
+    if (obj != m_plot) return QWidget::eventFilter(obj, ev);
+    const auto keyAt = [this](const QPointF& pos) -> qint64 {
+        auto& pp = d->plots;
+        const QRect r = pp.rects[0]->rect();
+        if (pos.x() < r.left() || pos.x() > r.right()) return -1;
+        const qint64 s = qint64(std::llround(pp.rects[0]->axis(QCPAxis::atBottom)->pixelToCoord(pos.x())));
+        return stepAt(s) ? s : -1;
+    };
+    switch (ev->type()) {
+    case QEvent::MouseMove: setHoverStep(keyAt(static_cast<QMouseEvent*>(ev)->position())); break;
+    case QEvent::Leave: setHoverStep(-1); break;
+    case QEvent::ToolTip: {
+        auto* he = static_cast<QHelpEvent*>(ev);
+        const qint64 s = keyAt(he->pos());
+        if (const Column* c = s >= 0 ? d->column(s) : nullptr) {
+            const QString text = stepSummary(c->point) + QLatin1Char('\n') +
+                                 tr("Utilization %1% · throughput %2 tok/s (decode %3) over %4 steps")
+                                     .arg(utilizationAt(s), 0, 'f', 0).arg(c->tput, 0, 'f', 0)
+                                     .arg(c->decodeTput, 0, 'f', 0).arg(m_tputWindow);
+            QToolTip::showText(he->globalPos(), text, m_plot);
+        } else {
+            QToolTip::hideText();
+        }
+        return true;
+    }
+    case QEvent::Wheel: {
+        auto* we = static_cast<QWheelEvent*>(ev);
+        const QPoint a = we->angleDelta();
+        scrollBy(-((a.x() != 0 ? a.x() : a.y()) / 40) * std::max(1, visibleSteps() / 30));
+        return true;
+    }
+    default: break;
+    }
+    return QWidget::eventFilter(obj, ev);
+}
+
+void SlotTimelineView::updateSummary() {
+    if (d->cols.empty()) {
+        m_summary->setText(tr("No steps yet"));
+        return;
+    }
+    m_summary->setText(stepSummary(d->cols.back().point));
+}
+
+void SlotTimelineView::changeEvent(QEvent* ev) {
+    if (ev->type() == QEvent::PaletteChange || ev->type() == QEvent::StyleChange || ev->type() == QEvent::FontChange) {
+        if (m_plot) stylePlots();
+        if (m_canvas) m_canvas->paletteChanged();
+    }
+    QWidget::changeEvent(ev);
+}
+
+}  // namespace kvs::ui
