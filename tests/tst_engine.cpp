@@ -38,15 +38,21 @@ std::vector<std::vector<int32_t>> random_prompts(int n, int min_len, int max_len
     return out;
 }
 
-// The same request alone: SequenceRunner prefill + one token at a time, own Sampler.
-std::vector<int32_t> run_alone(std::shared_ptr<const Model> model, const std::vector<int32_t>& prompt,
-                               const SamplingParams& params) {
+// A single-sequence runner on the test backend: the independent path the engine is checked against.
+Result<std::unique_ptr<SequenceRunner>> make_runner(std::shared_ptr<const Model> model) {
     RunnerOptions ro;
     ro.n_ctx = 512;
     ro.n_threads = 2;
     ro.backend = test_backend();
-    auto runner = SequenceRunner::create(model, ro);
+    auto runner = SequenceRunner::create(std::move(model), ro);
     if (!runner) qFatal("%s", runner.message().c_str());
+    return runner;
+}
+
+// The same request alone: SequenceRunner prefill + one token at a time, own Sampler.
+std::vector<int32_t> run_alone(std::shared_ptr<const Model> model, const std::vector<int32_t>& prompt,
+                               const SamplingParams& params) {
+    auto runner = make_runner(model);
     Sampler sampler(params);
     std::vector<float> logits;
     std::vector<int32_t> history = prompt, out;
@@ -64,12 +70,7 @@ std::vector<int32_t> run_alone(std::shared_ptr<const Model> model, const std::ve
 // ranks every vocabulary token; ties go to the better-ranked parent, then the lower id.
 std::vector<BeamHypothesis> brute_force_beam(std::shared_ptr<const Model> model, const std::vector<int32_t>& prompt,
                                              int width, int n_tokens) {
-    RunnerOptions ro;
-    ro.n_ctx = 512;
-    ro.n_threads = 2;
-    ro.backend = test_backend();
-    auto runner = SequenceRunner::create(model, ro);
-    if (!runner) qFatal("%s", runner.message().c_str());
+    auto runner = make_runner(model);
     const int n_vocab = model->config.n_vocab;
     std::vector<BeamHypothesis> live = {{{}, 0.0}};
     for (int step = 0; step < n_tokens; ++step) {
