@@ -57,7 +57,10 @@ void EngineBridge::loadModel(const QString& nameOrPath) {
     auto tokenizer = std::make_shared<const Tokenizer>(std::move(tok.value()));
     EngineOptions eo;
     eo.max_model_len = std::min(4096, std::max(256, model.value()->config.n_ctx_train));
-    eo.kv_bytes = 512LL << 20;
+    // 512 MiB of KV, at most 4096 blocks: the block map stays readable and cheap to
+    // snapshot every step even for a tiny model (a few bytes per token).
+    const int64_t block_bytes_want = Engine::kv_bytes_per_token(model.value()->config) * eo.block_size;
+    eo.kv_blocks = static_cast<int>(std::min<int64_t>(4096, (512LL << 20) / std::max<int64_t>(1, block_bytes_want)));
     eo.scheduler.max_num_seqs = 64;
     eo.scheduler.max_num_batched_tokens = 512;
     auto engine = Engine::create(model.value(), tokenizer, eo);
@@ -154,6 +157,35 @@ qint64 EngineBridge::submitChat(const QList<ChatTurn>& turns, const ChatSettings
     const qint64 id = m_loop->submit(std::move(req));
     m_inFlight.insert(id);
     return id;
+}
+
+QVector<qint64> EngineBridge::injectSynthetic(int n, int promptLen, int outputLen, int priority, quint64 seed) {
+    std::lock_guard<std::mutex> lk(m_mu);
+    QVector<qint64> ids;
+    if (!m_loop || n <= 0 || promptLen <= 0 || outputLen <= 0) return ids;
+    const int n_vocab = m_model->config.n_vocab;
+    const int first = std::min(32, n_vocab - 1);  // above the special tokens of the usual vocabularies
+    uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
+    for (int i = 0; i < n; ++i) {
+        GenerationRequest req;
+        for (int t = 0; t < promptLen; ++t) {
+            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+            req.prompt.push_back(first + static_cast<int32_t>(x % static_cast<uint64_t>(n_vocab - first)));
+        }
+        req.params.temperature = 0;
+        req.params.max_tokens = outputLen;
+        req.params.ignore_eos = true;
+        req.priority = priority;
+        req.on_event = [this](const TokenEvent& ev) {
+            if (!ev.finished) return;
+            forget(ev.id);
+            if (ev.finish_reason == FinishReason::rejected) Q_EMIT requestFailed(ev.id, QString::fromStdString(ev.error));
+        };
+        const qint64 id = m_loop->submit(std::move(req));
+        m_inFlight.insert(id);
+        ids.push_back(id);
+    }
+    return ids;
 }
 
 void EngineBridge::cancel(qint64 requestId) {

@@ -6,6 +6,7 @@
 #include <QObject>
 #include <QString>
 #include <QStringList>
+#include <QVector>
 #include <memory>
 #include <mutex>
 #include <set>
@@ -49,6 +50,9 @@ public:
     // id, or 0 when no model is loaded (requestFailed says so).
     qint64 submitChat(const QList<kvs::app::ChatTurn>& turns, const kvs::app::ChatSettings& settings);
     void cancel(qint64 requestId);  // frees its blocks at once; unknown ids are ignored
+    // Lesson mode: n requests of random prompt tokens that generate exactly outputLen
+    // tokens each (end-of-generation ignored). Returns their ids (empty without a model).
+    QVector<qint64> injectSynthetic(int n, int promptLen, int outputLen, int priority, quint64 seed);
     // Lesson controls of the engine thread.
     void pause();
     void resume();

@@ -1,6 +1,7 @@
 #include "app/main_window.h"
 
 #include <QDockWidget>
+#include <QElapsedTimer>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
 #include <QFormLayout>
@@ -394,13 +395,45 @@ QWidget* MainWindow::buildEnginePanel() {
     controls->addWidget(step);
     controls->addWidget(slow, 1);
     l->addLayout(controls);
+    // Lesson mode: synthetic load.
+    auto* inject = new QHBoxLayout;
+    auto spin = [w](int lo, int hi, int value, const QString& suffix) {
+        auto* s = new QSpinBox(w);
+        s->setRange(lo, hi);
+        s->setValue(value);
+        s->setSuffix(suffix);
+        return s;
+    };
+    auto* injectN = spin(1, 256, 8, tr(" requests"));
+    auto* injectPrompt = spin(1, 2048, 64, tr(" prompt"));
+    auto* injectOut = spin(1, 2048, 64, tr(" output"));
+    auto* injectPrio = spin(-10, 10, 0, QString());
+    injectPrio->setPrefix(tr("priority "));
+    injectPrio->setToolTip(tr("lower = more urgent"));
+    auto* injectButton = new QPushButton(tr("Inject"), w);
+    injectButton->setObjectName("injectButton");
+    injectButton->setToolTip(tr("add synthetic requests of random tokens (greedy, exact output length)"));
+    for (QWidget* x : {static_cast<QWidget*>(injectN), static_cast<QWidget*>(injectPrompt),
+                       static_cast<QWidget*>(injectOut), static_cast<QWidget*>(injectPrio)})
+        inject->addWidget(x);
+    inject->addWidget(injectButton);
+    l->addLayout(inject);
+    connect(injectButton, &QPushButton::clicked, this, [=, this] {
+        injectRequests(injectN->value(), injectPrompt->value(), injectOut->value(), injectPrio->value());
+    });
     m_requests = new QTableWidget(0, 7, w);
     m_requests->setObjectName("requestTable");
     m_requests->setHorizontalHeaderLabels({tr("request"), tr("state"), tr("prompt"), tr("output"), tr("KV blocks"),
                                            tr("cached"), tr("preempted")});
     m_requests->verticalHeader()->hide();
     m_requests->setEditTriggers(QAbstractItemView::NoEditTriggers);
-    m_requests->horizontalHeader()->setSectionResizeMode(QHeaderView::ResizeToContents);
+    // Fixed widths: resizing to contents re-measures every cell on each change (300 ms with
+    // 64 requests).
+    m_requests->horizontalHeader()->setSectionResizeMode(QHeaderView::Interactive);
+    m_requests->horizontalHeader()->setStretchLastSection(true);
+    const int cw = m_requests->fontMetrics().averageCharWidth();
+    const int widths[] = {24, 10, 8, 8, 10, 8, 10};
+    for (int c = 0; c < 7; ++c) m_requests->setColumnWidth(c, widths[c] * cw);
     l->addWidget(m_requests, 1);
     connect(m_pauseButton, &QPushButton::toggled, this, [this](bool on) {
         if (on) m_bridge->pause();
@@ -412,15 +445,20 @@ QWidget* MainWindow::buildEnginePanel() {
     return w;
 }
 
+void MainWindow::injectRequests(int n, int promptLen, int outputLen, int priority) {
+    const auto ids = m_bridge->injectSynthetic(n, promptLen, outputLen, priority, m_injectSeed++);
+    for (qint64 id : ids) m_requestLabel.insert(id, tr("synthetic %1").arg(id));
+    if (ids.isEmpty()) statusBar()->showMessage(tr("No model is loaded: nothing injected"), 5000);
+}
+
 void MainWindow::poll() {
+    QElapsedTimer timer;
+    timer.start();
     const auto snaps = m_bridge->snapshotsAfter(m_lastStep);
     if (snaps.empty()) return;
     auto label = [this](RequestId id) { return m_requestLabel.value(id); };
     // Every step since the last poll goes to the timeline; the newest to the other views.
-    for (const auto& snap : snaps) {
-        const ui::EngineFrame f = to_frame(*snap, label);
-        m_timeline->appendStep(f.step, f.requests);
-    }
+    for (const auto& snap : snaps) m_timeline->appendStep(to_step_point(snap->step), to_request_rows(*snap, label));
     m_lastStep = snaps.back()->step.step;
     m_frame = to_frame(*snaps.back(), label);
     m_blockMap->setFrame(m_frame);
@@ -453,7 +491,9 @@ void MainWindow::poll() {
         m_metrics->appendPoint(mp);
         m_metrics->setKvUsage(m_frame.step.kvUsage);
     }
-    // Request table: unfinished requests first.
+    // Request table, unfinished requests only, refreshed at most 5 times a second.
+    if (m_tableClock.isValid() && m_tableClock.elapsed() < 200) return finishPoll(timer);
+    m_tableClock.start();
     QVector<const ui::RequestRow*> rows;
     for (const auto& r : m_frame.requests)
         if (r.slot != ui::SlotState::Finished) rows.push_back(&r);
@@ -471,6 +511,10 @@ void MainWindow::poll() {
             if (item->text() != cells[c]) item->setText(cells[c]);
         }
     }
+    finishPoll(timer);
+}
+
+void MainWindow::finishPoll(const QElapsedTimer& timer) {
     const ui::StepPoint& s = m_frame.step;
     const double tps = s.durationMs > 0 ? (s.decodeTokens + s.prefillTokens) * 1000.0 / s.durationMs : 0;
     m_liveLabel->setText(tr("step %1 · %2 running · %3 waiting · KV %4% (%5/%6 blocks) · %7 tok/s")
@@ -481,6 +525,8 @@ void MainWindow::poll() {
                              .arg(s.blocksUsed)
                              .arg(s.nBlocks)
                              .arg(tps, 0, 'f', 0));
+    m_lastPollMs = timer.nsecsElapsed() / 1e6;
+    m_maxPollMs = std::max(m_maxPollMs, m_lastPollMs);
 }
 
 void MainWindow::openModel() {

@@ -9,6 +9,7 @@
 #include <QList>
 #include <QMainWindow>
 #include <QThread>
+#include <QElapsedTimer>
 #include <QTimer>
 
 #include "app/chat_store.h"
@@ -47,6 +48,12 @@ public:
     int conversationCount() const { return m_store.conversations().size(); }
     // The latest frame the views got (for tests and the status bar).
     const ui::EngineFrame& lastFrame() const { return m_frame; }
+    // How long the GUI thread spent in the last / the slowest snapshot poll (convert +
+    // update every view), in ms: the frame-time figures of the issue.
+    double lastPollMs() const { return m_lastPollMs; }
+    double maxPollMs() const { return m_maxPollMs; }
+    // Lesson mode: inject n synthetic requests (see EngineBridge::injectSynthetic).
+    void injectRequests(int n, int promptLen, int outputLen, int priority);
 
 public Q_SLOTS:
     void newChat();
@@ -67,6 +74,7 @@ private:
     void loadSettingsIntoForm();
     void storeFormSettings();
     void poll();
+    void finishPoll(const QElapsedTimer& timer);  // status bar figures and poll timing
     void openModel();
     QDockWidget* addDock(const QString& title, const QString& name, QWidget* w, Qt::DockWidgetArea area);
     QWidget* buildSettingsForm();
@@ -104,6 +112,9 @@ private:
     QTimer m_pollTimer;
     ui::EngineFrame m_frame;
     qint64 m_lastStep = -1;
+    double m_lastPollMs = 0, m_maxPollMs = 0;
+    QElapsedTimer m_tableClock;
+    quint64 m_injectSeed = 1;
 
     QThread m_engineThread;
     EngineBridge* m_bridge;  // lives on m_engineThread

@@ -38,6 +38,32 @@ ui::SlotState slot_state(const RequestView& r, const EngineSnapshot& s) {
     return ui::SlotState::Waiting;
 }
 
+QVector<ui::RequestRow> to_request_rows(const EngineSnapshot& s, const std::function<QString(RequestId)>& label) {
+    QVector<ui::RequestRow> rows;
+    rows.reserve(static_cast<int>(s.requests.size()));
+    for (const RequestView& r : s.requests) {
+        ui::RequestRow row;
+        row.id = r.id;
+        row.label = label ? label(r.id) : QString();
+        if (row.label.isEmpty()) row.label = QStringLiteral("req %1").arg(r.id);
+        row.status = QString::fromLatin1(status_name(r.status));
+        row.slot = slot_state(r, s);
+        row.priority = r.priority;
+        row.promptTokens = r.n_prompt;
+        row.outputTokens = r.n_output;
+        row.maxTokens = r.max_tokens;
+        row.computedTokens = r.num_computed_tokens;
+        row.cachedTokens = r.num_cached_tokens;
+        for (int32_t b : r.block_ids) row.blockIds.push_back(b);
+        row.hostBlocks = r.n_host_blocks;
+        row.preemptions = r.num_preemptions;
+        for (const ChunkView& c : s.chunks)
+            if (c.id == r.id) row.scheduledTokens += c.num_tokens;
+        rows.push_back(std::move(row));
+    }
+    return rows;
+}
+
 ui::EngineFrame to_frame(const EngineSnapshot& s, const std::function<QString(RequestId)>& label) {
     ui::EngineFrame f;
     f.step = to_step_point(s.step);
@@ -62,26 +88,7 @@ ui::EngineFrame to_frame(const EngineSnapshot& s, const std::function<QString(Re
         f.blocks.push_back(std::move(c));
     }
     for (const HostBlockView& h : s.host_blocks) f.hostBlocks.push_back({h.host_block, h.owner});
-    for (const RequestView& r : s.requests) {
-        ui::RequestRow row;
-        row.id = r.id;
-        row.label = label ? label(r.id) : QString();
-        if (row.label.isEmpty()) row.label = QStringLiteral("req %1").arg(r.id);
-        row.status = QString::fromLatin1(status_name(r.status));
-        row.slot = slot_state(r, s);
-        row.priority = r.priority;
-        row.promptTokens = r.n_prompt;
-        row.outputTokens = r.n_output;
-        row.maxTokens = r.max_tokens;
-        row.computedTokens = r.num_computed_tokens;
-        row.cachedTokens = r.num_cached_tokens;
-        for (int32_t b : r.block_ids) row.blockIds.push_back(b);
-        row.hostBlocks = r.n_host_blocks;
-        row.preemptions = r.num_preemptions;
-        for (const ChunkView& c : s.chunks)
-            if (c.id == r.id) row.scheduledTokens += c.num_tokens;
-        f.requests.push_back(std::move(row));
-    }
+    f.requests = to_request_rows(s, label);
     return f;
 }
 

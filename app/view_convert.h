@@ -14,6 +14,9 @@ ui::StepPoint to_step_point(const StepRecord& r);
 // label(id) names a request in the views ("chat 2", "req 17"); empty: "req <id>".
 ui::EngineFrame to_frame(const EngineSnapshot& s, const std::function<QString(RequestId)>& label = {});
 
+// Only the request rows (no block map): what the slot timeline needs of every step.
+QVector<ui::RequestRow> to_request_rows(const EngineSnapshot& s, const std::function<QString(RequestId)>& label = {});
+
 // What the request did in the snapshot's step.
 ui::SlotState slot_state(const RequestView& r, const EngineSnapshot& s);
 

@@ -2,6 +2,7 @@
 // The real main window, offscreen: load a tiny generated model, send a prompt, watch the
 // reply stream in, stop a long reply, and survive a bad model file. Saves screenshots
 // under the build tree (tests/output/).
+#include <QFileInfo>
 #include <QLabel>
 #include <QListWidget>
 #include <QPlainTextEdit>
@@ -9,6 +10,9 @@
 #include <QTemporaryDir>
 #include <QTextBrowser>
 #include <QtTest>
+
+#include <algorithm>
+#include <vector>
 
 #include "app/main_window.h"
 #include "tests/support/test_paths.h"
@@ -118,6 +122,43 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(w.lastFrame().requests.size() >= 2, 5000);
         QTRY_COMPARE_WITH_TIMEOUT(w.lastFrame().step.blocksUsed, 0, 5000);
         QVERIFY(w.grab().save(QString::fromStdString(kvs::test::output_path("main_window_two_chats.png"))));
+    }
+
+    void frameTimesWith64Requests() {
+        // 64 synthetic requests at once through the real window: every one shows up in the
+        // views, all finish, and the GUI thread's time per poll and its event-loop gaps
+        // are printed (measured, never asserted: timings are not tests).
+        // KVS_FRAME_MODEL=<gguf> measures with a real model (docs: the default model).
+        const QString model = qEnvironmentVariableIsSet("KVS_FRAME_MODEL") ? qEnvironmentVariable("KVS_FRAME_MODEL") : m_model;
+        kvs::app::MainWindow w(model, nullptr, chats("load"));
+        w.resize(1600, 1000);
+        w.show();
+        QTRY_VERIFY_WITH_TIMEOUT(w.chatView()->findChild<QPushButton*>("sendButton")->isEnabled(), 20000);
+        w.injectRequests(64, 48, 40, 0);
+        QTRY_VERIFY_WITH_TIMEOUT(w.lastFrame().requests.size() > 0, 20000);
+        QElapsedTimer clock;
+        clock.start();
+        qint64 last = clock.elapsed(), worst_gap = 0;
+        std::vector<qint64> gaps;
+        int most_seen = 0;
+        while (clock.elapsed() < 120000) {
+            QTest::qWait(5);
+            const qint64 now = clock.elapsed();
+            gaps.push_back(now - last);
+            worst_gap = std::max(worst_gap, now - last);
+            last = now;
+            most_seen = std::max(most_seen, int(w.lastFrame().requests.size()));
+            if (most_seen >= 64 && w.lastFrame().step.running == 0 && w.lastFrame().step.waiting == 0) break;
+        }
+        QVERIFY2(most_seen >= 64, qPrintable(QString("only %1 requests reached the views").arg(most_seen)));
+        QTRY_COMPARE_WITH_TIMEOUT(w.lastFrame().step.blocksUsed, 0, 10000);
+        std::sort(gaps.begin(), gaps.end());
+        qInfo("64 requests on %s: %lld ms of GUI time; poll (convert + update all views) max %.1f ms, last %.1f ms; "
+              "event-loop gap p50 %lld ms, p99 %lld ms, max %lld ms (5 ms timer)",
+              qPrintable(QFileInfo(model).fileName()), static_cast<long long>(clock.elapsed()), w.maxPollMs(), w.lastPollMs(),
+              static_cast<long long>(gaps[gaps.size() / 2]), static_cast<long long>(gaps[gaps.size() * 99 / 100]),
+              static_cast<long long>(worst_gap));
+        QVERIFY(w.grab().save(QString::fromStdString(kvs::test::output_path("main_window_64_requests.png"))));
     }
 
     void badModelShowsErrorAndKeepsRunning() {
