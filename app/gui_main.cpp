@@ -1,6 +1,7 @@
 #include "app/gui_main.h"
 
 #include <QApplication>
+#include <QFileInfo>
 #include <cstdio>
 #include <cstdlib>
 
@@ -27,7 +28,10 @@ int run_gui(int argc, char** argv) {
     QApplication app(argc, argv);
     QApplication::setApplicationName("kvscope");
     QApplication::setOrganizationName("kvscope");
-    MainWindow w(QString::fromUtf8(kDefaultModelName.data(), int(kDefaultModelName.size())));
+    // The model opened last time, if it still exists; else the default model.
+    QString model = MainWindow::lastModel();
+    if (model.isEmpty() || !QFileInfo::exists(model)) model = QString::fromUtf8(kDefaultModelName.data(), int(kDefaultModelName.size()));
+    MainWindow w(model);
     w.show();
     return QApplication::exec();
 }

@@ -1,6 +1,9 @@
 #include "app/main_window.h"
 
+#include <QApplication>
+#include <QCloseEvent>
 #include <QDockWidget>
+#include <QSettings>
 #include <QElapsedTimer>
 #include <QDoubleSpinBox>
 #include <QFileDialog>
@@ -29,6 +32,7 @@
 #include "ui/slot_timeline.h"
 
 #include "engine/telemetry/latency_stats.h"
+#include "engine/telemetry/trace_json.h"
 
 namespace kvs::app {
 
@@ -105,6 +109,23 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
     file->addAction(tr("&Open model…"), QKeySequence::Open, this, &MainWindow::openModel);
     file->addAction(tr("&New chat"), QKeySequence::New, this, &MainWindow::newChat);
     file->addSeparator();
+    file->addAction(tr("Export &view as PNG…"), this, [this] {
+        // The dock under the mouse's last focus, else the whole window.
+        QWidget* target = this;
+        for (auto* d : findChildren<QDockWidget*>())
+            if (d->isVisible() && d->widget() && d->widget()->isAncestorOf(QApplication::focusWidget())) target = d->widget();
+        const QString path = QFileDialog::getSaveFileName(this, tr("Export view"), "kvscope-view.png", tr("PNG images (*.png)"));
+        if (path.isEmpty()) return;
+        if (!exportPng(target, path)) statusBar()->showMessage(tr("Could not write %1").arg(path), 8000);
+    });
+    file->addAction(tr("Export &trace as JSON…"), this, [this] {
+        const QString path = QFileDialog::getSaveFileName(this, tr("Export trace"), "kvscope-trace.json", tr("JSON (*.json)"));
+        if (path.isEmpty()) return;
+        QString err;
+        if (!exportTrace(path, &err)) statusBar()->showMessage(err, 8000);
+        else statusBar()->showMessage(tr("Trace written to %1").arg(path), 8000);
+    });
+    file->addSeparator();
     file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
 
     // Saved conversations (a corrupt file is reported and left alone; we start a new list).
@@ -120,6 +141,7 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
 
     connect(m_bridge, &EngineBridge::modelLoaded, this, [this](const QString& d) {
         m_modelLabel->setText(d);
+        if (!m_loadingModel.isEmpty()) QSettings().setValue("model/last", m_loadingModel);
         m_ready = true;
         for (auto* v : std::as_const(m_views)) v->setReady(true);
     });
@@ -167,6 +189,14 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
         v->setGenerating(false);
     });
 
+    // Where the user left the docks last time.
+    {
+        QSettings st;
+        if (st.contains("window/state")) {
+            restoreGeometry(st.value("window/geometry").toByteArray());
+            restoreState(st.value("window/state").toByteArray());
+        }
+    }
     connect(&m_pollTimer, &QTimer::timeout, this, &MainWindow::poll);
     m_pollTimer.start(33);
     QMetaObject::invokeMethod(m_bridge, "loadModel", Qt::QueuedConnection, Q_ARG(QString, modelNameOrPath));
@@ -529,13 +559,42 @@ void MainWindow::finishPoll(const QElapsedTimer& timer) {
     m_maxPollMs = std::max(m_maxPollMs, m_lastPollMs);
 }
 
+bool MainWindow::exportPng(QWidget* w, const QString& path) const { return w->grab().save(path, "PNG"); }
+
+bool MainWindow::exportTrace(const QString& path, QString* error) const {
+    const auto snaps = m_bridge->snapshotsAfter(-1);
+    const auto steps = m_bridge->stepsAfter(-1);
+    nlohmann::json meta = {{"source", "kvscope GUI"}, {"model", m_modelLabel->text().toStdString()}};
+    std::vector<std::shared_ptr<const EngineSnapshot>> last;
+    if (!snaps.empty()) last.push_back(snaps.back());
+    const Status st = write_trace(path.toStdString(), meta, steps, last, {});
+    if (!st) *error = QString::fromStdString(st.message());
+    return st.is_ok();
+}
+
+void MainWindow::saveLayout() const {
+    QSettings s;
+    s.setValue("window/geometry", saveGeometry());
+    s.setValue("window/state", saveState());
+}
+
+void MainWindow::closeEvent(QCloseEvent* e) {
+    saveLayout();
+    QMainWindow::closeEvent(e);
+}
+
 void MainWindow::openModel() {
     const QString path = QFileDialog::getOpenFileName(this, tr("Open model"), {}, tr("GGUF models (*.gguf);;All files (*)"));
     if (path.isEmpty()) return;
     m_ready = false;
     m_notReadyWhy = tr("Loading %1…").arg(path);
     for (auto* v : std::as_const(m_views)) v->setReady(false, m_notReadyWhy);
+    m_loadingModel = path;
     QMetaObject::invokeMethod(m_bridge, "loadModel", Qt::QueuedConnection, Q_ARG(QString, path));
 }
 
+}  // namespace kvs::app
+
+namespace kvs::app {
+QString MainWindow::lastModel() { return QSettings().value("model/last").toString(); }
 }  // namespace kvs::app

@@ -52,6 +52,12 @@ public:
     // update every view), in ms: the frame-time figures of the issue.
     double lastPollMs() const { return m_lastPollMs; }
     double maxPollMs() const { return m_maxPollMs; }
+    // File ▸ Export: a view as PNG, the engine's recent steps and newest snapshot as a
+    // trace (the format of `kvscope bench --trace`).
+    bool exportPng(QWidget* w, const QString& path) const;
+    bool exportTrace(const QString& path, QString* error) const;
+    // The model the window opened last (File ▸ Open model), if any.
+    static QString lastModel();
     // Lesson mode: inject n synthetic requests (see EngineBridge::injectSynthetic).
     void injectRequests(int n, int promptLen, int outputLen, int priority);
 
@@ -61,7 +67,11 @@ public Q_SLOTS:
     void deleteChat();
     void selectChat(int row);
 
+protected:
+    void closeEvent(QCloseEvent* e) override;
+
 private:
+    void saveLayout() const;
     struct Live {              // a conversation's reply in flight
         qint64 requestId = 0;
         QString pending;
@@ -115,6 +125,7 @@ private:
     double m_lastPollMs = 0, m_maxPollMs = 0;
     QElapsedTimer m_tableClock;
     quint64 m_injectSeed = 1;
+    QString m_loadingModel;  // a model chosen with File ▸ Open model, remembered once loaded
 
     QThread m_engineThread;
     EngineBridge* m_bridge;  // lives on m_engineThread

@@ -10,6 +10,10 @@
 #include <QTemporaryDir>
 #include <QTextBrowser>
 #include <QtTest>
+#include <QImage>
+#include <QStandardPaths>
+
+#include "engine/telemetry/trace_json.h"
 
 #include <algorithm>
 #include <vector>
@@ -41,6 +45,7 @@ private Q_SLOTS:
         QVERIFY(m_dir.isValid());
         // Saved chats go to this test's own data dir, never the user's.
         qputenv("XDG_DATA_HOME", m_dir.filePath("data").toUtf8());
+        QStandardPaths::setTestModeEnabled(true);  // window layout settings stay out of the user's config
         m_model = m_dir.filePath("tiny.gguf");
         kvs::test::TinyModelSpec spec;
         spec.n_layer = 2;
@@ -122,6 +127,18 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(w.lastFrame().requests.size() >= 2, 5000);
         QTRY_COMPARE_WITH_TIMEOUT(w.lastFrame().step.blocksUsed, 0, 5000);
         QVERIFY(w.grab().save(QString::fromStdString(kvs::test::output_path("main_window_two_chats.png"))));
+        // File > Export: the trace reads back with the engine's own reader; a view as PNG.
+        const QString trace = m_dir.filePath("gui-trace.json");
+        QString err;
+        QVERIFY2(w.exportTrace(trace, &err), qPrintable(err));
+        auto t = kvs::read_trace(trace.toStdString());
+        QVERIFY2(t.is_ok(), t.message().c_str());
+        QVERIFY(!t->steps.empty());
+        QCOMPARE(int(t->snapshots.size()), 1);
+        QVERIFY(t->snapshots[0].requests.size() >= 2);
+        const QString png = m_dir.filePath("blockmap.png");
+        QVERIFY(w.exportPng(w.findChild<QWidget*>("kvBlockMap"), png));
+        QVERIFY(QImage(png).width() > 100);
     }
 
     void frameTimesWith64Requests() {
