@@ -174,6 +174,7 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
         m_live.remove(conv);
         v->endAssistantMessage(summary);
         v->setGenerating(false);
+        v->setCanRetry(true);
         statusBar()->showMessage(summary, 8000);
     });
     connect(m_bridge, &EngineBridge::requestFailed, this, [this](qint64 id, const QString& msg) {
@@ -224,7 +225,19 @@ ui::ChatView* MainWindow::viewFor(const QString& convId) {
     m_views.insert(convId, v);
     m_stack->addWidget(v);
     v->setReady(m_ready, m_notReadyWhy);
-    // Replay the saved conversation.
+    const int i = m_store.indexOf(convId);
+    replay(convId, v);
+    connect(v, &ui::ChatView::sendRequested, this, [this, convId](const QString& text) { onSend(convId, text); });
+    connect(v, &ui::ChatView::stopRequested, this, [this, convId] { onStop(convId); });
+    connect(v, &ui::ChatView::regenerateRequested, this, [this, convId] { retry(convId, false); });
+    connect(v, &ui::ChatView::editRequested, this, [this, convId] { retry(convId, true); });
+    v->setCanRetry(i >= 0 && !m_store.conversations()[i].turns.isEmpty());
+    return v;
+}
+
+// Shows the saved conversation in its view (after a load, a regenerate or an edit).
+void MainWindow::replay(const QString& convId, ui::ChatView* v) {
+    v->clearTranscript();
     const int i = m_store.indexOf(convId);
     if (i >= 0) {
         for (const ChatTurn& t : m_store.conversations()[i].turns) {
@@ -237,9 +250,27 @@ ui::ChatView* MainWindow::viewFor(const QString& convId) {
             }
         }
     }
-    connect(v, &ui::ChatView::sendRequested, this, [this, convId](const QString& text) { onSend(convId, text); });
-    connect(v, &ui::ChatView::stopRequested, this, [this, convId] { onStop(convId); });
-    return v;
+}
+
+// Regenerate: drop the last answer and answer the last message again. Edit: drop the last
+// exchange and put the message back into the prompt box.
+void MainWindow::retry(const QString& convId, bool edit) {
+    const int i = m_store.indexOf(convId);
+    if (i < 0 || m_live.contains(convId)) return;
+    QList<ChatTurn>& turns = m_store.conversations()[i].turns;
+    if (!turns.isEmpty() && turns.last().role == "assistant") turns.removeLast();
+    if (turns.isEmpty() || turns.last().role != "user") return;
+    const QString text = turns.last().content;
+    turns.removeLast();
+    auto* v = viewFor(convId);
+    replay(convId, v);
+    saveStore();
+    if (edit) {
+        v->setPromptText(text);
+        v->setCanRetry(!turns.isEmpty());
+    } else {
+        onSend(convId, text);
+    }
 }
 
 void MainWindow::refreshList() {

@@ -79,6 +79,8 @@ private:
     ui::ChatView* viewFor(const QString& convId);
     void onSend(const QString& convId, const QString& text);
     void onStop(const QString& convId);
+    void replay(const QString& convId, ui::ChatView* v);
+    void retry(const QString& convId, bool edit);
     void refreshList();
     void saveStore();
     void loadSettingsIntoForm();

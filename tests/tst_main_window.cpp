@@ -107,6 +107,28 @@ private Q_SLOTS:
         QCOMPARE(w.store().conversations()[0].turns.size(), 2);  // user + assistant
     }
 
+    void regenerateAndEdit() {
+        kvs::app::MainWindow w(m_model, nullptr, chats("retry"));
+        w.show();
+        send(w, "Say something short");
+        auto* view = w.chatView();
+        auto* regen = view->findChild<QPushButton*>("regenerateButton");
+        auto* edit = view->findChild<QPushButton*>("editButton");
+        QVERIFY(regen && edit);
+        QTRY_VERIFY_WITH_TIMEOUT(regen->isEnabled(), 60000);
+        const QString first = w.store().conversations()[0].turns[1].content;
+        QTest::mouseClick(regen, Qt::LeftButton);
+        QVERIFY(!regen->isEnabled());  // generating again
+        QTRY_VERIFY_WITH_TIMEOUT(regen->isEnabled(), 60000);
+        QCOMPARE(w.store().conversations()[0].turns.size(), 2);  // the answer was replaced, not added
+        QCOMPARE(w.store().conversations()[0].turns[0].content, QString("Say something short"));
+        QVERIFY(!first.isEmpty());
+        QTest::mouseClick(edit, Qt::LeftButton);
+        QCOMPARE(w.store().conversations()[0].turns.size(), 0);
+        QCOMPARE(view->promptText(), QString("Say something short"));
+        QVERIFY(!view->transcriptText().contains("Say something short"));
+    }
+
     void twoChatsGenerateAtOnce() {
         kvs::app::MainWindow w(m_model, nullptr, chats("two"));
         w.resize(1280, 800);

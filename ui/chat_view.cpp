@@ -27,10 +27,18 @@ ChatView::ChatView(QWidget* parent) : QWidget(parent) {
     m_stop->setObjectName("stopButton");
     m_hint = new QLabel(this);
     m_hint->setObjectName("chatHint");
+    m_regenerate = new QPushButton(tr("Regenerate"), this);
+    m_regenerate->setObjectName("regenerateButton");
+    m_regenerate->setToolTip(tr("Answer the last message again"));
+    m_edit = new QPushButton(tr("Edit"), this);
+    m_edit->setObjectName("editButton");
+    m_edit->setToolTip(tr("Take the last message back into the box to change and resend it"));
 
     auto* buttons = new QVBoxLayout;
     buttons->addWidget(m_send);
     buttons->addWidget(m_stop);
+    buttons->addWidget(m_regenerate);
+    buttons->addWidget(m_edit);
     buttons->addStretch();
     auto* bottom = new QHBoxLayout;
     bottom->addWidget(m_prompt, 1);
@@ -42,6 +50,8 @@ ChatView::ChatView(QWidget* parent) : QWidget(parent) {
 
     connect(m_send, &QPushButton::clicked, this, &ChatView::send);
     connect(m_stop, &QPushButton::clicked, this, &ChatView::stopRequested);
+    connect(m_regenerate, &QPushButton::clicked, this, &ChatView::regenerateRequested);
+    connect(m_edit, &QPushButton::clicked, this, &ChatView::editRequested);
     setReady(false, tr("Loading model…"));
 }
 
@@ -69,12 +79,16 @@ void ChatView::setReady(bool ready, const QString& why) {
     m_hint->setVisible(!why.isEmpty());
     m_send->setEnabled(m_ready && !m_generating);
     m_stop->setEnabled(m_generating);
+    m_regenerate->setEnabled(m_ready && !m_generating && m_canRetry);
+    m_edit->setEnabled(!m_generating && m_canRetry);
 }
 
 void ChatView::setGenerating(bool generating) {
     m_generating = generating;
     m_send->setEnabled(m_ready && !m_generating);
     m_stop->setEnabled(m_generating);
+    m_regenerate->setEnabled(m_ready && !m_generating && m_canRetry);
+    m_edit->setEnabled(!m_generating && m_canRetry);
 }
 
 void ChatView::appendUserMessage(const QString& text) {
@@ -96,6 +110,22 @@ void ChatView::appendAssistantText(const QString& piece) {
 void ChatView::endAssistantMessage(const QString& footer) {
     if (!m_turns.isEmpty() && m_turns.last().role == "assistant") m_turns.last().footer = footer;
     render();
+}
+
+void ChatView::clearTranscript() {
+    m_turns.clear();
+    render();
+}
+
+void ChatView::setPromptText(const QString& text) {
+    m_prompt->setPlainText(text);
+    m_prompt->setFocus();
+}
+
+void ChatView::setCanRetry(bool can) {
+    m_canRetry = can;
+    m_regenerate->setEnabled(m_ready && !m_generating && m_canRetry);
+    m_edit->setEnabled(!m_generating && m_canRetry);
 }
 
 void ChatView::appendNotice(const QString& text) {

@@ -22,12 +22,17 @@ public:
     void appendAssistantText(const QString& piece);
     void endAssistantMessage(const QString& footer);
     void appendNotice(const QString& text);           // errors and status lines in the transcript
+    void clearTranscript();                           // before replaying an edited conversation
+    void setPromptText(const QString& text);
+    void setCanRetry(bool can);                       // enables Regenerate / Edit (a finished exchange exists)
     QString transcriptText() const;
     QString promptText() const;
 
 Q_SIGNALS:
     void sendRequested(const QString& text);
     void stopRequested();
+    void regenerateRequested();  // answer the last message again
+    void editRequested();        // take the last message back into the prompt box
 
 protected:
     bool eventFilter(QObject* obj, QEvent* ev) override;
@@ -46,6 +51,9 @@ private:
     QPlainTextEdit* m_prompt;
     QPushButton* m_send;
     QPushButton* m_stop;
+    QPushButton* m_regenerate;
+    QPushButton* m_edit;
+    bool m_canRetry = false;
     QLabel* m_hint;
     bool m_ready = false;
     bool m_generating = false;
