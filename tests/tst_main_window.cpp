@@ -11,7 +11,10 @@
 #include <QTextBrowser>
 #include <QtTest>
 #include <QImage>
+#include <QProcess>
 #include <QStandardPaths>
+
+#include "app/chat_store.h"
 
 #include "engine/telemetry/trace_json.h"
 
@@ -105,6 +108,39 @@ private Q_SLOTS:
         auto* transcript = w.findChild<QTextBrowser*>("chatTranscript");
         QVERIFY(transcript->toPlainText().contains("Remember the word lighthouse"));
         QCOMPARE(w.store().conversations()[0].turns.size(), 2);  // user + assistant
+    }
+
+    // Run as a child by historySurvivesKillMidWrite: saves a growing history forever.
+    void chatStoreWriterChild() {
+        const QString path = qEnvironmentVariable("KVS_CHATSTORE_WRITER");
+        if (path.isEmpty()) QSKIP("only runs as the child of historySurvivesKillMidWrite");
+        kvs::app::ChatStore store(path);
+        for (int round = 0;; ++round) {
+            auto& c = store.add(QString("chat %1").arg(round));
+            for (int t = 0; t < 50; ++t) c.turns.append({"user", QString("message %1 of round %2 ").arg(t).arg(round).repeated(20)});
+            QString err;
+            if (!store.save(&err)) qFatal("%s", qPrintable(err));
+        }
+    }
+
+    void historySurvivesKillMidWrite() {
+        const QString path = m_dir.filePath("killed/chats.json");
+        for (int attempt = 0; attempt < 5; ++attempt) {
+            QProcess child;
+            QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+            env.insert("KVS_CHATSTORE_WRITER", path);
+            child.setProcessEnvironment(env);
+            child.start(QCoreApplication::applicationFilePath(), {"chatStoreWriterChild"});
+            QVERIFY(child.waitForStarted());
+            QTest::qWait(150 + 70 * attempt);
+            child.kill();  // SIGKILL, wherever the writer is
+            child.waitForFinished();
+            kvs::app::ChatStore store(path);
+            QString err;
+            QVERIFY2(store.load(&err), qPrintable(err));  // never a torn file
+            // Every saved conversation is complete: 50 turns each.
+            for (const auto& c : store.conversations()) QCOMPARE(c.turns.size(), 50);
+        }
     }
 
     void regenerateAndEdit() {
