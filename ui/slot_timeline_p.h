@@ -1,0 +1,247 @@
+#pragma once
+// Private to ui/slot_timeline*.cpp: the timeline's data (columns of cells, rows), its plot
+// parts, and the cell-area widget. Split out so the view, its canvas and its plots each
+// live in a file of their own.
+
+#include <QComboBox>
+#include <QHBoxLayout>
+#include <QHelpEvent>
+#include <QLabel>
+#include <QMouseEvent>
+#include <QPainter>
+#include <QScrollBar>
+#include <QSplitter>
+#include <QToolButton>
+#include <QTimer>
+#include <QToolTip>
+#include <QVBoxLayout>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <deque>
+#include "ui/qcp.h"
+#include "ui/request_colors.h"
+
+#include "ui/slot_timeline.h"
+
+namespace kvs::ui {
+
+namespace timeline_detail {
+
+struct Cell {
+    qint64 id = 0;
+    qint32 computed = 0;     // tokens in its KV after the step
+    quint16 tokens = 0;      // tokens run for it in the step
+    quint8 state = 0;        // SlotState
+    qint16 seat = -1;        // batch seat (seats mode), -1: none
+    bool seatChange = false; // another request held this seat in the step before
+};
+
+struct Column {
+    StepPoint point;
+    double tput = 0;         // (prefill + decode) tokens/s over the window ending here
+    double decodeTput = 0;   // decode tokens/s over the same window
+    QVector<Cell> cells;     // by request id
+};
+
+struct Row {
+    qint64 id = 0;
+    QString label;
+    qint64 lastStep = -1;    // last step with a cell
+    bool finished = false;   // its Finished cell is drawn; later steps draw nothing
+    RequestRow latest;
+};
+
+inline bool holdsSeat(SlotState s) { return s == SlotState::Prefill || s == SlotState::Decode || s == SlotState::Padding; }
+
+inline QColor mix(const QColor& a, const QColor& b, qreal t) {
+    return QColor::fromRgbF(a.redF() + (b.redF() - a.redF()) * t, a.greenF() + (b.greenF() - a.greenF()) * t,
+                            a.blueF() + (b.blueF() - a.blueF()) * t);
+}
+
+inline QFont smallFont(const QFont& f) {
+    QFont s = f;
+    if (f.pointSizeF() > 0) s.setPointSizeF(f.pointSizeF() * 0.85);
+    else if (f.pixelSize() > 0) s.setPixelSize(std::max(8, f.pixelSize() * 85 / 100));
+    return s;
+}
+
+}  // namespace
+
+namespace timeline_detail {
+struct PlotParts {
+    QCPAxisRect* rects[3] = {};
+    QCPGraph* util = nullptr;
+    QCPGraph* prefill = nullptr;  // stacked step areas: prefill, + decode, + padding
+    QCPGraph* decode = nullptr;
+    QCPGraph* padding = nullptr;
+    QCPGraph* budget = nullptr;
+    QCPGraph* tput = nullptr;
+    QCPGraph* decodeTput = nullptr;
+    QCPItemStraightLine* cursor[3] = {};
+    QCPItemText* title[3] = {};
+    QCPLegend* legends[2] = {};
+};
+}  // namespace
+
+using namespace timeline_detail;
+
+struct SlotTimelineView::Data {
+    PlotParts plots;
+    std::deque<Column> cols;      // oldest first, strictly increasing steps
+    QVector<Row> rows;            // by request id
+    QHash<qint64, int> rowOf;     // request id -> index in rows
+    QVector<qint64> seatHolder;   // seat -> request id holding it, -1 free
+    QHash<qint64, int> seatOf;    // request id -> seat it holds now
+    QHash<qint64, int> lastSeat;  // request id -> last seat it held
+    int seatRows = 0;
+    int layoutVersion = 0;        // bumps when existing rows move (cache must be redrawn)
+
+    const Column* column(qint64 step) const {
+        auto it = std::lower_bound(cols.begin(), cols.end(), step,
+                                   [](const Column& c, qint64 s) { return c.point.step < s; });
+        return it != cols.end() && it->point.step == step ? &*it : nullptr;
+    }
+    void rebuildRowIndex() {
+        rowOf.clear();
+        for (int i = 0; i < rows.size(); ++i) rowOf.insert(rows[i].id, i);
+    }
+};
+
+// ---- the cell area -------------------------------------------------------------------
+
+class TimelineCanvas : public QWidget {
+public:
+    explicit TimelineCanvas(SlotTimelineView* view) : QWidget(view), v(view) {
+        setMouseTracking(true);
+        setFocusPolicy(Qt::StrongFocus);
+        setAttribute(Qt::WA_OpaquePaintEvent);
+        setObjectName("slotTimelineCanvas");
+        setAccessibleName(tr("Batch slot timeline cells"));
+        setAccessibleDescription(tr("Rows are requests or batch seats, columns engine steps. Left/Right and Page "
+                                    "Up/Down scroll, Home/End jump, Ctrl+wheel zooms, a click selects a request."));
+    }
+
+    // Geometry: the cell area in logical pixels; columns and rows in device pixels so the
+    // cached image scrolls by whole pixels at any device pixel ratio.
+    struct Layout {
+        int gutter = 0, right = 0;
+        QRect cells;
+        qreal dpr = 1;
+        int cw = 1, rh = 1;            // device px per column / row
+        int wDev = 1, hDev = 1;
+        int visibleCols = 1, rowsFit = 1, firstRow = 0, nRows = 0;
+    };
+
+    static int gutterWidth(const QFont& f) {
+        const QFontMetrics fm(smallFont(f));
+        return fm.horizontalAdvance(QStringLiteral("req 00000")) + fm.height() + 6;
+    }
+    static int rightMargin(const QFont& f) { return QFontMetrics(f).averageCharWidth() * 2; }
+
+    Layout layout() const {
+        Layout L;
+        L.dpr = devicePixelRatioF();
+        L.gutter = gutterWidth(font());
+        L.right = rightMargin(font());
+        L.cells = QRect(L.gutter, 0, std::max(1, width() - L.gutter - L.right), std::max(1, height()));
+        L.wDev = std::max(1, int(std::lround(L.cells.width() * L.dpr)));
+        L.hDev = std::max(1, int(std::lround(L.cells.height() * L.dpr)));
+        L.cw = std::max(1, int(std::lround(v->m_cellWidth * L.dpr)));
+        L.visibleCols = (L.wDev + L.cw - 1) / L.cw;
+        L.nRows = v->rowCount();
+        const int comfy = int(std::lround(QFontMetrics(smallFont(font())).height() * L.dpr));
+        const int minimum = std::max(2, int(std::lround(4 * L.dpr)));
+        L.rh = L.nRows > 0 ? std::clamp(L.hDev / L.nRows, minimum, std::max(minimum, comfy)) : comfy;
+        L.rowsFit = std::max(1, L.hDev / L.rh);
+        L.firstRow = std::clamp(v->m_vscroll ? v->m_vscroll->value() : 0, 0, std::max(0, L.nRows - L.rowsFit));
+        return L;
+    }
+
+    // Logical x of a step's left edge, and the step under a logical x.
+    qreal xOf(const Layout& L, qint64 step) const {
+        return L.cells.left() + (L.wDev - (v->m_viewLast - step + 1) * double(L.cw)) / L.dpr;
+    }
+    qint64 stepAtX(const Layout& L, qreal x) const {
+        const double fromRight = L.wDev - (x - L.cells.left()) * L.dpr;
+        if (fromRight <= 0) return v->m_viewLast;
+        return v->m_viewLast - qint64(std::floor(fromRight / L.cw));
+    }
+    qreal yOf(const Layout& L, int row) const { return L.cells.top() + (row - L.firstRow) * double(L.rh) / L.dpr; }
+    int rowAtY(const Layout& L, qreal y) const {
+        const int r = L.firstRow + int(std::floor((y - L.cells.top()) * L.dpr / L.rh));
+        return r >= 0 && r < L.nRows && r < L.firstRow + L.rowsFit ? r : -1;
+    }
+    QRectF cellRectF(const Layout& L, qint64 step, int row) const {
+        return QRectF(xOf(L, step), yOf(L, row), L.cw / L.dpr, L.rh / L.dpr);
+    }
+    QRect columnRect(const Layout& L, qint64 step) const {
+        if (step < 0) return {};
+        const QRectF r(xOf(L, step), L.cells.top(), L.cw / L.dpr, L.cells.height());
+        return r.toAlignedRect().adjusted(-1, 0, 1, 0).intersected(L.cells);
+    }
+
+    QSize sizeHint() const override {
+        const QFontMetrics fm(smallFont(font()));
+        return {fm.averageCharWidth() * 100, fm.height() * 24};
+    }
+    QSize minimumSizeHint() const override {
+        const QFontMetrics fm(smallFont(font()));
+        return {gutterWidth(font()) + fm.averageCharWidth() * 10, fm.height() * 4};
+    }
+
+    void invalidate() { m_cacheValid = false; }
+    void paletteChanged() { ++m_paletteVersion; m_cacheValid = false; }
+    int paintCount = 0, fullRedraws = 0;
+
+protected:
+    void paintEvent(QPaintEvent* ev) override;
+    void mouseMoveEvent(QMouseEvent* ev) override;
+    void mousePressEvent(QMouseEvent* ev) override;
+    void leaveEvent(QEvent*) override { v->setHoverStep(-1); m_hoverRow = -1; }
+    void wheelEvent(QWheelEvent* ev) override;
+    void keyPressEvent(QKeyEvent* ev) override;
+    void resizeEvent(QResizeEvent*) override { v->syncView(); }
+    void changeEvent(QEvent* ev) override {
+        if (ev->type() == QEvent::PaletteChange || ev->type() == QEvent::StyleChange ||
+            ev->type() == QEvent::FontChange)
+            paletteChanged();
+        QWidget::changeEvent(ev);
+    }
+    bool event(QEvent* ev) override {
+        if (ev->type() == QEvent::ToolTip) {
+            auto* he = static_cast<QHelpEvent*>(ev);
+            const QPoint inView = mapTo(v, he->pos());
+            const QString text = v->toolTipAt(inView);
+            if (text.isEmpty()) QToolTip::hideText();
+            else QToolTip::showText(he->globalPos(), text, this);
+            return true;
+        }
+        return QWidget::event(ev);
+    }
+
+private:
+    struct CacheKey {
+        QSize size;
+        int cw = 0, rh = 0, firstRow = 0, mode = 0, layoutVersion = 0, paletteVersion = 0;
+        bool operator==(const CacheKey&) const = default;
+    };
+    void ensureCache(const Layout& L);
+    void drawColumns(const Layout& L, qint64 from, qint64 to);  // into the cache
+    void fillRaw(QRect r, QRgb color);
+    void hatchRaw(QRect r, QRgb color, int period);
+    void drawGutter(QPainter& p, const Layout& L, const QRect& clip);
+    void drawOverlay(QPainter& p, const Layout& L);
+
+    SlotTimelineView* v;
+    QImage m_cache;          // [hDev, wDev] the cell area, device pixels
+    uchar* m_bits = nullptr; // m_cache.bits() while drawing columns
+    qsizetype m_bpl = 0;
+    CacheKey m_key;
+    qint64 m_cacheLast = -1; // step at the cache's right edge
+    bool m_cacheValid = false;
+    int m_paletteVersion = 0;
+    int m_hoverRow = -1;
+};
+
+}  // namespace kvs::ui
