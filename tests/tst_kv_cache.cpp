@@ -7,6 +7,8 @@
 // request reading back tokens that are not its own.
 #include <QtTest>
 
+#include "tests/support/kv_invariants.h"
+
 #include <algorithm>
 #include <map>
 #include <random>
@@ -19,6 +21,7 @@
 using kvs::BlockState;
 using kvs::KVCacheManager;
 using kvs::RequestId;
+using kvs::test::kv_pool_invariants;
 
 namespace {
 
@@ -43,51 +46,6 @@ int admit(KVCacheManager& m, RequestId id, const std::vector<int32_t>& prompt) {
     return *hit;
 }
 
-// The pool's invariants; an empty string when all hold.
-QString check_invariants(const KVCacheManager& m) {
-    const auto& pool = m.pool();
-    const int n = pool.n_blocks();
-    const auto free_ids = pool.free_queue_ids();
-    if (static_cast<int>(free_ids.size()) != pool.n_free()) return "free queue length != n_free";
-    std::vector<int> in_free(static_cast<size_t>(n), 0);
-    for (int32_t id : free_ids) {
-        if (id < 0 || id >= n) return "bad id in free queue";
-        if (in_free[static_cast<size_t>(id)]++) return QString("block %1 twice in free queue").arg(id);
-    }
-    std::vector<int> refs(static_cast<size_t>(n), 0);
-    size_t table_entries = 0;
-    for (RequestId rid : m.request_ids()) {
-        const auto& t = m.block_table(rid);
-        const int bs = m.block_size();
-        if (static_cast<int>(t.size()) != (m.num_tokens(rid) + bs - 1) / bs)
-            return QString("request %1: table size does not match its tokens").arg(rid);
-        std::set<int32_t> uniq(t.begin(), t.end());
-        if (uniq.size() != t.size()) return QString("request %1 holds a block twice").arg(rid);
-        for (int32_t b : t) ++refs[static_cast<size_t>(b)];
-        table_entries += t.size();
-    }
-    size_t ref_sum = 0;
-    for (int i = 0; i < n; ++i) {
-        const auto& b = pool.block(i);
-        const bool f = in_free[static_cast<size_t>(i)] != 0;
-        if (f == (b.ref_cnt > 0)) return QString("block %1: free=%2 ref_cnt=%3").arg(i).arg(f).arg(b.ref_cnt);
-        if (f != b.in_free_queue) return QString("block %1: in_free_queue flag wrong").arg(i);
-        if (b.ref_cnt != refs[static_cast<size_t>(i)])
-            return QString("block %1: ref_cnt %2 but %3 table entries").arg(i).arg(b.ref_cnt).arg(refs[static_cast<size_t>(i)]);
-        ref_sum += static_cast<size_t>(b.ref_cnt);
-        if (b.block_hash) {
-            auto it = pool.cached_blocks().find(*b.block_hash);
-            if (it == pool.cached_blocks().end() || it->second != i)
-                return QString("block %1 hashed but not in the hash map").arg(i);
-        }
-    }
-    if (ref_sum != table_entries) return "sum of ref_cnt != table entries";
-    for (const auto& [h, id] : pool.cached_blocks()) {
-        if (id < 0 || id >= n) return "hash map points at a bad id";
-        if (pool.block(id).block_hash != h) return QString("hash map entry for block %1 does not match").arg(id);
-    }
-    return {};
-}
 
 }  // namespace
 
@@ -160,7 +118,7 @@ void TestKvCache::prefix_hit_repeated_prompt() {
     QCOMPARE(m.num_tokens(2), 10);
     QCOMPARE(m.stats().hit_tokens, int64_t(8));
     QCOMPARE(m.stats().query_tokens, int64_t(20));
-    QCOMPARE(check_invariants(m), QString());
+    QCOMPARE(kv_pool_invariants(m), QString());
 
     // A prompt of exactly 2 blocks: the last block is recomputed so its logits exist.
     const auto p8 = seq(500, 8);
@@ -168,7 +126,7 @@ void TestKvCache::prefix_hit_repeated_prompt() {
     m.free(3);
     QCOMPARE(admit(m, 4, p8), 4);
     QCOMPARE(m.num_tokens(4), 8);
-    QCOMPARE(check_invariants(m), QString());
+    QCOMPARE(kv_pool_invariants(m), QString());
 }
 
 void TestKvCache::prefix_hit_shared_system_prompt() {
@@ -191,7 +149,7 @@ void TestKvCache::prefix_hit_shared_system_prompt() {
     QCOMPARE(admit(m, 6, cat(cat({9, 9, 9, 9}, seq(5, 4)), {73})), 8);
     QCOMPARE(m.block_table(6)[1], m.block_table(3)[1]);
     QCOMPARE(admit(m, 7, cat(cat(seq(1, 4), {9, 9, 9, 9}), {74})), 4);
-    QCOMPARE(check_invariants(m), QString());
+    QCOMPARE(kv_pool_invariants(m), QString());
 }
 
 void TestKvCache::partial_block_never_cached() {
@@ -214,7 +172,7 @@ void TestKvCache::partial_block_never_cached() {
     // 6 tokens cached as 1 full block only; the 9-token prompt gets the 2 full blocks.
     QCOMPARE(admit(m, 2, seq(10, 6)), 4);
     QCOMPARE(admit(m, 3, seq(10, 9)), 8);
-    QCOMPARE(check_invariants(m), QString());
+    QCOMPARE(kv_pool_invariants(m), QString());
 }
 
 void TestKvCache::lru_eviction_order() {
@@ -237,7 +195,7 @@ void TestKvCache::lru_eviction_order() {
     QCOMPARE(admit(m, 3, a), 4);
     QCOMPARE(m.block_table(3)[0], 0);
     QCOMPARE(m.pool().block(0).ref_cnt, 1);
-    QCOMPARE(check_invariants(m), QString());
+    QCOMPARE(kv_pool_invariants(m), QString());
 }
 
 void TestKvCache::copy_on_write() {
@@ -264,7 +222,7 @@ void TestKvCache::copy_on_write() {
     auto c1 = m.prepare_append(1);
     QVERIFY(c1.is_ok() && !c1->copy.has_value());
     QVERIFY(!m.prepare_append(2)->copy.has_value());  // the child's block is its own now
-    QCOMPARE(check_invariants(m), QString());
+    QCOMPARE(kv_pool_invariants(m), QString());
 
     // A shared FULL last block is never written: no copy, each gets a new block.
     auto q = seq(50, 8);
@@ -279,7 +237,7 @@ void TestKvCache::copy_on_write() {
     QCOMPARE(a4->new_block_ids.size(), size_t(1));
     QVERIFY(a3->new_block_ids[0] != a4->new_block_ids[0]);
     QVERIFY(!m.prepare_append(3)->copy.has_value());
-    QCOMPARE(check_invariants(m), QString());
+    QCOMPARE(kv_pool_invariants(m), QString());
     QVERIFY(!m.fork(99, 5).is_ok());
     QVERIFY(!m.prepare_append(99).is_ok());
 }
@@ -308,8 +266,8 @@ void TestKvCache::no_room_when_full() {
     QVERIFY(m2.fork(2, 3).is_ok());
     auto full = m2.prepare_append(3);
     QVERIFY(full.is_ok() && full->no_room && !full->copy.has_value());
-    QCOMPARE(check_invariants(m), QString());
-    QCOMPARE(check_invariants(m2), QString());
+    QCOMPARE(kv_pool_invariants(m), QString());
+    QCOMPARE(kv_pool_invariants(m2), QString());
 }
 
 void TestKvCache::free_returns_every_block() {
@@ -325,7 +283,7 @@ void TestKvCache::free_returns_every_block() {
     QCOMPARE(m.num_free_blocks(), 32);
     QCOMPARE(m.usage(), 0.0);
     QVERIFY(m.request_ids().empty());
-    QCOMPARE(check_invariants(m), QString());
+    QCOMPARE(kv_pool_invariants(m), QString());
 }
 
 void TestKvCache::block_map_snapshot() {
@@ -357,7 +315,7 @@ void TestKvCache::prefix_caching_disabled() {
     m.free(1);
     QCOMPARE(admit(m, 2, seq(1, 9)), 0);
     QVERIFY(m.pool().cached_blocks().empty());
-    QCOMPARE(check_invariants(m), QString());
+    QCOMPARE(kv_pool_invariants(m), QString());
 }
 
 void TestKvCache::randomized_invariants() {
@@ -469,7 +427,7 @@ void TestKvCache::randomized_invariants() {
             tokens.erase(id);
         }
 
-        const QString why = check_invariants(m);
+        const QString why = kv_pool_invariants(m);
         if (!why.isEmpty()) QFAIL(qPrintable(QString("op %1: %2").arg(op).arg(why)));
         QCOMPARE(m.request_ids().size(), tokens.size());
         for (const auto& [id, toks] : tokens) {
@@ -482,7 +440,7 @@ void TestKvCache::randomized_invariants() {
         }
     }
     for (RequestId id : m.request_ids()) m.free(id);
-    QCOMPARE(check_invariants(m), QString());
+    QCOMPARE(kv_pool_invariants(m), QString());
     QCOMPARE(m.num_free_blocks(), kBlocks);
     QCOMPARE(static_cast<int>(m.pool().free_queue_ids().size()), kBlocks);
     const auto s = m.stats();

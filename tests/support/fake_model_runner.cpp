@@ -1,4 +1,5 @@
 #include "tests/support/fake_model_runner.h"
+#include "tests/support/kv_invariants.h"
 
 #include <algorithm>
 #include <set>
@@ -26,34 +27,7 @@ std::vector<uint64_t> prefix_fingerprints(const std::vector<int32_t>& toks) {
     return fp;
 }
 
-QString pool_invariants(const KVCacheManager& m) {
-    const auto& pool = m.pool();
-    const int n = pool.n_blocks();
-    const auto free_ids = pool.free_queue_ids();
-    if (static_cast<int>(free_ids.size()) != pool.n_free()) return "free queue length != n_free";
-    std::vector<int> in_free(static_cast<size_t>(n), 0);
-    for (int32_t id : free_ids) {
-        if (id < 0 || id >= n) return "bad id in free queue";
-        if (in_free[static_cast<size_t>(id)]++) return QString("block %1 twice in free queue").arg(id);
-    }
-    std::vector<int> refs(static_cast<size_t>(n), 0);
-    for (RequestId rid : m.request_ids()) {
-        const auto& t = m.block_table(rid);
-        if (static_cast<int>(t.size()) != ceil_div(m.num_tokens(rid), m.block_size()))
-            return QString("request %1: table of %2 blocks for %3 tokens").arg(rid).arg(t.size()).arg(m.num_tokens(rid));
-        std::set<int32_t> uniq(t.begin(), t.end());
-        if (uniq.size() != t.size()) return QString("request %1 holds a block twice").arg(rid);
-        for (int32_t b : t) ++refs[static_cast<size_t>(b)];
-    }
-    for (int i = 0; i < n; ++i) {
-        const auto& b = pool.block(i);
-        const bool f = in_free[static_cast<size_t>(i)] != 0;
-        if (f == (b.ref_cnt > 0)) return QString("block %1: free=%2 ref_cnt=%3").arg(i).arg(f).arg(b.ref_cnt);
-        if (b.ref_cnt != refs[static_cast<size_t>(i)])
-            return QString("block %1: ref_cnt %2 but %3 tables hold it").arg(i).arg(b.ref_cnt).arg(refs[static_cast<size_t>(i)]);
-    }
-    return {};
-}
+QString pool_invariants(const KVCacheManager& m) { return kvs::test::kv_pool_invariants(m); }
 
 FakeModelRunner::FakeModelRunner(const SchedulerConfig& c, int n_blocks_, int block_size, bool prefix_caching)
     : cfg(c), bs(block_size), n_blocks(n_blocks_) {
