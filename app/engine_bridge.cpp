@@ -27,6 +27,7 @@ struct ReplyStats {
 EngineBridge::EngineBridge() {
     qRegisterMetaType<QList<ChatTurn>>("QList<kvs::app::ChatTurn>");
     qRegisterMetaType<ChatSettings>("kvs::app::ChatSettings");
+    qRegisterMetaType<EngineSettings>("kvs::app::EngineSettings");
 }
 
 EngineBridge::~EngineBridge() {
@@ -55,38 +56,12 @@ void EngineBridge::loadModel(const QString& nameOrPath) {
         return;
     }
     auto tokenizer = std::make_shared<const Tokenizer>(std::move(tok.value()));
-    EngineOptions eo;
-    eo.max_model_len = std::min(4096, std::max(256, model.value()->config.n_ctx_train));
-    // 512 MiB of KV, at most 4096 blocks: the block map stays readable and cheap to
-    // snapshot every step even for a tiny model (a few bytes per token).
-    const int64_t block_bytes_want = Engine::kv_bytes_per_token(model.value()->config) * eo.block_size;
-    eo.kv_blocks = static_cast<int>(std::min<int64_t>(4096, (512LL << 20) / std::max<int64_t>(1, block_bytes_want)));
-    eo.scheduler.max_num_seqs = 64;
-    eo.scheduler.max_num_batched_tokens = 512;
-    auto engine = Engine::create(model.value(), tokenizer, eo);
-    if (!engine) {
-        Q_EMIT modelLoadFailed(QString::fromStdString(engine.message()));
+    QString backend;
+    const QString err = startEngine(model.value(), tokenizer, EngineSettings{}, &backend);
+    if (!err.isEmpty()) {
+        Q_EMIT modelLoadFailed(err);
         return;
     }
-    const QString backend = QString::fromStdString((*engine)->backend().name());
-    const int64_t block_bytes = Engine::kv_bytes_per_token(model.value()->config) * (*engine)->block_size();
-    auto ring = (*engine)->telemetry();
-    auto loop = std::make_unique<EngineLoop>(std::move(*engine));
-    std::unique_ptr<EngineLoop> old;
-    std::set<qint64> orphaned;
-    {
-        std::lock_guard<std::mutex> lk(m_mu);
-        old = std::move(m_loop);
-        orphaned.swap(m_inFlight);
-        m_model = model.value();
-        m_tokenizer = tokenizer;
-        m_loop = std::move(loop);
-        m_ring = ring;
-        m_kvBytesPerBlock = block_bytes;
-        m_latencies.clear();
-    }
-    old.reset();
-    for (qint64 id : orphaned) Q_EMIT requestFailed(id, tr("the model was replaced"));
     const auto& c = m_model->config;
     Q_EMIT modelShape(QString::fromStdString(c.name), c.n_layer, c.n_kv_head, c.head_dim, m_model->weight_bytes);
     for (const auto& w : m_model->warnings) Q_EMIT modelWarning(QString::fromStdString(w));
@@ -95,6 +70,73 @@ void EngineBridge::loadModel(const QString& nameOrPath) {
                          .arg(c.n_layer)
                          .arg(m_model->n_params / 1e6, 0, 'f', 0)
                          .arg(backend));
+}
+
+QString EngineBridge::startEngine(std::shared_ptr<Model> model, std::shared_ptr<const Tokenizer> tokenizer,
+                                  const EngineSettings& es, QString* backend) {
+    EngineOptions eo;
+    eo.max_model_len = std::min(4096, std::max(256, model->config.n_ctx_train));
+    eo.block_size = es.blockSize;
+    eo.prefix_caching = es.prefixCaching;
+    // Default pool: 512 MiB of KV, at most 4096 blocks, so the block map stays readable and
+    // cheap to snapshot every step even for a tiny model (a few bytes per token).
+    const int64_t block_bytes = Engine::kv_bytes_per_token(model->config) * eo.block_size;
+    eo.kv_blocks = es.kvBlocks > 0 ? es.kvBlocks
+                                   : static_cast<int>(std::min<int64_t>(4096, (512LL << 20) / std::max<int64_t>(1, block_bytes)));
+    eo.scheduler.max_num_seqs = es.maxSeqs;
+    eo.scheduler.static_batch_size = es.maxSeqs;
+    eo.scheduler.max_num_batched_tokens = es.stepBudget;
+    eo.scheduler.policy = es.staticBatching ? BatchingPolicy::static_batch : BatchingPolicy::continuous;
+    eo.scheduler.preemption = es.swap ? PreemptionMode::swap : PreemptionMode::recompute;
+    eo.scheduler.n_host_blocks = es.swap ? 4 * eo.kv_blocks : 0;
+    auto engine = Engine::create(model, tokenizer, eo);
+    if (!engine) return QString::fromStdString(engine.message());
+    *backend = QString::fromStdString((*engine)->backend().name());
+    auto ring = (*engine)->telemetry();
+    auto loop = std::make_unique<EngineLoop>(std::move(*engine));
+    std::unique_ptr<EngineLoop> old;
+    std::set<qint64> orphaned;
+    {
+        std::lock_guard<std::mutex> lk(m_mu);
+        old = std::move(m_loop);
+        orphaned.swap(m_inFlight);
+        m_model = std::move(model);
+        m_tokenizer = std::move(tokenizer);
+        m_loop = std::move(loop);
+        m_ring = ring;
+        m_kvBytesPerBlock = block_bytes;
+        m_latencies.clear();
+    }
+    old.reset();
+    for (qint64 id : orphaned) Q_EMIT requestFailed(id, tr("the engine was restarted"));
+    return {};
+}
+
+void EngineBridge::configureEngine(const EngineSettings& settings) {
+    std::shared_ptr<Model> model;
+    std::shared_ptr<const Tokenizer> tok;
+    {
+        std::lock_guard<std::mutex> lk(m_mu);
+        model = m_model;
+        tok = m_tokenizer;
+    }
+    if (!model) {
+        Q_EMIT modelLoadFailed(tr("no model is loaded"));
+        return;
+    }
+    QString backend;
+    const QString err = startEngine(model, tok, settings, &backend);
+    if (!err.isEmpty()) {
+        Q_EMIT modelLoadFailed(err);
+        return;
+    }
+    Q_EMIT engineConfigured(tr("%1 blocks of %2 · %3 seats · budget %4 · %5 · %6")
+                                .arg(settings.kvBlocks)
+                                .arg(settings.blockSize)
+                                .arg(settings.maxSeqs)
+                                .arg(settings.stepBudget)
+                                .arg(settings.staticBatching ? tr("static batching") : tr("continuous batching"))
+                                .arg(backend));
 }
 
 void EngineBridge::forget(qint64 id) {
@@ -159,18 +201,26 @@ qint64 EngineBridge::submitChat(const QList<ChatTurn>& turns, const ChatSettings
     return id;
 }
 
-QVector<qint64> EngineBridge::injectSynthetic(int n, int promptLen, int outputLen, int priority, quint64 seed) {
+QVector<qint64> EngineBridge::injectSynthetic(int n, int promptLen, int outputLen, int priority, quint64 seed,
+                                              int sharedPrefix) {
     std::lock_guard<std::mutex> lk(m_mu);
     QVector<qint64> ids;
     if (!m_loop || n <= 0 || promptLen <= 0 || outputLen <= 0) return ids;
     const int n_vocab = m_model->config.n_vocab;
     const int first = std::min(32, n_vocab - 1);  // above the special tokens of the usual vocabularies
+    auto draw = [&](uint64_t& x) {
+        x ^= x << 13, x ^= x >> 7, x ^= x << 17;
+        return first + static_cast<int32_t>(x % static_cast<uint64_t>(n_vocab - first));
+    };
+    std::vector<int32_t> prefix;
+    uint64_t px = 0x5DEECE66Dull;  // the same shared prefix in every call
+    for (int t = 0; t < sharedPrefix; ++t) prefix.push_back(draw(px));
     uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
     for (int i = 0; i < n; ++i) {
         GenerationRequest req;
+        req.prompt = prefix;
         for (int t = 0; t < promptLen; ++t) {
-            x ^= x << 13, x ^= x >> 7, x ^= x << 17;
-            req.prompt.push_back(first + static_cast<int32_t>(x % static_cast<uint64_t>(n_vocab - first)));
+            req.prompt.push_back(draw(x));
         }
         req.params.temperature = 0;
         req.params.max_tokens = outputLen;

@@ -12,6 +12,7 @@
 #include <set>
 #include <vector>
 
+#include "app/lesson.h"
 #include "engine/telemetry/snapshot.h"
 
 namespace kvs {
@@ -52,7 +53,9 @@ public:
     void cancel(qint64 requestId);  // frees its blocks at once; unknown ids are ignored
     // Lesson mode: n requests of random prompt tokens that generate exactly outputLen
     // tokens each (end-of-generation ignored). Returns their ids (empty without a model).
-    QVector<qint64> injectSynthetic(int n, int promptLen, int outputLen, int priority, quint64 seed);
+    // sharedPrefix: that many tokens, the same in every call, come before each prompt.
+    QVector<qint64> injectSynthetic(int n, int promptLen, int outputLen, int priority, quint64 seed,
+                                    int sharedPrefix = 0);
     // Lesson controls of the engine thread.
     void pause();
     void resume();
@@ -71,10 +74,14 @@ public:
 
 public Q_SLOTS:
     void loadModel(const QString& nameOrPath);
+    // A fresh engine for the loaded model with these settings (lessons); requests in flight
+    // fail with "the engine was reconfigured". Emits engineConfigured or modelLoadFailed.
+    void configureEngine(const kvs::app::EngineSettings& settings);
 
 Q_SIGNALS:
     void modelLoaded(const QString& description);
     void modelLoadFailed(const QString& message);
+    void engineConfigured(const QString& description);
     void modelWarning(const QString& message);  // loaded, but something is not applied (see Model::warnings)
     void modelShape(const QString& name, int layers, int kvHeads, int headDim, qint64 weightBytes);
     void tokenText(qint64 requestId, const QString& piece);
@@ -83,6 +90,9 @@ Q_SIGNALS:
 
 private:
     void forget(qint64 id);
+    // Builds an engine for m_model with the settings and swaps it in; the error, or "".
+    QString startEngine(std::shared_ptr<Model> model, std::shared_ptr<const Tokenizer> tok, const EngineSettings& s,
+                        QString* backend);
 
     mutable std::mutex m_mu;  // guards everything below
     std::shared_ptr<Model> m_model;
@@ -98,3 +108,4 @@ private:
 
 Q_DECLARE_METATYPE(kvs::app::ChatTurn)
 Q_DECLARE_METATYPE(kvs::app::ChatSettings)
+Q_DECLARE_METATYPE(kvs::app::EngineSettings)

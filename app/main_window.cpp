@@ -3,6 +3,7 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDockWidget>
+#include <QFrame>
 #include <QSettings>
 #include <QElapsedTimer>
 #include <QDoubleSpinBox>
@@ -127,6 +128,17 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
     });
     file->addSeparator();
     file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+    auto* lessons = menuBar()->addMenu(tr("&Lessons"));
+    for (const QString& name : builtin_lessons()) {
+        Lesson l;
+        QString err;
+        if (!load_builtin_lesson(name, &l, &err)) continue;  // the lesson tests keep every shipped one valid
+        auto* a = lessons->addAction(l.title, this, [this, name] {
+            QString e;
+            if (!playLesson(name, &e)) statusBar()->showMessage(e, 10000);
+        });
+        a->setToolTip(l.description);
+    }
 
     // Saved conversations (a corrupt file is reported and left alone; we start a new list).
     QString err;
@@ -150,6 +162,17 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
         m_ready = false;
         m_notReadyWhy = tr("Could not load the model: %1 — use File ▸ Open model…").arg(msg);
         for (auto* v : std::as_const(m_views)) v->setReady(false, m_notReadyWhy);
+    });
+    connect(m_bridge, &EngineBridge::engineConfigured, this, [this](const QString& d) {
+        statusBar()->showMessage(tr("Engine: %1").arg(d), 10000);
+        m_timeline->clear();
+        m_lastStep = -1;
+        if (m_lessonNext >= 0 && !m_lessonStarted) {
+            m_lessonStarted = true;
+            m_bridge->pause();
+            m_pauseButton->setChecked(true);
+            runLessonEvents(0);
+        }
     });
     connect(m_bridge, &EngineBridge::modelShape, m_planner, &ui::MemoryPlannerView::setLoadedModel);
     connect(m_bridge, &EngineBridge::modelWarning, this, [this](const QString& msg) {
@@ -456,6 +479,13 @@ QWidget* MainWindow::buildEnginePanel() {
     controls->addWidget(step);
     controls->addWidget(slow, 1);
     l->addLayout(controls);
+    m_caption = new QLabel(w);
+    m_caption->setObjectName("lessonCaption");
+    m_caption->setWordWrap(true);
+    m_caption->setVisible(false);
+    m_caption->setFrameShape(QFrame::StyledPanel);
+    m_caption->setMargin(m_caption->fontMetrics().height() / 3);
+    l->addWidget(m_caption);
     // Lesson mode: synthetic load.
     auto* inject = new QHBoxLayout;
     auto spin = [w](int lo, int hi, int value, const QString& suffix) {
@@ -506,10 +536,41 @@ QWidget* MainWindow::buildEnginePanel() {
     return w;
 }
 
-void MainWindow::injectRequests(int n, int promptLen, int outputLen, int priority) {
-    const auto ids = m_bridge->injectSynthetic(n, promptLen, outputLen, priority, m_injectSeed++);
+void MainWindow::injectRequests(int n, int promptLen, int outputLen, int priority, int sharedPrefix) {
+    const auto ids = m_bridge->injectSynthetic(n, promptLen, outputLen, priority, m_injectSeed++, sharedPrefix);
     for (qint64 id : ids) m_requestLabel.insert(id, tr("synthetic %1").arg(id));
     if (ids.isEmpty()) statusBar()->showMessage(tr("No model is loaded: nothing injected"), 5000);
+}
+
+bool MainWindow::playLesson(const QString& name, QString* error) {
+    Lesson l;
+    if (!load_builtin_lesson(name, &l, error)) return false;
+    m_lesson = l;
+    m_lessonNext = 0;
+    m_lessonStarted = false;
+    m_caption->setText(tr("<b>%1</b><br>%2").arg(l.title.toHtmlEscaped(), l.description.toHtmlEscaped()));
+    m_caption->setVisible(true);
+    QMetaObject::invokeMethod(m_bridge, "configureEngine", Qt::QueuedConnection,
+                              Q_ARG(kvs::app::EngineSettings, l.engine));
+    return true;
+}
+
+QString MainWindow::lessonCaption() const { return m_caption->text(); }
+
+// Runs the lesson's events due at this step: requests to inject, the caption to show.
+void MainWindow::runLessonEvents(qint64 step) {
+    if (m_lessonNext < 0 || !m_lessonStarted) return;
+    while (m_lessonNext < m_lesson.events.size() && m_lesson.events[m_lessonNext].atStep <= step) {
+        const LessonEvent& e = m_lesson.events[m_lessonNext++];
+        if (e.inject.n > 0)
+            injectRequests(e.inject.n, e.inject.prompt, e.inject.output, e.inject.priority, e.inject.sharedPrefix);
+        if (!e.caption.isEmpty())
+            m_caption->setText(tr("<b>%1</b> · step %2<br>%3")
+                                   .arg(m_lesson.title.toHtmlEscaped())
+                                   .arg(step)
+                                   .arg(e.caption.toHtmlEscaped()));
+    }
+    if (m_lessonNext >= m_lesson.events.size()) m_lessonNext = -1;  // all events ran
 }
 
 void MainWindow::poll() {
@@ -521,6 +582,7 @@ void MainWindow::poll() {
     // Every step since the last poll goes to the timeline; the newest to the other views.
     for (const auto& snap : snaps) m_timeline->appendStep(to_step_point(snap->step), to_request_rows(*snap, label));
     m_lastStep = snaps.back()->step.step;
+    runLessonEvents(m_lastStep + 1);  // events of the next step go in before it runs
     m_frame = to_frame(*snaps.back(), label);
     m_blockMap->setFrame(m_frame);
     // Metrics: output tok/s over the last steps, latencies of recently finished requests.

@@ -58,8 +58,12 @@ public:
     bool exportTrace(const QString& path, QString* error) const;
     // The model the window opened last (File ▸ Open model), if any.
     static QString lastModel();
+    // Plays a built-in lesson (resources/lessons): a fresh engine with its settings,
+    // paused; its events inject requests and show captions as the steps go by.
+    bool playLesson(const QString& name, QString* error);
+    QString lessonCaption() const;
     // Lesson mode: inject n synthetic requests (see EngineBridge::injectSynthetic).
-    void injectRequests(int n, int promptLen, int outputLen, int priority);
+    void injectRequests(int n, int promptLen, int outputLen, int priority, int sharedPrefix = 0);
 
 public Q_SLOTS:
     void newChat();
@@ -127,7 +131,13 @@ private:
     double m_lastPollMs = 0, m_maxPollMs = 0;
     QElapsedTimer m_tableClock;
     quint64 m_injectSeed = 1;
-    QString m_loadingModel;  // a model chosen with File ▸ Open model, remembered once loaded
+    QString m_loadingModel;
+    // The lesson being played: its events from m_lessonNext on are still to come.
+    Lesson m_lesson;
+    int m_lessonNext = -1;   // -1: no lesson
+    bool m_lessonStarted = false;
+    QLabel* m_caption;
+    void runLessonEvents(qint64 step);  // a model chosen with File ▸ Open model, remembered once loaded
 
     QThread m_engineThread;
     EngineBridge* m_bridge;  // lives on m_engineThread

@@ -1,0 +1,110 @@
+#include "app/lesson.h"
+
+#include <QDir>
+#include <QFile>
+#include <QJsonArray>
+#include <QJsonDocument>
+#include <QJsonObject>
+#include <algorithm>
+
+namespace kvs::app {
+
+namespace {
+// An optional non-negative integer field in [lo, hi]; false and an error naming it otherwise.
+bool get_int(const QJsonObject& o, const char* key, int lo, int hi, int* out, const QString& where, QString* error) {
+    if (!o.contains(key)) return true;
+    const QJsonValue v = o.value(key);
+    if (!v.isDouble() || v.toDouble() != static_cast<double>(v.toInt()) || v.toInt() < lo || v.toInt() > hi) {
+        *error = QString("%1.%2 must be an integer in %3..%4").arg(where, key).arg(lo).arg(hi);
+        return false;
+    }
+    *out = v.toInt();
+    return true;
+}
+}  // namespace
+
+bool parse_lesson(const QByteArray& json, Lesson* out, QString* error) {
+    QJsonParseError pe;
+    const QJsonDocument doc = QJsonDocument::fromJson(json, &pe);
+    if (pe.error != QJsonParseError::NoError || !doc.isObject()) {
+        *error = QString("not a JSON object (%1 at byte %2)").arg(pe.errorString()).arg(pe.offset);
+        return false;
+    }
+    const QJsonObject o = doc.object();
+    Lesson l;
+    l.title = o.value("title").toString();
+    if (l.title.isEmpty()) {
+        *error = "title is missing";
+        return false;
+    }
+    l.description = o.value("description").toString();
+    const QJsonObject e = o.value("engine").toObject();
+    EngineSettings& s = l.engine;
+    if (!get_int(e, "kv_blocks", 1, 1 << 20, &s.kvBlocks, "engine", error) ||
+        !get_int(e, "max_seqs", 1, 256, &s.maxSeqs, "engine", error) ||
+        !get_int(e, "step_budget", 1, 1 << 16, &s.stepBudget, "engine", error) ||
+        !get_int(e, "block_size", 8, 32, &s.blockSize, "engine", error))
+        return false;
+    if (s.blockSize != 8 && s.blockSize != 16 && s.blockSize != 32) {
+        *error = "engine.block_size must be 8, 16 or 32";
+        return false;
+    }
+    const QString policy = e.value("policy").toString("continuous");
+    if (policy != "continuous" && policy != "static") {
+        *error = QString("engine.policy must be \"continuous\" or \"static\", not \"%1\"").arg(policy);
+        return false;
+    }
+    s.staticBatching = policy == "static";
+    const QString pre = e.value("preemption").toString("recompute");
+    if (pre != "recompute" && pre != "swap") {
+        *error = QString("engine.preemption must be \"recompute\" or \"swap\", not \"%1\"").arg(pre);
+        return false;
+    }
+    s.swap = pre == "swap";
+    s.prefixCaching = e.value("prefix_caching").toBool(true);
+    const QJsonArray events = o.value("events").toArray();
+    if (events.isEmpty()) {
+        *error = "events is missing or empty";
+        return false;
+    }
+    for (int i = 0; i < events.size(); ++i) {
+        const QJsonObject ev = events[i].toObject();
+        const QString where = QString("events[%1]").arg(i);
+        LessonEvent le;
+        le.caption = ev.value("caption").toString();
+        if (!get_int(ev, "at_step", 0, 1 << 20, &le.atStep, where, error)) return false;
+        const QJsonObject inj = ev.value("inject").toObject();
+        const QString iw = where + ".inject";
+        if (!get_int(inj, "n", 0, 256, &le.inject.n, iw, error) || !get_int(inj, "prompt", 1, 4096, &le.inject.prompt, iw, error) ||
+            !get_int(inj, "output", 1, 4096, &le.inject.output, iw, error) ||
+            !get_int(inj, "priority", -100, 100, &le.inject.priority, iw, error) ||
+            !get_int(inj, "shared_prefix", 0, 4096, &le.inject.sharedPrefix, iw, error))
+            return false;
+        if (le.caption.isEmpty() && le.inject.n == 0) {
+            *error = where + " has neither a caption nor requests to inject";
+            return false;
+        }
+        l.events.push_back(le);
+    }
+    std::stable_sort(l.events.begin(), l.events.end(),
+                     [](const LessonEvent& a, const LessonEvent& b) { return a.atStep < b.atStep; });
+    *out = l;
+    return true;
+}
+
+QStringList builtin_lessons() { return QDir(":/lessons").entryList({"*.json"}, QDir::Files, QDir::Name); }
+
+bool load_builtin_lesson(const QString& name, Lesson* out, QString* error) {
+    QFile f(":/lessons/" + name);
+    if (!f.open(QIODevice::ReadOnly)) {
+        *error = QString("no built-in lesson %1").arg(name);
+        return false;
+    }
+    if (!parse_lesson(f.readAll(), out, error)) {
+        *error = name + ": " + *error;
+        return false;
+    }
+    return true;
+}
+
+}  // namespace kvs::app
