@@ -3,6 +3,7 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDockWidget>
+#include <QProgressBar>
 #include <QFrame>
 #include <QSettings>
 #include <QElapsedTimer>
@@ -25,6 +26,7 @@
 #include <QTableWidget>
 #include <QVBoxLayout>
 
+#include "app/model_manager.h"
 #include "app/view_convert.h"
 #include "ui/chat_view.h"
 #include "ui/kv_block_map.h"
@@ -50,6 +52,11 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
     m_liveLabel->setObjectName("liveFigures");
     statusBar()->addWidget(m_modelLabel, 1);
     statusBar()->addPermanentWidget(m_liveLabel);
+    m_loadProgress = new QProgressBar(this);
+    m_loadProgress->setObjectName("loadProgress");
+    m_loadProgress->setRange(0, 0);  // busy: the loader reports no fraction
+    m_loadProgress->setMaximumWidth(fontMetrics().averageCharWidth() * 20);
+    statusBar()->addPermanentWidget(m_loadProgress);
 
     // Conversations.
     auto* chats = new QWidget(this);
@@ -107,6 +114,10 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
     resizeDocks({kvDock, engineDock}, {height() * 2 / 3, height() / 3}, Qt::Vertical);
 
     auto* file = menuBar()->addMenu(tr("&File"));
+    file->addAction(tr("&Models…"), QKeySequence(Qt::CTRL | Qt::Key_M), this, [this] {
+        ModelManagerDialog d(this);
+        if (d.exec() == QDialog::Accepted && d.selectedIsLoadable()) loadModelPath(d.selectedPath());
+    });
     file->addAction(tr("&Open model…"), QKeySequence::Open, this, &MainWindow::openModel);
     file->addAction(tr("&New chat"), QKeySequence::New, this, &MainWindow::newChat);
     file->addSeparator();
@@ -152,12 +163,14 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
     m_engineThread.start();
 
     connect(m_bridge, &EngineBridge::modelLoaded, this, [this](const QString& d) {
+        m_loadProgress->hide();
         m_modelLabel->setText(d);
         if (!m_loadingModel.isEmpty()) QSettings().setValue("model/last", m_loadingModel);
         m_ready = true;
         for (auto* v : std::as_const(m_views)) v->setReady(true);
     });
     connect(m_bridge, &EngineBridge::modelLoadFailed, this, [this](const QString& msg) {
+        m_loadProgress->hide();
         m_modelLabel->setText(tr("no model loaded"));
         m_ready = false;
         m_notReadyWhy = tr("Could not load the model: %1 — use File ▸ Open model…").arg(msg);
@@ -678,11 +691,15 @@ void MainWindow::closeEvent(QCloseEvent* e) {
 
 void MainWindow::openModel() {
     const QString path = QFileDialog::getOpenFileName(this, tr("Open model"), {}, tr("GGUF models (*.gguf);;All files (*)"));
-    if (path.isEmpty()) return;
+    if (!path.isEmpty()) loadModelPath(path);
+}
+
+void MainWindow::loadModelPath(const QString& path) {
     m_ready = false;
     m_notReadyWhy = tr("Loading %1…").arg(path);
     for (auto* v : std::as_const(m_views)) v->setReady(false, m_notReadyWhy);
     m_loadingModel = path;
+    m_loadProgress->show();  // busy until modelLoaded / modelLoadFailed
     QMetaObject::invokeMethod(m_bridge, "loadModel", Qt::QueuedConnection, Q_ARG(QString, path));
 }
 

@@ -17,6 +17,7 @@
 #include "ui/view_types.h"
 
 class QLabel;
+class QProgressBar;
 class QLineEdit;
 class QListWidget;
 class QStackedWidget;
@@ -92,6 +93,7 @@ private:
     void poll();
     void finishPoll(const QElapsedTimer& timer);  // status bar figures and poll timing
     void openModel();
+    void loadModelPath(const QString& path);
     QDockWidget* addDock(const QString& title, const QString& name, QWidget* w, Qt::DockWidgetArea area);
     QWidget* buildSettingsForm();
     QWidget* buildEnginePanel();
@@ -107,6 +109,7 @@ private:
     QLineEdit* m_search;
     QLabel* m_modelLabel;
     QLabel* m_liveLabel;
+    QProgressBar* m_loadProgress;
     bool m_ready = false;
     QString m_notReadyWhy;
     // sampling form
