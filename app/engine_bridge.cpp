@@ -286,6 +286,18 @@ std::vector<std::pair<double, double>> EngineBridge::recentLatencies() const {
     return m_latencies;
 }
 
+QString EngineBridge::decodeTokens(const std::vector<int32_t>& ids) const {
+    std::shared_ptr<const Tokenizer> tok;
+    {
+        std::lock_guard<std::mutex> lk(m_mu);
+        tok = m_tokenizer;
+    }
+    if (!tok) return {};
+    std::string text;
+    for (int32_t id : ids) text += tok->token_to_piece(id);  // piece by piece: a block may split a character
+    return QString::fromUtf8(text.data(), static_cast<int>(text.size()));
+}
+
 int64_t EngineBridge::kvBytesPerBlock() const {
     std::lock_guard<std::mutex> lk(m_mu);
     return m_kvBytesPerBlock;

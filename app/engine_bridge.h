@@ -69,6 +69,8 @@ public:
     // TTFT and TPOT (ms) of the most recently finished requests (up to 64), for the metrics.
     std::vector<std::pair<double, double>> recentLatencies() const;
     int64_t kvBytesPerBlock() const;
+    // Text of token ids with the loaded model's tokenizer (control tokens shown as is).
+    QString decodeTokens(const std::vector<int32_t>& ids) const;
     std::vector<StepRecord> stepsAfter(int64_t step) const;
     int64_t weightBytes() const;
 

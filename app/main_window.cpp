@@ -108,6 +108,19 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
     tabifyDockWidget(engineDock, plannerDock);
     engineDock->raise();
     connect(m_blockMap, &ui::KvBlockMapView::requestSelected, m_timeline, &ui::SlotTimelineView::setSelectedRequest);
+    // Hovering a block shows the text it holds: that request's tokens of this table slot.
+    m_blockMap->setTokenText([this](qint64 request, int tableIndex) -> QString {
+        if (!m_snap) return {};
+        for (const RequestView& r : m_snap->requests) {
+            if (r.id != request) continue;
+            const size_t bs = static_cast<size_t>(m_snap->block_size);
+            const size_t from = static_cast<size_t>(tableIndex) * bs;
+            if (from >= r.tokens.size()) return {};
+            const size_t to = std::min(r.tokens.size(), from + bs);
+            return m_bridge->decodeTokens(std::vector<int32_t>(r.tokens.begin() + from, r.tokens.begin() + to));
+        }
+        return {};
+    });
     connect(m_timeline, &ui::SlotTimelineView::requestSelected, m_blockMap, &ui::KvBlockMapView::setSelectedRequest);
     // The block map gets the room: half the window's width, the request table under it.
     resizeDocks({kvDock}, {width() / 2}, Qt::Horizontal);
@@ -596,6 +609,7 @@ void MainWindow::poll() {
     for (const auto& snap : snaps) m_timeline->appendStep(to_step_point(snap->step), to_request_rows(*snap, label));
     m_lastStep = snaps.back()->step.step;
     runLessonEvents(m_lastStep + 1);  // events of the next step go in before it runs
+    m_snap = snaps.back();
     m_frame = to_frame(*snaps.back(), label);
     m_blockMap->setFrame(m_frame);
     // Metrics: output tok/s over the last steps, latencies of recently finished requests.

@@ -130,6 +130,7 @@ private:
     QPushButton* m_pauseButton;
     QTimer m_pollTimer;
     ui::EngineFrame m_frame;
+    std::shared_ptr<const EngineSnapshot> m_snap;  // the newest, for block text on hover
     qint64 m_lastStep = -1;
     double m_lastPollMs = 0, m_maxPollMs = 0;
     QElapsedTimer m_tableClock;

@@ -11,6 +11,7 @@
 #include "app/main_window.h"
 #include "tests/support/tiny_model.h"
 #include "ui/chat_view.h"
+#include "ui/kv_block_map.h"
 
 using kvs::app::Lesson;
 
@@ -78,6 +79,15 @@ private Q_SLOTS:
         QTest::mouseClick(w.findChild<QPushButton*>("stepButton"), Qt::LeftButton);
         QTRY_COMPARE_WITH_TIMEOUT(int(w.lastFrame().requests.size()), 8, 10000);
         QCOMPARE(w.lastFrame().step.nBlocks, 24);  // the lesson's pool
+        // Hovering a used block shows the text it holds (the request's tokens, decoded).
+        auto* map = w.findChild<kvs::ui::KvBlockMapView*>();
+        QVERIFY(map);
+        int used = -1;
+        for (const auto& b : w.lastFrame().blocks)
+            if (b.state == kvs::ui::BlockState::Used) used = b.id;
+        QVERIFY(used >= 0);
+        QTRY_VERIFY_WITH_TIMEOUT(map->frame().step.step == w.lastFrame().step.step, 5000);
+        QVERIFY2(map->tooltipForBlock(used).contains(QChar(0x201C)), qPrintable(map->tooltipForBlock(used)));
         QTest::mouseClick(pause, Qt::LeftButton);  // resume
         QTRY_VERIFY_WITH_TIMEOUT(w.lastFrame().totalPreemptions > 0, 30000);
         QTRY_VERIFY_WITH_TIMEOUT(w.lastFrame().step.running == 0 && w.lastFrame().step.waiting == 0 &&

@@ -96,6 +96,7 @@ RequestView request_view(const SchedRequest& r, const KVCacheManager& kv, int n_
     v.block_ids = kv.block_table(r.id);
     v.n_host_blocks = n_host_blocks;
     v.num_preemptions = r.num_preemptions;
+    if (!v.block_ids.empty()) v.tokens = r.all_tokens();
     return v;
 }
 

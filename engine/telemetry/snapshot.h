@@ -56,6 +56,9 @@ struct RequestView {
     std::vector<int32_t> block_ids;  // device block table, [ceil(tokens with slots / block_size)]
     int n_host_blocks = 0;           // host blocks held while swapped
     int num_preemptions = 0;
+    // Prompt + output ids of a request that holds device blocks (empty otherwise), so a
+    // view can show the text a block holds. Not written to trace files (too big).
+    std::vector<int32_t> tokens;
 };
 
 // What one engine step did, and the pool right after it. Small and fixed-size on purpose:
