@@ -1,6 +1,8 @@
 #include "app/main_window.h"
 
+#include <QActionGroup>
 #include <QApplication>
+#include <QStyle>
 #include <QCloseEvent>
 #include <QDockWidget>
 #include <QProgressBar>
@@ -152,6 +154,22 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
     });
     file->addSeparator();
     file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
+    auto* view = menuBar()->addMenu(tr("&View"));
+    auto* theme = view->addMenu(tr("&Theme"));
+    auto* themes = new QActionGroup(this);
+    for (const QString& t : {QStringLiteral("system"), QStringLiteral("light"), QStringLiteral("dark")}) {
+        auto* a = theme->addAction(t == "system" ? tr("Follow the system") : t == "light" ? tr("Light") : tr("Dark"));
+        a->setCheckable(true);
+        a->setData(t);
+        themes->addAction(a);
+        connect(a, &QAction::triggered, this, [this, t] { setTheme(t); });
+    }
+    for (auto* d : findChildren<QDockWidget*>()) view->addAction(d->toggleViewAction());
+    {
+        const QString saved = QSettings().value("window/theme", "system").toString();
+        for (auto* a : themes->actions()) a->setChecked(a->data().toString() == saved);
+        if (saved != "system") setTheme(saved);
+    }
     auto* lessons = menuBar()->addMenu(tr("&Lessons"));
     for (const QString& name : builtin_lessons()) {
         Lesson l;
@@ -677,6 +695,35 @@ void MainWindow::finishPoll(const QElapsedTimer& timer) {
                              .arg(tps, 0, 'f', 0));
     m_lastPollMs = timer.nsecsElapsed() / 1e6;
     m_maxPollMs = std::max(m_maxPollMs, m_lastPollMs);
+}
+
+void MainWindow::setTheme(const QString& theme) {
+    static const QPalette system = QApplication::palette();  // as the platform gave it
+    if (theme == "dark") {
+        QApplication::setStyle("Fusion");
+        QPalette p;
+        p.setColor(QPalette::Window, QColor(0x2b, 0x2b, 0x2b));
+        p.setColor(QPalette::WindowText, QColor(0xe6, 0xe6, 0xe6));
+        p.setColor(QPalette::Base, QColor(0x1e, 0x1e, 0x1e));
+        p.setColor(QPalette::AlternateBase, QColor(0x2f, 0x2f, 0x2f));
+        p.setColor(QPalette::Text, QColor(0xe6, 0xe6, 0xe6));
+        p.setColor(QPalette::Button, QColor(0x35, 0x35, 0x35));
+        p.setColor(QPalette::ButtonText, QColor(0xe6, 0xe6, 0xe6));
+        p.setColor(QPalette::Highlight, QColor(0x3d, 0x85, 0xc6));
+        p.setColor(QPalette::HighlightedText, Qt::white);
+        p.setColor(QPalette::ToolTipBase, QColor(0x35, 0x35, 0x35));
+        p.setColor(QPalette::ToolTipText, QColor(0xe6, 0xe6, 0xe6));
+        p.setColor(QPalette::PlaceholderText, QColor(0x90, 0x90, 0x90));
+        p.setColor(QPalette::Disabled, QPalette::Text, QColor(0x80, 0x80, 0x80));
+        p.setColor(QPalette::Disabled, QPalette::ButtonText, QColor(0x80, 0x80, 0x80));
+        QApplication::setPalette(p);
+    } else if (theme == "light") {
+        QApplication::setStyle("Fusion");
+        QApplication::setPalette(QApplication::style()->standardPalette());
+    } else {
+        QApplication::setPalette(system);
+    }
+    QSettings().setValue("window/theme", theme);
 }
 
 bool MainWindow::exportPng(QWidget* w, const QString& path) const { return w->grab().save(path, "PNG"); }

@@ -57,6 +57,8 @@ public:
     // trace (the format of `kvscope bench --trace`).
     bool exportPng(QWidget* w, const QString& path) const;
     bool exportTrace(const QString& path, QString* error) const;
+    // View ▸ Theme: "system" (the platform's palette), "light" or "dark"; remembered.
+    void setTheme(const QString& theme);
     // The model the window opened last (File ▸ Open model), if any.
     static QString lastModel();
     // Plays a built-in lesson (resources/lessons): a fresh engine with its settings,

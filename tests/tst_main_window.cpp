@@ -10,6 +10,7 @@
 #include <QTemporaryDir>
 #include <QTextBrowser>
 #include <QtTest>
+#include <QApplication>
 #include <QImage>
 #include <QProcess>
 #include <QStandardPaths>
@@ -234,6 +235,24 @@ private Q_SLOTS:
               static_cast<long long>(gaps[gaps.size() / 2]), static_cast<long long>(gaps[gaps.size() * 99 / 100]),
               static_cast<long long>(worst_gap));
         QVERIFY(w.grab().save(QString::fromStdString(kvs::test::output_path("main_window_64_requests.png"))));
+    }
+
+    void darkThemeIsRemembered() {
+        {
+            kvs::app::MainWindow w(m_model, nullptr, chats("theme"));
+            w.resize(1600, 1000);
+            w.show();
+            const int light = QApplication::palette().color(QPalette::Window).lightness();
+            w.setTheme("dark");
+            QVERIFY(QApplication::palette().color(QPalette::Window).lightness() < 80);
+            QVERIFY(light > QApplication::palette().color(QPalette::Window).lightness());
+            QTRY_VERIFY_WITH_TIMEOUT(w.chatView()->findChild<QPushButton*>("sendButton")->isEnabled(), 20000);
+            QVERIFY(w.grab().save(QString::fromStdString(kvs::test::output_path("main_window_dark.png"))));
+        }
+        kvs::app::MainWindow again(m_model, nullptr, chats("theme"));  // a new window starts dark
+        QVERIFY(QApplication::palette().color(QPalette::Window).lightness() < 80);
+        again.setTheme("system");
+        QVERIFY(QApplication::palette().color(QPalette::Window).lightness() > 80);
     }
 
     void badModelShowsErrorAndKeepsRunning() {
