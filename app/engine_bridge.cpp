@@ -15,14 +15,14 @@ namespace kvs::app {
 
 namespace {
 using Clock = std::chrono::steady_clock;
+}  // namespace
 
-// Per request, on the engine thread: what the final summary reports.
+// Per request, on the engine thread: what the final summary and the metrics report.
 struct ReplyStats {
     Clock::time_point submitted = Clock::now();
     Clock::time_point first;
     int n_tokens = 0;
 };
-}  // namespace
 
 EngineBridge::EngineBridge() {
     qRegisterMetaType<QList<ChatTurn>>("QList<kvs::app::ChatTurn>");
@@ -139,6 +139,15 @@ void EngineBridge::configureEngine(const EngineSettings& settings) {
                                 .arg(backend));
 }
 
+void EngineBridge::recordLatency(const ReplyStats& st) {
+    if (st.n_tokens == 0) return;
+    const double ttft = std::chrono::duration<double, std::milli>(st.first - st.submitted).count();
+    const double decode_ms = std::chrono::duration<double, std::milli>(Clock::now() - st.first).count();
+    std::lock_guard<std::mutex> lk(m_mu);
+    m_latencies.emplace_back(ttft, st.n_tokens > 1 ? decode_ms / (st.n_tokens - 1) : 0.0);
+    if (m_latencies.size() > 64) m_latencies.erase(m_latencies.begin());
+}
+
 void EngineBridge::forget(qint64 id) {
     std::lock_guard<std::mutex> lk(m_mu);
     m_inFlight.erase(id);
@@ -181,11 +190,7 @@ qint64 EngineBridge::submitChat(const QList<ChatTurn>& turns, const ChatSettings
         const double ttft = stats->n_tokens ? std::chrono::duration<double, std::milli>(stats->first - stats->submitted).count() : 0;
         const double decode_s = std::chrono::duration<double>(now - stats->first).count();
         const double tps = stats->n_tokens > 1 && decode_s > 0 ? (stats->n_tokens - 1) / decode_s : 0;
-        if (stats->n_tokens > 0) {
-            std::lock_guard<std::mutex> lk(m_mu);
-            m_latencies.emplace_back(ttft, stats->n_tokens > 1 ? decode_s * 1000.0 / (stats->n_tokens - 1) : 0.0);
-            if (m_latencies.size() > 64) m_latencies.erase(m_latencies.begin());
-        }
+        recordLatency(*stats);
         const char* why = ev.finish_reason == FinishReason::stop        ? "stop"
                           : ev.finish_reason == FinishReason::length    ? "max tokens"
                           : ev.finish_reason == FinishReason::cancelled ? "cancelled"
@@ -226,10 +231,13 @@ QVector<qint64> EngineBridge::injectSynthetic(int n, int promptLen, int outputLe
         req.params.max_tokens = outputLen;
         req.params.ignore_eos = true;
         req.priority = priority;
-        req.on_event = [this](const TokenEvent& ev) {
+        auto stats = std::make_shared<ReplyStats>();
+        req.on_event = [this, stats](const TokenEvent& ev) {
+            if (ev.token >= 0 && stats->n_tokens++ == 0) stats->first = Clock::now();
             if (!ev.finished) return;
             forget(ev.id);
             if (ev.finish_reason == FinishReason::rejected) Q_EMIT requestFailed(ev.id, QString::fromStdString(ev.error));
+            else recordLatency(*stats);
         };
         const qint64 id = m_loop->submit(std::move(req));
         m_inFlight.insert(id);

@@ -24,6 +24,8 @@ class Tokenizer;
 
 namespace kvs::app {
 
+struct ReplyStats;
+
 struct ChatTurn {
     QString role;     // "system", "user", "assistant"
     QString content;
@@ -92,6 +94,7 @@ Q_SIGNALS:
 
 private:
     void forget(qint64 id);
+    void recordLatency(const ReplyStats& st);  // TTFT and TPOT of a finished request, for the metrics
     // Builds an engine for m_model with the settings and swaps it in; the error, or "".
     QString startEngine(std::shared_ptr<Model> model, std::shared_ptr<const Tokenizer> tok, const EngineSettings& s,
                         QString* backend);
