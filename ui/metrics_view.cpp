@@ -11,17 +11,13 @@
 #include <cmath>
 
 #include "ui/qcp.h"
+#include "ui/request_colors.h"
 
 #include "ui/memory_planner.h"
 
 namespace kvs::ui {
 
 namespace {
-
-QColor mix(const QColor& a, const QColor& b, qreal t) {
-    return QColor::fromRgbF(a.redF() + (b.redF() - a.redF()) * t, a.greenF() + (b.greenF() - a.greenF()) * t,
-                            a.blueF() + (b.blueF() - a.blueF()) * t);
-}
 
 QFont scaled(const QFont& f, double k) {
     QFont s = f;
@@ -172,22 +168,11 @@ void MetricsView::buildPlots() {
 void MetricsView::stylePlots() {
     const QPalette pal = palette();
     const QColor text = pal.color(QPalette::Text), base = pal.color(QPalette::Base);
-    const QColor axisColor = mix(base, text, 0.45), grid = mix(base, text, 0.12);
     const QFont small = scaled(font(), 0.85);
     m_plot->setBackground(base);
     for (QCPAxisRect* r : m_plot->axisRects()) {
-        for (QCPAxis* a : r->axes()) {
-            a->setBasePen(QPen(axisColor, 1));
-            a->setTickPen(QPen(axisColor, 1));
-            a->setSubTickPen(QPen(axisColor, 1));
-            a->setTickLabelColor(text);
-            a->setTickLabelFont(small);
-            a->setLabelColor(text);
-            a->setLabelFont(small);
-            a->grid()->setPen(QPen(grid, 1));
-            a->grid()->setZeroLinePen(Qt::NoPen);
-            a->setSubTicks(false);
-        }
+        styleAxes(r, pal, small);
+        for (QCPAxis* a : r->axes()) a->setLabelFont(small);
         QColor legendBg = base;
         legendBg.setAlpha(210);
         for (int i = 0; i < r->insetLayout()->elementCount(); ++i) {

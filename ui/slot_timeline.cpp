@@ -148,7 +148,7 @@ QSize SlotTimelineView::minimumSizeHint() const {
 
 QColor SlotTimelineView::stateColor(SlotState s, const QPalette& pal) {
     switch (s) {
-    case SlotState::Waiting: return mix(pal.color(QPalette::Base), pal.color(QPalette::Text), 0.17);
+    case SlotState::Waiting: return mixColors(pal.color(QPalette::Base), pal.color(QPalette::Text), 0.17);
     case SlotState::Prefill: return QColor(0xF2, 0x8E, 0x2B);
     case SlotState::Decode: return QColor(0x3D, 0x85, 0xC6);
     case SlotState::Padding: return QColor(0xA8, 0xA8, 0xA8);
@@ -649,28 +649,17 @@ void SlotTimelineView::stylePlots() {
     auto& pp = d->plots;
     const QPalette pal = palette();
     const QColor text = pal.color(QPalette::Text), base = pal.color(QPalette::Base);
-    const QColor axisColor = mix(base, text, 0.45), grid = mix(base, text, 0.12);
     const QFont small = smallFont(font());
     m_plot->setBackground(base);
     const int gutter = TimelineCanvas::gutterWidth(font()), right = TimelineCanvas::rightMargin(font());
     for (QCPAxisRect* r : pp.rects) {
         r->setMargins(QMargins(gutter, 0, right, 0));
         r->setMinimumMargins(QMargins(0, QFontMetrics(small).height() / 3, 0, 2));
-        for (QCPAxis* a : r->axes()) {
-            a->setBasePen(QPen(axisColor, 1));
-            a->setTickPen(QPen(axisColor, 1));
-            a->setSubTickPen(QPen(axisColor, 1));
-            a->setTickLabelColor(text);
-            a->setTickLabelFont(small);
-            a->setLabelColor(text);
-            a->grid()->setPen(QPen(grid, 1, Qt::SolidLine));
-            a->grid()->setZeroLinePen(Qt::NoPen);
-            a->setSubTicks(false);
-        }
+        styleAxes(r, pal, small);
     }
     const QColor util = QColor(0x3D, 0x85, 0xC6);
     pp.util->setPen(QPen(util, 1));
-    pp.util->setBrush(mix(base, util, 0.3));  // opaque: blending a 512-step area costs
+    pp.util->setBrush(mixColors(base, util, 0.3));  // opaque: blending a 512-step area costs
     pp.prefill->setBrush(stateColor(SlotState::Prefill, pal));
     pp.decode->setBrush(stateColor(SlotState::Decode, pal));
     pp.padding->setBrush(stateColor(SlotState::Padding, pal));

@@ -62,7 +62,7 @@ void TimelineCanvas::drawColumns(const Layout& L, qint64 from, qint64 to) {
     const int x0 = int(L.wDev - (v->m_viewLast - from + 1) * qint64(L.cw));
     const int x1 = int(L.wDev - (v->m_viewLast - to) * qint64(L.cw));
     fillRaw(QRect(x0, 0, x1 - x0, L.hDev), opaque(pal.color(QPalette::Base)));
-    const QRgb band = opaque(mix(pal.color(QPalette::Base), pal.color(QPalette::Text), 0.035));
+    const QRgb band = opaque(mixColors(pal.color(QPalette::Base), pal.color(QPalette::Text), 0.035));
     for (int r = L.firstRow; r < std::min(L.nRows, L.firstRow + L.rowsFit + 1); ++r)
         if (r % 2) fillRaw(QRect(x0, (r - L.firstRow) * L.rh, x1 - x0, L.rh), band);
 

@@ -54,11 +54,6 @@ struct Row {
 
 inline bool holdsSeat(SlotState s) { return s == SlotState::Prefill || s == SlotState::Decode || s == SlotState::Padding; }
 
-inline QColor mix(const QColor& a, const QColor& b, qreal t) {
-    return QColor::fromRgbF(a.redF() + (b.redF() - a.redF()) * t, a.greenF() + (b.greenF() - a.greenF()) * t,
-                            a.blueF() + (b.blueF() - a.blueF()) * t);
-}
-
 inline QFont smallFont(const QFont& f) {
     QFont s = f;
     if (f.pointSizeF() > 0) s.setPointSizeF(f.pointSizeF() * 0.85);
