@@ -1,0 +1,125 @@
+// quantize_model(): re-encode a model's per-layer linears into another weight type.
+#include "engine/quant/quantize.h"
+
+#include <algorithm>
+#include <cctype>
+#include <thread>
+
+#include "kernels/cpu/quant_formats.h"
+
+namespace kvs {
+
+namespace {
+
+// The GGML weight types a variant may use (the ones the CPU kernels run).
+constexpr DType kGgmlVariantTypes[] = {DType::F16,  DType::BF16, DType::Q8_0, DType::Q4_0, DType::Q4_1,
+                                       DType::Q5_0, DType::Q5_1, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+
+std::string lower(std::string s) {
+    std::transform(s.begin(), s.end(), s.begin(), [](unsigned char c) { return char(std::tolower(c)); });
+    return s;
+}
+
+// What keeps a variant's weights alive: its own buffers and the source model.
+struct VariantStorage {
+    std::shared_ptr<const Model> source;
+    std::vector<std::vector<uint8_t>> buffers;
+};
+
+// w re-encoded as `to`, into a buffer owned by `storage`. Rows are split over threads.
+WeightView reencode(const WeightView& w, DType to, VariantStorage& storage) {
+    const size_t src_row = row_bytes(w.dtype, w.n_in), dst_row = row_bytes(to, w.n_in);
+    std::vector<uint8_t> out(dst_row * size_t(w.n_out));  // [n_out, row_bytes(to, n_in)]
+    const auto* src = static_cast<const uint8_t*>(w.data);
+    auto work = [&](int64_t r0, int64_t r1) {
+        std::vector<float> row(size_t(w.n_in));  // [n_in]
+        for (int64_t r = r0; r < r1; ++r) {
+            cpu::dequantize_row(w.dtype, src + size_t(r) * src_row, row.data(), w.n_in);
+            cpu::quantize_row(to, row.data(), out.data() + size_t(r) * dst_row, w.n_in);
+        }
+    };
+    const int64_t half = w.n_out / 2;
+    std::thread helper(work, half, w.n_out);
+    work(0, half);
+    helper.join();
+    storage.buffers.push_back(std::move(out));
+    return WeightView{to, storage.buffers.back().data(), w.n_in, w.n_out};
+}
+
+Status check_block_fit(const Model& m, DType to) {
+    const int block = dtype_info(to).block_size;
+    auto fits = [&](const WeightView& w) { return w.n_in % block == 0; };
+    for (size_t l = 0; l < m.layers.size(); ++l) {
+        const LayerWeights& L = m.layers[l];
+        for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
+            if (!fits(*w))
+                return Status::error("cannot quantize layer " + std::to_string(l) + " to " +
+                                     std::string(dtype_name(to)) + ": a row has " + std::to_string(w->n_in) +
+                                     " elements, not a multiple of the block size " + std::to_string(block));
+    }
+    return Status::ok();
+}
+
+}  // namespace
+
+Result<QuantScheme> QuantScheme::parse(const std::string& text) {
+    const std::string s = lower(text);
+    if (s == "ref" || s == "reference" || s == "f32") return QuantScheme{Kind::Reference, DType::F32, "ref"};
+    for (DType t : kGgmlVariantTypes)
+        if (s == lower(std::string(dtype_name(t)))) return QuantScheme{Kind::GgmlType, t, s};
+    std::string all;
+    for (const auto& n : spellings()) all += (all.empty() ? "" : ", ") + n;
+    return Result<QuantScheme>::error("unknown quantization scheme '" + text + "' (expected one of: " + all + ")");
+}
+
+std::vector<std::string> QuantScheme::spellings() {
+    std::vector<std::string> out{"ref"};
+    for (DType t : kGgmlVariantTypes) out.push_back(lower(std::string(dtype_name(t))));
+    return out;
+}
+
+std::string quant_label(const Model& source, const QuantScheme& scheme) {
+    const bool float_source = source.file_type == "F32" || source.file_type == "F16" || source.file_type == "BF16";
+    switch (scheme.kind) {
+        case QuantScheme::Kind::Reference:
+            return float_source ? "reference (" + source.file_type + ")"
+                                : "reference (" + source.file_type + " dequantized to F32, not an FP16 model)";
+        case QuantScheme::Kind::GgmlType: return std::string(dtype_name(scheme.dtype)) + " (RTN)";
+        case QuantScheme::Kind::Int8PerChannel: return "INT8 per-channel (RTN)";
+        case QuantScheme::Kind::Int4Rtn: return "INT4 g128 (RTN)";
+        case QuantScheme::Kind::Int4Awq: return "INT4 g128 (AWQ)";
+    }
+    return scheme.name;
+}
+
+Result<std::shared_ptr<Model>> quantize_model(std::shared_ptr<const Model> source, const QuantScheme& scheme,
+                                              const QuantOptions& /*options*/) {
+    if (!source) return Result<std::shared_ptr<Model>>::error("quantize_model: no source model");
+    if (scheme.kind != QuantScheme::Kind::Reference && scheme.kind != QuantScheme::Kind::GgmlType)
+        return Result<std::shared_ptr<Model>>::error("quantization scheme '" + scheme.name + "' is not available");
+    KVS_RETURN_IF_ERROR(check_block_fit(*source, scheme.dtype));
+
+    auto storage = std::make_shared<VariantStorage>();
+    storage->source = source;
+    storage->buffers.reserve(source->layers.size() * 7);
+    auto m = std::make_shared<Model>(*source);  // config, vocab, norms, embedding and head as the source has them
+    m->tensor_types.clear();
+    m->weight_bytes = 0;
+    auto count = [&](const WeightView& w) {
+        m->weight_bytes += int64_t(row_bytes(w.dtype, w.n_in)) * w.n_out;
+        m->tensor_types[std::string(dtype_name(w.dtype))] += 1;
+    };
+    for (LayerWeights& L : m->layers)
+        for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
+            if (w->dtype != scheme.dtype) *w = reencode(*w, scheme.dtype, *storage);
+            count(*w);
+        }
+    count(m->token_embd);
+    if (!m->config.tied_embeddings) count(m->output);
+    m->file_type = std::string(dtype_name(scheme.dtype));
+    m->format = "variant:" + scheme.name;
+    m->storage = storage;
+    return m;
+}
+
+}  // namespace kvs

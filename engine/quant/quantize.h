@@ -1,0 +1,47 @@
+#pragma once
+// Quantized variants of a loaded model, made in memory: the quantization lab's
+// entry point. A variant shares the reference's config and vocabulary and owns its
+// re-encoded weights; the reference stays usable beside it.
+//
+// Schemes (QuantScheme::parse spelling in quotes):
+//   "ref"       the reference: every linear dequantized to F32. For a model stored
+//               quantized (the default model is Q4_1) this is NOT an FP16 model; its
+//               label says "dequantized <type>".
+//   "f16"       every linear in F16 (from the reference)
+//   "q8_0" ...  any GGML weight type this engine runs (round-to-nearest, llama.cpp's
+//               reference quantizers), e.g. q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k
+// Only the per-layer linears (q, k, v, o, gate, up, down) are re-encoded; the token
+// embedding and the output head stay as the reference stores them.
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/model/model.h"
+
+namespace kvs {
+
+struct QuantScheme {
+    enum class Kind { Reference, GgmlType, Int8PerChannel, Int4Rtn, Int4Awq };
+    Kind kind = Kind::Reference;
+    DType dtype = DType::F32;  // the linears' type in the variant
+    std::string name;          // the spelling that parsed ("q4_k", "ref", ...)
+
+    static Result<QuantScheme> parse(const std::string& text);
+    static std::vector<std::string> spellings();  // every accepted name, for help and errors
+};
+
+struct QuantOptions {
+    // Calibration tokens for activation-aware schemes (AWQ); ignored by the others.
+    std::vector<int32_t> calibration_tokens;
+};
+
+// A human label for a variant, e.g. "reference (Q4_1 dequantized to F32)", "Q4_K (RTN)".
+std::string quant_label(const Model& source, const QuantScheme& scheme);
+
+// Makes the variant. `source` must stay alive as long as the result (the result keeps
+// a reference to it for the embedding and output head).
+Result<std::shared_ptr<Model>> quantize_model(std::shared_ptr<const Model> source, const QuantScheme& scheme,
+                                              const QuantOptions& options = {});
+
+}  // namespace kvs
