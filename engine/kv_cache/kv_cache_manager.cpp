@@ -61,9 +61,11 @@ Result<int> KVCacheManager::get_computed_blocks(RequestId id, const std::vector<
 }
 
 Result<SlotAllocation> KVCacheManager::allocate_slots(RequestId id, const std::vector<int32_t>& token_ids_total,
-                                                      int num_new_tokens) {
+                                                      int num_new_tokens, int num_lookahead_tokens) {
     using R = Result<SlotAllocation>;
-    if (num_new_tokens < 0) return R::error("allocate_slots: negative token count " + std::to_string(num_new_tokens));
+    if (num_new_tokens < 0 || num_lookahead_tokens < 0)
+        return R::error("allocate_slots: negative token count " + std::to_string(num_new_tokens) + " / " +
+                        std::to_string(num_lookahead_tokens));
     auto& r = m_requests[id];
     const int bs = m_block_size;
 
@@ -88,7 +90,7 @@ Result<SlotAllocation> KVCacheManager::allocate_slots(RequestId id, const std::v
         return R::error("allocate_slots: request " + std::to_string(id) +
                         " would write into a shared block (call prepare_append first)");
 
-    const int blocks_total = (total + bs - 1) / bs;
+    const int blocks_total = (total + num_lookahead_tokens + bs - 1) / bs;
     const int blocks_needed = std::max(0, blocks_total - static_cast<int>(r.block_table.size()) - n_pending);
     int pending_in_free_queue = 0;
     for (int32_t b : r.pending_hits) pending_in_free_queue += m_pool.block(b).ref_cnt == 0 ? 1 : 0;
@@ -119,13 +121,16 @@ Result<SlotAllocation> KVCacheManager::allocate_slots(RequestId id, const std::v
         out.new_block_ids = std::move(got.value());
         r.block_table.insert(r.block_table.end(), out.new_block_ids.begin(), out.new_block_ids.end());
     }
-    r.num_tokens = total;
+    r.num_tokens = total + num_lookahead_tokens;
 
     if (m_enable_prefix_caching) {
-        // Blocks that became full with these tokens: [computed / bs, total / bs).
+        // Blocks full of known tokens and not hashed yet: [hashed before, total / bs).
+        // Lookahead tokens are never hashed; after a rollback the blocks they filled are
+        // hashed here once real tokens fill them.
         const int n_full = total / bs;
+        const int n_hashed = static_cast<int>(r.block_hashes.size());
         hash_full_blocks(r, token_ids_total, n_full);
-        for (int i = computed / bs; i < n_full; ++i)
+        for (int i = n_hashed; i < n_full; ++i)
             m_pool.cache_full_block(r.block_table[static_cast<size_t>(i)], r.block_hashes[static_cast<size_t>(i)]);
     }
     return out;
@@ -176,6 +181,25 @@ void KVCacheManager::free(RequestId id) {
     std::vector<int32_t> reversed(it->second.block_table.rbegin(), it->second.block_table.rend());
     m_pool.release(reversed);
     m_requests.erase(it);
+}
+
+Status KVCacheManager::truncate(RequestId id, int num_tokens) {
+    auto it = m_requests.find(id);
+    if (it == m_requests.end()) return Status::error("truncate: unknown request " + std::to_string(id));
+    RequestState& r = it->second;
+    if (num_tokens < 0) return Status::error("truncate: negative token count " + std::to_string(num_tokens));
+    if (num_tokens >= r.num_tokens) return Status::ok();
+    const int bs = m_block_size;
+    if (static_cast<int>(r.block_hashes.size()) > num_tokens / bs)
+        return Status::error("truncate: request " + std::to_string(id) + " cannot roll back to " +
+                             std::to_string(num_tokens) + " tokens: block " + std::to_string(num_tokens / bs) +
+                             " is in the prefix cache");
+    const size_t keep = static_cast<size_t>((num_tokens + bs - 1) / bs);
+    std::vector<int32_t> dropped(r.block_table.rbegin(), r.block_table.rend() - static_cast<ptrdiff_t>(keep));
+    m_pool.release(dropped);
+    r.block_table.resize(keep);
+    r.num_tokens = num_tokens;
+    return Status::ok();
 }
 
 std::vector<RequestId> KVCacheManager::request_ids() const {

@@ -78,8 +78,16 @@ public:
     // that many (used to hash blocks that become full). no_room leaves everything as it
     // was except that pending prefix hits are dropped. Error: misuse (token_ids_total too
     // short, shared partial last block without prepare_append, stale prefix hits).
+    // num_lookahead_tokens: slots for that many more tokens after the new ones (speculative
+    // draft tokens, vLLM's lookahead slots): they get slots but are never hashed into the
+    // prefix cache, and truncate() gives back the ones that were rejected.
     Result<SlotAllocation> allocate_slots(RequestId id, const std::vector<int32_t>& token_ids_total,
-                                          int num_new_tokens);
+                                          int num_new_tokens, int num_lookahead_tokens = 0);
+
+    // Rolls the request back to its first num_tokens tokens (rejected draft tokens): the
+    // blocks past them are released, last first. Refuses to cut into a block registered in
+    // the prefix cache (only tokens that were never hashed may be rolled back).
+    Status truncate(RequestId id, int num_tokens);
 
     // Before writing the next token: if the last block is partly filled and shared
     // (ref_cnt > 1), moves this request onto a fresh block and returns the copy to make.

@@ -5,11 +5,15 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <deque>
 #include <numeric>
 #include <unordered_set>
 
 #include "engine/runtime/text_stream.h"
 #include "engine/sampling/sampler.h"
+#include "engine/speculative/draft_runner.h"
+#include "engine/speculative/ngram.h"
+#include "engine/speculative/verify.h"
 
 namespace kvs {
 
@@ -34,6 +38,18 @@ struct Engine::Req {
     std::vector<int32_t> history;  // prompt + output, for the penalties
     std::shared_ptr<BeamGroup> beam;  // set for every beam of a beam-search request
     RequestMetrics metrics;
+    // Speculative decoding.
+    SpecParams spec;
+    int spec_k = 0;                      // drafts to ask for next (adaptive k moves it)
+    DraftRunner* runner = nullptr;       // the draft model, null for prompt lookup
+    std::vector<DraftToken> drafts;      // proposed for this step
+    SpecStats spec_stats;
+    std::deque<SpecTokenEvent> fates;    // the last kMaxFates token fates
+    static constexpr size_t kMaxFates = 4096;
+    void add_fate(SpecTokenEvent e) {
+        fates.push_back(e);
+        if (fates.size() > kMaxFates) fates.pop_front();
+    }
     Req(RequestId id_, const SamplingParams& p, const Tokenizer* tok, TokenCallback cb, std::vector<int32_t> prompt)
         : id(id_), params(p), sampler(p), text(tok, p), on_event(std::move(cb)), history(std::move(prompt)) {}
 };
@@ -111,9 +127,20 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> mode
     e->m_host_blocks.resize(static_cast<size_t>(std::max(0, cfg.n_host_blocks)) *
                             static_cast<size_t>(e->m_kv->block_elems()));
     e->m_forward = std::make_unique<LlamaForward>(e->m_model, *e->m_backend, *e->m_kv, cfg.max_num_batched_tokens);
+    for (const auto& [name, model] : opt.drafts) {
+        if (!model) return R::error("draft '" + name + "' has no model");
+        if (model->config.n_vocab != c.n_vocab)
+            return R::error("draft '" + name + "' has " + std::to_string(model->config.n_vocab) +
+                            " tokens in its vocabulary, the target " + std::to_string(c.n_vocab));
+        auto d = DraftRunner::create(name, model, *e->m_backend, static_cast<int>(n_blocks), opt.block_size,
+                                     cfg.max_num_batched_tokens);
+        if (!d) return R::error(d.message());
+        e->m_drafts.push_back(std::move(d.value()));
+    }
     e->m_ring = std::make_shared<SnapshotRing>(static_cast<size_t>(std::max(1, opt.snapshot_ring)),
                                                static_cast<size_t>(std::max(1, opt.step_ring)));
     e->m_snapshot_every = opt.snapshot_every;
+    e->m_accept_rule = opt.spec_accept_rule;
     e->m_t0 = Clock::now();
     return e;
 }
@@ -136,6 +163,23 @@ Result<RequestId> Engine::submit(GenerationRequest req, RequestId want_id) {
     if (max_tokens == 0) return R::error("max_tokens is 0: nothing to generate");
     if (req.beam_width < 1 || req.beam_width > 8)
         return R::error("beam width must be 1 (off) to 8, got " + std::to_string(req.beam_width));
+    DraftRunner* runner = nullptr;
+    if (req.spec.enabled()) {
+        if (req.beam_width > 1) return R::error("speculative decoding does not combine with beam search");
+        if (req.spec.k < 1 || req.spec.k > 16 || req.spec.k_min < 1 || req.spec.k_max > 16 ||
+            req.spec.k_min > req.spec.k_max)
+            return R::error("draft length k must be 1 to 16 (k_min <= k <= k_max), got k = " + std::to_string(req.spec.k) +
+                            " in [" + std::to_string(req.spec.k_min) + ", " + std::to_string(req.spec.k_max) + "]");
+        if (req.spec.proposer != "ngram") {
+            for (auto& d : m_drafts)
+                if (d->name() == req.spec.proposer) runner = d.get();
+            if (!runner) {
+                std::string names = "ngram";
+                for (const auto& n : draft_names()) names += ", " + n;
+                return R::error("unknown draft proposer '" + req.spec.proposer + "' (this engine has: " + names + ")");
+            }
+        }
+    }
     const RequestId id = want_id > 0 ? want_id : m_next_id;
     if (m_reqs.count(id)) return R::error("request id " + std::to_string(id) + " is already in use");
     KVS_RETURN_IF_ERROR(m_sched->add_request(id, req.prompt, max_tokens, req.priority));
@@ -147,6 +191,11 @@ Result<RequestId> Engine::submit(GenerationRequest req, RequestId want_id) {
     r.metrics.arrival_ms = arrival;
     r.metrics.n_prompt = n_prompt;
     m_total_prompt_tokens += n_prompt;
+    if (req.spec.enabled()) {
+        r.spec = req.spec;
+        r.spec_k = std::clamp(req.spec.k, req.spec.adaptive ? req.spec.k_min : 1, req.spec.adaptive ? req.spec.k_max : 16);
+        r.runner = runner;
+    }
     if (req.beam_width > 1) {
         r.beam = std::make_shared<BeamGroup>();
         r.beam->root = id;
@@ -187,6 +236,7 @@ bool Engine::cancel(RequestId id) {
     } else if (!m_sched->abort_request(id)) {
         return false;
     }
+    release_drafts(id);
     TokenEvent ev;
     ev.finished = true;
     ev.finish_reason = FinishReason::cancelled;
@@ -194,15 +244,96 @@ bool Engine::cancel(RequestId id) {
     return true;
 }
 
+double Engine::propose_drafts() {
+    const auto t0 = Clock::now();
+    std::vector<DraftRunner::Job> jobs;
+    std::vector<Req*> job_req;
+    std::vector<std::vector<int32_t>> contexts;
+    for (auto& [id, rp] : m_reqs) {
+        Req& r = *rp;
+        r.drafts.clear();
+        if (!r.spec.enabled()) continue;
+        const SchedRequest* s = m_sched->request(id);
+        if (!s || s->status != RequestStatus::running || s->num_output() == 0 ||
+            s->num_tokens() - s->num_computed_tokens != 1) {
+            m_sched->set_spec_tokens(id, {});
+            continue;
+        }
+        // No point drafting past max_tokens: the target adds one token of its own.
+        const int k = std::min(r.spec_k, s->max_tokens - s->num_output() - 1);
+        if (k <= 0) {
+            m_sched->set_spec_tokens(id, {});
+            continue;
+        }
+        if (!r.runner) {
+            for (int32_t t : propose_ngram(r.history, k, r.spec.ngram_max, r.spec.ngram_min)) r.drafts.push_back({t, {}});
+            continue;
+        }
+        jobs.push_back({id, {}, k, &r.params});
+        job_req.push_back(&r);
+    }
+    for (auto& d : m_drafts) {
+        std::vector<DraftRunner::Job> mine;
+        std::vector<Req*> mine_req;
+        for (size_t i = 0; i < jobs.size(); ++i)
+            if (job_req[i]->runner == d.get()) {
+                mine.push_back(jobs[i]);
+                mine.back().context = job_req[i]->history;
+                mine_req.push_back(job_req[i]);
+            }
+        if (mine.empty()) continue;
+        std::vector<std::vector<DraftToken>> out;
+        if (!d->propose(mine, &out)) continue;  // a failed draft pass only costs the drafts
+        for (size_t i = 0; i < mine.size(); ++i) mine_req[i]->drafts = std::move(out[i]);
+    }
+    for (auto& [id, rp] : m_reqs) {
+        if (!rp->spec.enabled()) continue;
+        std::vector<int32_t> toks;
+        for (const auto& d : rp->drafts) toks.push_back(d.token);
+        if (!toks.empty()) m_sched->set_spec_tokens(id, std::move(toks));
+    }
+    return ms_between(t0, Clock::now());
+}
+
+std::vector<int32_t> Engine::verify_chunk(Req& r, const ScheduledChunk& ch, float* logits, int64_t step,
+                                          double verify_ms) {
+    const int n_vocab = m_model->config.n_vocab;
+    const std::span<const DraftToken> drafts(r.drafts.data(), static_cast<size_t>(ch.num_spec));
+    VerifyResult v = verify_drafts(r.sampler, logits, n_vocab, r.history, drafts, m_accept_rule);
+    r.spec_stats.record(ch.num_spec, v.n_accepted, v.bonus);
+    r.spec_stats.verify_ms += verify_ms;
+    SpecStats one;
+    one.record(ch.num_spec, v.n_accepted, v.bonus);
+    one.verify_ms = verify_ms;
+    m_spec_totals.add(one);
+    for (int j = 0; j < ch.num_spec; ++j) {
+        const int32_t t = drafts[static_cast<size_t>(j)].token;
+        const TokenFate f = j < v.n_accepted ? TokenFate::accepted
+                                             : (j == v.n_accepted ? TokenFate::rejected : TokenFate::discarded);
+        r.add_fate({t, f, j + 1, step});
+        if (f == TokenFate::rejected) r.add_fate({v.tokens.back(), TokenFate::corrected, 0, step});
+    }
+    if (v.bonus) r.add_fate({v.tokens.back(), TokenFate::bonus, 0, step});
+    if (r.runner) r.runner->rollback(r.id, ch.start_pos + 1 + v.n_accepted);
+    if (r.spec.adaptive) {  // grow after a full acceptance, shrink to what was accepted + 1
+        r.spec_k = v.bonus ? std::min(r.spec_k + 1, r.spec.k_max)
+                           : std::max(r.spec.k_min, std::min(r.spec_k, v.n_accepted + 1));
+    }
+    return v.tokens;
+}
+
 Result<StepResult> Engine::step() {
     using R = Result<StepResult>;
     StepResult res;
     const auto t0 = Clock::now();
     const double t_start_ms = ms_between(m_t0, t0);
+    const double draft_ms = propose_drafts();
+    const auto t_prop = Clock::now();
     res.out = m_sched->schedule();
     const SchedulerOutput& out = res.out;
     const auto t_sched = Clock::now();
-    res.schedule_ms = ms_between(t0, t_sched);
+    res.schedule_ms = ms_between(t_prop, t_sched);
+    res.record.draft_ms = draft_ms;
     if (out.empty()) return res;
     res.ran = true;
     for (const auto& ch : out.chunks) {
@@ -218,7 +349,9 @@ Result<StepResult> Engine::step() {
     const auto t_kv = Clock::now();
     res.kv_move_ms = ms_between(t_sched, t_kv);
 
-    // One batch: chunk i's tokens use row i of block_tables.
+    // One batch: chunk i's tokens use row i of block_tables. A chunk that samples wants
+    // the logits of its last token, a speculative one those of every token (row j
+    // verifies draft j + 1; the last row gives the bonus token).
     ForwardBatch& b = m_batch;
     b.tokens.clear();
     b.positions.clear();
@@ -230,7 +363,7 @@ Result<StepResult> Engine::step() {
     for (const auto& ch : out.chunks)
         b.max_blocks_per_seq = std::max<int>(b.max_blocks_per_seq, static_cast<int>(m_kv_mgr->block_table(ch.id).size()));
     b.block_tables.assign(static_cast<size_t>(b.n_seqs) * b.max_blocks_per_seq, -1);
-    std::vector<int> sample_chunk;  // logit row k -> chunk index
+    std::vector<int> first_logit(out.chunks.size(), -1);  // chunk -> its first logit row
     for (int i = 0; i < b.n_seqs; ++i) {
         const ScheduledChunk& ch = out.chunks[static_cast<size_t>(i)];
         const SchedRequest* r = m_sched->request(ch.id);
@@ -238,69 +371,128 @@ Result<StepResult> Engine::step() {
         const auto& table = m_kv_mgr->block_table(ch.id);
         std::copy(table.begin(), table.end(), b.block_tables.begin() + static_cast<ptrdiff_t>(i) * b.max_blocks_per_seq);
         for (int p = ch.start_pos; p < ch.start_pos + ch.num_tokens; ++p) {
-            b.tokens.push_back(p < r->num_prompt() ? r->prompt[static_cast<size_t>(p)]
-                                                   : r->output[static_cast<size_t>(p - r->num_prompt())]);
+            b.tokens.push_back(r->token_at(p));
             b.positions.push_back(p);
             b.token_seq.push_back(i);
         }
         if (ch.sample) {
-            b.logit_rows.push_back(b.n_tokens() - 1);
-            sample_chunk.push_back(i);
+            first_logit[static_cast<size_t>(i)] = static_cast<int>(b.logit_rows.size());
+            for (int j = ch.num_spec; j >= 0; --j) b.logit_rows.push_back(b.n_tokens() - 1 - j);
         }
     }
     KVS_RETURN_IF_ERROR(m_forward->forward(b, &m_logits));
     const auto t_fwd = Clock::now();
     res.forward_ms = ms_between(t_kv, t_fwd);
 
-    // Sample each request that reached its last token.
+    // Sample (or verify) each request that reached its last token.
     const int n_vocab = m_model->config.n_vocab;
-    std::vector<int32_t> sampled(out.chunks.size(), -1);
-    for (size_t k = 0; k < sample_chunk.size(); ++k) {
-        const ScheduledChunk& ch = out.chunks[static_cast<size_t>(sample_chunk[k])];
-        Req& r = *m_reqs.at(ch.id);
-        float* row = m_logits.data() + k * static_cast<size_t>(n_vocab);
-        if (r.beam) beam_collect(r, row);  // no token yet: the group decides below
-        else sampled[static_cast<size_t>(sample_chunk[k])] = r.sampler.sample(row, n_vocab, r.history);
-    }
-    res.finished = m_sched->update(out, sampled);  // length limits
+    std::vector<std::vector<int32_t>> emitted(out.chunks.size());
     std::vector<BeamGroup*> groups;
-    for (int i : sample_chunk)
-        if (auto& g = m_reqs.at(out.chunks[static_cast<size_t>(i)].id)->beam)
-            if (std::find(groups.begin(), groups.end(), g.get()) == groups.end()) groups.push_back(g.get());
+    for (size_t i = 0; i < out.chunks.size(); ++i) {
+        if (first_logit[i] < 0) continue;
+        const ScheduledChunk& ch = out.chunks[i];
+        Req& r = *m_reqs.at(ch.id);
+        float* row = m_logits.data() + static_cast<size_t>(first_logit[i]) * n_vocab;
+        if (r.beam) {  // no token yet: the group decides below
+            beam_collect(r, row);
+            if (std::find(groups.begin(), groups.end(), r.beam.get()) == groups.end()) groups.push_back(r.beam.get());
+        } else if (ch.num_spec > 0) {
+            emitted[i] = verify_chunk(r, ch, row, out.step, res.forward_ms);
+            res.record.spec_drafted += ch.num_spec;
+            res.record.spec_accepted += static_cast<int>(emitted[i].size()) - 1;
+            res.record.spec_emitted += static_cast<int>(emitted[i].size());
+        } else {
+            emitted[i] = {r.sampler.sample(row, n_vocab, r.history)};
+            if (r.spec.enabled()) r.add_fate({emitted[i][0], TokenFate::plain, 0, out.step});
+        }
+    }
+
+    // Text first: an end-of-generation token or a stop string ends the list there.
+    std::vector<std::vector<TokenEvent>> events(out.chunks.size());
+    for (size_t i = 0; i < out.chunks.size(); ++i) {
+        if (emitted[i].empty()) continue;
+        Req& r = *m_reqs.at(out.chunks[i].id);
+        const SchedRequest* s = m_sched->request(r.id);
+        const size_t room = static_cast<size_t>(std::max(0, s->max_tokens - s->num_output()));
+        if (emitted[i].size() > room) emitted[i].resize(room);
+        for (size_t j = 0; j < emitted[i].size(); ++j) {
+            const TextStep t = r.text.push(emitted[i][j]);
+            TokenEvent ev;
+            ev.token = emitted[i][j];
+            ev.text = t.text;
+            if (t.eog || t.stopped) {
+                ev.finished = true;
+                ev.finish_reason = FinishReason::stop;
+                if (!t.stopped) ev.text += r.text.flush();
+                events[i].push_back(std::move(ev));
+                emitted[i].resize(j + 1);
+                break;
+            }
+            events[i].push_back(std::move(ev));
+        }
+    }
+    res.finished = m_sched->update(out, emitted);  // length limits
     for (BeamGroup* g : groups)
         if (!g->finished && g->pending.size() == g->live.size()) beam_advance(*g, &res.finished);
 
-    // Stream: text, end-of-generation, stop strings.
+    // Stream.
     for (size_t i = 0; i < out.chunks.size(); ++i) {
-        if (sampled[i] < 0) continue;
+        if (events[i].empty()) continue;
         Req& r = *m_reqs.at(out.chunks[i].id);
-        r.history.push_back(sampled[i]);
-        const double now_ms = ms_since_start();
-        if (r.metrics.first_token_ms < 0) r.metrics.first_token_ms = now_ms;
-        r.metrics.token_times_ms.push_back(now_ms);
-        r.metrics.n_output = static_cast<int>(r.metrics.token_times_ms.size());
-        ++m_total_generated;
-        const TextStep t = r.text.push(sampled[i]);
-        TokenEvent ev;
-        ev.token = sampled[i];
-        ev.text = t.text;
         const SchedRequest* s = m_sched->request(r.id);
-        if (t.eog || t.stopped) {
-            if (s->status != RequestStatus::finished) res.finished.push_back(r.id);
-            finish(r.id, FinishReason::stop);
+        for (size_t j = 0; j < events[i].size(); ++j) {
+            TokenEvent& ev = events[i][j];
+            r.history.push_back(ev.token);
+            const double now_ms = ms_since_start();
+            if (r.metrics.first_token_ms < 0) r.metrics.first_token_ms = now_ms;
+            r.metrics.token_times_ms.push_back(now_ms);
+            r.metrics.n_output = static_cast<int>(r.metrics.token_times_ms.size());
+            ++m_total_generated;
+            const bool last = j + 1 == events[i].size();
+            if (last && ev.finished && s->status != RequestStatus::finished) {  // end-of-generation / stop string
+                res.finished.push_back(r.id);
+                finish(r.id, FinishReason::stop);
+            } else if (last && s->status == RequestStatus::finished && !ev.finished) {  // length
+                ev.finished = true;
+                ev.finish_reason = s->finish_reason;
+                ev.text += r.text.flush();
+            }
+            emit(r, ev);
         }
-        if (s->status == RequestStatus::finished) {
-            ev.finished = true;
-            ev.finish_reason = t.eog || t.stopped ? FinishReason::stop : s->finish_reason;
-            if (!t.stopped) ev.text += r.text.flush();
-        }
-        emit(r, ev);
+        if (s->status == RequestStatus::finished) release_drafts(r.id);
     }
     const auto t_end = Clock::now();
     res.sample_ms = ms_between(t_fwd, t_end);
     res.total_ms = ms_between(t0, t_end);
+    if (draft_ms > 0) {
+        m_spec_totals.draft_ms += draft_ms;
+        // Each drafting request is charged the whole proposing time of the step.
+        for (const auto& ch : out.chunks)
+            if (ch.num_spec > 0) m_reqs.at(ch.id)->spec_stats.draft_ms += draft_ms;
+    }
     publish(res, t_start_ms);
     return res;
+}
+
+void Engine::release_drafts(RequestId id) {
+    for (auto& d : m_drafts) d->release(id);
+}
+
+SpecStats Engine::spec_stats(RequestId id) const {
+    auto it = m_reqs.find(id);
+    return it == m_reqs.end() ? SpecStats{} : it->second->spec_stats;
+}
+
+std::vector<SpecTokenEvent> Engine::spec_events(RequestId id) const {
+    auto it = m_reqs.find(id);
+    if (it == m_reqs.end()) return {};
+    return {it->second->fates.begin(), it->second->fates.end()};
+}
+
+std::vector<std::string> Engine::draft_names() const {
+    std::vector<std::string> v;
+    for (const auto& d : m_drafts) v.push_back(d->name());
+    return v;
 }
 
 double Engine::ms_since_start() const { return ms_between(m_t0, Clock::now()); }
@@ -526,6 +718,7 @@ void Engine::remove_finished() {
             }
             if (it->second->metrics.finish_ms >= 0 && (!it->second->beam || it->second->beam->root == it->first))
                 m_removed_metrics.push_back(it->second->metrics);
+            release_drafts(it->first);
             it = m_reqs.erase(it);
         } else {
             ++it;

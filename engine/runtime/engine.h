@@ -22,12 +22,17 @@
 #include "engine/model/model.h"
 #include "engine/sampling/sampling_params.h"
 #include "engine/scheduler/scheduler.h"
+#include "engine/speculative/spec_params.h"
+#include "engine/speculative/verify.h"
+#include "engine/telemetry/spec_stats.h"
 #include "engine/telemetry/snapshot.h"
 #include "engine/telemetry/snapshot_ring.h"
 #include "engine/tokenizer/tokenizer.h"
 #include "kernels/backend.h"
 
 namespace kvs {
+
+class DraftRunner;
 
 struct EngineOptions {
     // KV pool size: kv_blocks if > 0, else kv_bytes if > 0, else kv_ram_fraction of the
@@ -47,6 +52,12 @@ struct EngineOptions {
     int snapshot_every = 1;
     int snapshot_ring = 64;
     int step_ring = 4096;
+    // Draft models requests may name in SpecParams::proposer (engine/speculative/
+    // draft_runner.h make_draft_model builds them): name -> model. Each gets its own KV
+    // pool with as many blocks as the target's.
+    std::vector<std::pair<std::string, std::shared_ptr<const Model>>> drafts;
+    // The acceptance rule; only the distribution tests change it (to prove they can fail).
+    AcceptRule spec_accept_rule = AcceptRule::exact;
 };
 
 // One event of a request's stream, delivered on the engine's thread.
@@ -69,6 +80,9 @@ struct GenerationRequest {
     // used (no stop strings). The request streams nothing until the end, then one event with the best
     // hypothesis (highest sum of log-probabilities).
     int beam_width = 1;
+    // Speculative decoding (not with beam search): drafts verified by the target in the
+    // same batched pass; output distributed exactly as without it.
+    SpecParams spec;
     TokenCallback on_event;       // may be empty
     // When the request arrived, in ms on the engine's clock (ms_since_start()); < 0: now.
     // A benchmark replaying a workload passes the scheduled arrival time.
@@ -141,6 +155,14 @@ public:
     int block_size() const { return m_kv_mgr->block_size(); }
     int max_model_len() const { return m_max_model_len; }
     int64_t kv_pool_bytes() const { return m_kv->bytes(); }
+
+    // Speculative decoding telemetry: one request's (empty for unknown ids; kept until
+    // remove_finished), every request's since start, and a request's token fates in order
+    // (draft tokens with what happened to them, the last 4096).
+    SpecStats spec_stats(RequestId id) const;
+    const SpecStats& spec_totals() const { return m_spec_totals; }
+    std::vector<SpecTokenEvent> spec_events(RequestId id) const;
+    std::vector<std::string> draft_names() const;
     static int64_t kv_bytes_per_token(const ModelConfig& c);
 
 private:
@@ -153,6 +175,10 @@ private:
     void emit(Req& r, TokenEvent ev);
     void finish(RequestId id, FinishReason why);
     void publish(StepResult& res, double t_start_ms);
+    double propose_drafts();  // returns the ms it took
+    std::vector<int32_t> verify_chunk(Req& r, const ScheduledChunk& ch, float* logits, int64_t step,
+                                      double verify_ms);
+    void release_drafts(RequestId id);
 
     std::shared_ptr<const Model> m_model;
     std::shared_ptr<const Tokenizer> m_tok;
@@ -171,6 +197,9 @@ private:
     int m_snapshot_every = 1;
     std::chrono::steady_clock::time_point m_t0;
     std::vector<RequestMetrics> m_removed_metrics;
+    std::vector<std::unique_ptr<DraftRunner>> m_drafts;
+    SpecStats m_spec_totals;
+    AcceptRule m_accept_rule = AcceptRule::exact;
     int64_t m_total_prompt_tokens = 0, m_total_generated = 0, m_total_finished = 0;
     // Reused step buffers.
     ForwardBatch m_batch;

@@ -46,6 +46,27 @@ const std::vector<TokenProb>& Sampler::distribution(float* logits, int n_vocab, 
     return m_dist;
 }
 
+const std::vector<TokenProb>& Sampler::probabilities(float* logits, int n_vocab, std::span<const int32_t> history) {
+    compute_distribution(logits, n_vocab, history, false);
+    return m_dist;
+}
+
+double Sampler::uniform() { return static_cast<double>(m_rng() >> 11) * 0x1.0p-53; }
+
+int32_t Sampler::draw_from(std::span<const TokenProb> dist) {
+    double total = 0.0;
+    for (const auto& t : dist) total += t.p;
+    const double u = uniform() * total;
+    double cum = 0.0;
+    for (const auto& t : dist) {
+        cum += t.p;
+        if (u < cum) return t.id;
+    }
+    for (auto it = dist.rbegin(); it != dist.rend(); ++it)  // rounding: the last token with mass
+        if (it->p > 0) return it->id;
+    return dist.back().id;
+}
+
 void Sampler::compute_distribution(float* logits, int n_vocab, std::span<const int32_t> history, bool ranked) {
     apply_penalties(logits, n_vocab, history, m_params);
     ban_repeated_ngrams(logits, n_vocab, history, m_params.no_repeat_ngram_size);
@@ -189,7 +210,7 @@ void Sampler::cut_min_p() {
 }
 
 int32_t Sampler::draw() {
-    const double u = static_cast<double>(m_rng() >> 11) * 0x1.0p-53;  // [0, 1)
+    const double u = uniform();
     double cum = 0.0;
     for (const auto& t : m_dist) {
         cum += t.p;

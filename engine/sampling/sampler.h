@@ -40,6 +40,14 @@ public:
     const std::vector<TokenProb>& distribution(float* logits /*[n_vocab], may be modified*/, int n_vocab,
                                                std::span<const int32_t> history);
 
+    // The same distribution in no particular order (cheaper: nothing is sorted). Greedy
+    // (temperature 0) gives the argmax with probability 1.
+    const std::vector<TokenProb>& probabilities(float* logits /*[n_vocab], may be modified*/, int n_vocab,
+                                                std::span<const int32_t> history);
+    // Speculative verification draws from this sampler's own random stream:
+    double uniform();                                    // [0, 1)
+    int32_t draw_from(std::span<const TokenProb> dist);  // dist need not be normalized; non-empty
+
     const SamplingParams& params() const { return m_params; }
 
 private:

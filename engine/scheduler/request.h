@@ -38,11 +38,20 @@ struct SchedRequest {
     int num_computed_tokens = 0;   // leading tokens of prompt+output whose KV is in the cache
     int num_cached_tokens = -1;    // prefix-cache hit when first scheduled (-1: not yet)
     int num_preemptions = 0;
+    // Speculative decoding: draft tokens proposed for the next step (Scheduler::set_spec_tokens).
+    // A decode step then runs [last token, drafts...] and the engine verifies them.
+    std::vector<int32_t> spec_tokens;
 
     int num_prompt() const { return static_cast<int>(prompt.size()); }
     int num_output() const { return static_cast<int>(output.size()); }
     int num_tokens() const { return num_prompt() + num_output(); }
     std::vector<int32_t> all_tokens() const;  // prompt followed by output
+    // Token at position p of prompt + output + spec_tokens.
+    int32_t token_at(int p) const {
+        if (p < num_prompt()) return prompt[static_cast<size_t>(p)];
+        if (p < num_tokens()) return output[static_cast<size_t>(p - num_prompt())];
+        return spec_tokens[static_cast<size_t>(p - num_tokens())];
+    }
 };
 
 }  // namespace kvs

@@ -160,6 +160,7 @@ SchedulerOutput Scheduler::schedule() {
     // Preempts the least urgent running request that is not yet scheduled this step.
     auto preempt = [&](RequestId victim) {
         SchedRequest& v = im.reqs.at(victim);
+        v.spec_tokens.clear();
         Impl::erase(im.running, victim);
         // A copy queued for it this step is dropped: its destination is never filled, so a
         // swap-out reads the copy's source instead (swap-outs run before anything writes).
@@ -199,14 +200,17 @@ SchedulerOutput Scheduler::schedule() {
         return true;
     };
 
-    auto add_chunk = [&](SchedRequest& r, int n) {
+    auto add_chunk = [&](SchedRequest& r, int n, int n_spec = 0) {
         ScheduledChunk ch;
         ch.id = r.id;
         ch.start_pos = r.num_computed_tokens;
-        ch.num_tokens = n;
+        ch.num_tokens = n + n_spec;
+        ch.num_spec = n_spec;
         ch.sample = r.num_computed_tokens + n == r.num_tokens();
         ch.is_prefill = !(n == 1 && r.num_output() > 0 && ch.sample);
-        (ch.is_prefill ? out.num_prefill_tokens : out.num_decode_tokens) += n;
+        (ch.is_prefill ? out.num_prefill_tokens : out.num_decode_tokens) += n + n_spec;
+        out.num_spec_tokens += n_spec;
+        n += n_spec;
         out.chunks.push_back(ch);
         scheduled.push_back(r.id);
         budget -= n;
@@ -223,13 +227,21 @@ SchedulerOutput Scheduler::schedule() {
             continue;
         }
         const int n = std::min(todo, budget);
+        // Drafts ride along a decode: as many as the budget, max_tokens (the target adds
+        // one token of its own) and the context leave room for.
+        int n_spec = 0;
+        if (todo == 1 && r.num_output() > 0)
+            n_spec = std::max(0, std::min({static_cast<int>(r.spec_tokens.size()), budget - 1,
+                                           r.max_tokens - r.num_output() - 1,
+                                           m_config.max_model_len - r.num_tokens() - 1}));
+        r.spec_tokens.resize(static_cast<size_t>(n_spec));
         bool ok = false;
         for (;;) {
             auto prep = m_kv.prepare_append(id);
             bool no_room = prep && prep->no_room;
             if (prep && prep->copy) copies[id] = *prep->copy;
             if (!no_room) {
-                auto alloc = m_kv.allocate_slots(id, r.all_tokens(), n);
+                auto alloc = m_kv.allocate_slots(id, r.all_tokens(), n, n_spec);
                 no_room = !alloc || alloc->no_room;
                 if (!no_room) {
                     ok = true;
@@ -242,7 +254,7 @@ SchedulerOutput Scheduler::schedule() {
             if (victim == id) break;
         }
         if (!ok) break;  // it preempted itself: everything after it is gone too
-        add_chunk(r, n);
+        add_chunk(r, n, n_spec);
         ++i;
     }
 
@@ -342,6 +354,50 @@ SchedulerOutput Scheduler::schedule() {
         if (auto it = copies.find(id); it != copies.end()) out.copies.push_back(it->second);
     m_counters.cow_copies += static_cast<int64_t>(out.copies.size());
     return out;
+}
+
+std::vector<RequestId> Scheduler::update(const SchedulerOutput& out, const std::vector<std::vector<int32_t>>& emitted) {
+    std::vector<RequestId> finished;
+    for (size_t i = 0; i < out.chunks.size(); ++i) {
+        const ScheduledChunk& ch = out.chunks[i];
+        auto it = m_impl->reqs.find(ch.id);
+        if (it == m_impl->reqs.end() || it->second.status != RequestStatus::running) continue;
+        SchedRequest& r = it->second;
+        r.spec_tokens.clear();
+        const std::vector<int32_t> none;
+        const auto& toks = ch.sample && i < emitted.size() ? emitted[i] : none;
+        if (toks.empty()) {
+            r.num_computed_tokens = ch.start_pos + ch.num_tokens - ch.num_spec;
+            if (ch.num_spec > 0) (void)m_kv.truncate(r.id, r.num_computed_tokens);
+            continue;
+        }
+        // Tokens [start_pos, start_pos + size) now have KV: the chunk's first token and the
+        // accepted drafts (the last emitted token is new). Only decodes carry drafts.
+        r.num_computed_tokens = ch.num_spec > 0 ? ch.start_pos + static_cast<int>(toks.size())
+                                                : ch.start_pos + ch.num_tokens;
+        if (ch.num_spec > 0) (void)m_kv.truncate(r.id, r.num_computed_tokens);
+        for (int32_t t : toks) {
+            r.output.push_back(t);
+            if (r.num_output() >= r.max_tokens || r.num_tokens() >= m_config.max_model_len) {
+                finish_request(r.id, FinishReason::length);
+                finished.push_back(r.id);
+                break;
+            }
+        }
+    }
+    return finished;
+}
+
+bool Scheduler::set_spec_tokens(RequestId id, std::vector<int32_t> drafts) {
+    auto it = m_impl->reqs.find(id);
+    if (it == m_impl->reqs.end()) return false;
+    SchedRequest& r = it->second;
+    if (r.status != RequestStatus::running || r.num_tokens() - r.num_computed_tokens != 1 || r.num_output() == 0) {
+        r.spec_tokens.clear();
+        return false;
+    }
+    r.spec_tokens = std::move(drafts);
+    return true;
 }
 
 std::vector<RequestId> Scheduler::update(const SchedulerOutput& out, const std::vector<int32_t>& sampled) {

@@ -69,6 +69,8 @@ struct ScheduledChunk {
     bool is_prefill = false;  // false only for a decode: the one last token of a request that has output
     bool sample = false;      // the chunk ends at the request's last known token: sample the next one
     bool padding = false;     // static batching: a finished member's seat (recomputes its last token)
+    int num_spec = 0;         // speculative decode: the chunk is [last token, num_spec drafts]
+                              // (num_tokens = 1 + num_spec); their slots are lookahead slots
 };
 
 struct SchedulerOutput {
@@ -83,6 +85,7 @@ struct SchedulerOutput {
     int num_decode_tokens = 0;
     int num_padding_tokens = 0;           // static batching seats of finished members
     int num_prefix_hit_tokens = 0;        // prompt tokens found in the prefix cache this step
+    int num_spec_tokens = 0;              // draft tokens being verified (counted in num_decode_tokens)
     int total_tokens() const { return num_prefill_tokens + num_decode_tokens + num_padding_tokens; }
     bool empty() const { return chunks.empty(); }
 };
@@ -122,6 +125,17 @@ public:
     // Advances num_computed_tokens, appends tokens, finishes requests that reached
     // max_tokens (FinishReason::length). Returns the requests this call finished.
     std::vector<RequestId> update(const SchedulerOutput& out, const std::vector<int32_t>& sampled);
+    // The same with any number of tokens per chunk (speculative decoding): emitted[i] are
+    // the tokens chunk i produced, in order — for a chunk with drafts, the accepted drafts
+    // then the target's own token. num_computed_tokens advances to start_pos + size (the
+    // last emitted token has no KV yet), the KV slots of rejected drafts are rolled back,
+    // and at most max_tokens tokens are kept.
+    std::vector<RequestId> update(const SchedulerOutput& out, const std::vector<std::vector<int32_t>>& emitted);
+
+    // Speculative decoding: drafts to verify the next time this request decodes. Only a
+    // running request with exactly one token left to compute takes them (false otherwise);
+    // schedule() trims them to the budget, max_tokens and the context, and clears them.
+    bool set_spec_tokens(RequestId id, std::vector<int32_t> drafts);
 
     // A running request whose tokens are all computed (num_computed_tokens == num_tokens(),
     // e.g. a beam whose chunk got sampled = -1 while its group decides) is skipped by

@@ -85,6 +85,11 @@ struct StepRecord {
     int n_running = 0;
     int n_swapped = 0;
     int n_finished_this_step = 0;
+    // Speculative decoding in this step (engine/telemetry/spec_stats.h for the terms).
+    int spec_drafted = 0;      // draft tokens verified by this step's pass
+    int spec_accepted = 0;
+    int spec_emitted = 0;      // tokens the verifying requests produced
+    double draft_ms = 0;       // proposing, before the pass
     // The device pool after the step (fill_block_counts computes these from a block map).
     int blocks_used = 0;
     int blocks_cached = 0;

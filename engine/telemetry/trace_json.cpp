@@ -153,7 +153,7 @@ void from_json(const json& j, RequestView& v) {
     F(prefill_tokens); F(decode_tokens); F(padding_tokens); F(token_budget); F(max_seqs);             \
     F(preemptions); F(swap_out_blocks);                                                              \
     F(swap_in_blocks); F(cow_copies); F(prefix_hit_tokens); F(n_waiting); F(n_running); F(n_swapped); \
-    F(n_finished_this_step); F(blocks_used); F(blocks_cached); F(blocks_free); F(n_blocks);           \
+    F(n_finished_this_step); F(spec_drafted); F(spec_accepted); F(spec_emitted); F(draft_ms); F(blocks_used); F(blocks_cached); F(blocks_free); F(n_blocks);           \
     F(kv_usage); F(tokens_in_kv); F(internal_waste)
 
 void to_json(json& j, const StepRecord& v) {
