@@ -101,6 +101,12 @@ int run_main(int argc, char** argv) {
     b->add_option("--sweep", bench.sweep, "aggregate decode tok/s per batch size, e.g. 1,2,4,8,16,32,64");
     b->add_option("--sweep-prompt", bench.sweep_prompt, "prompt tokens per request in --sweep")->check(CLI::PositiveNumber);
     b->add_option("--sweep-gen", bench.sweep_gen, "generated tokens per request in --sweep")->check(CLI::PositiveNumber);
+    b->add_option("--spec", bench.spec,
+                  "speculative decoding against plain: proposers, e.g. ngram,layer-skip:8,int4 or a draft model path");
+    b->add_option("--spec-k", bench.spec_k, "draft lengths for --spec, e.g. 2,4,8");
+    b->add_option("--spec-workload", bench.spec_workload, "repetitive, chat or both")
+        ->check(CLI::IsMember({"repetitive", "chat", "both"}));
+    b->add_option("--spec-gen", bench.spec_gen, "tokens generated per request in --spec")->check(CLI::PositiveNumber);
     add_runner_options(b, bench.runner);
 
     try {
@@ -117,6 +123,7 @@ int run_main(int argc, char** argv) {
     }
     if (in->parsed()) return cmd_inspect(ins);
     if (b->parsed()) {
+        if (!bench.spec.empty()) return cmd_bench_spec(bench);
         if (!bench.workload.empty() || !bench.sweep.empty()) {
             if (b->count("--ctx") == 0) bench.runner.n_ctx = 2048;  // max_model_len of the served requests
             return cmd_bench_serve(bench);

@@ -54,8 +54,14 @@ struct BenchOptions {
     std::string trace;            // write the first policy's steps, last snapshot and requests here
     std::string sweep;            // batch sizes, e.g. "1,2,4,8,16,32,64"
     int sweep_prompt = 32, sweep_gen = 64;
+    // Speculative decoding (app/cli/cmd_bench_spec.cpp): --spec ngram,layer-skip:8,int4
+    std::string spec;
+    std::string spec_k = "2,4,8";
+    std::string spec_workload = "both";  // repetitive, chat, both
+    int spec_gen = 128;
 };
 int cmd_bench(const BenchOptions& o);
+int cmd_bench_spec(const BenchOptions& o);
 int cmd_bench_serve(const BenchOptions& o);
 
 // Resolves and loads a model by name or path; prints the error and returns null when
