@@ -6,6 +6,7 @@
 #include "engine/runtime/engine.h"
 #include "engine/runtime/sequence_runner.h"
 #include "engine/sampling/sampler.h"
+#include "engine/speculative/draft_runner.h"
 #include "engine/tokenizer/chat_template.h"
 
 #include <QtTest>
@@ -124,6 +125,55 @@ private Q_SLOTS:
                                                        .arg(QString::fromStdString(m_tok->decode(got)))
                                                        .arg(QString::fromStdString(m_tok->decode(m_alone[i])))));
         }
+        QCOMPARE((*e)->kv_cache().num_free_blocks(), (*e)->kv_cache().n_blocks());
+    }
+
+    // Speculative decoding, every request batched with its drafts: greedy output is
+    // token-identical to each prompt run alone without drafts.
+    void speculativeMatchesAlone_data() {
+        QTest::addColumn<QString>("proposer");
+        QTest::addColumn<int>("k");
+        QTest::newRow("prompt lookup, k 4") << "ngram" << 4;
+        QTest::newRow("layer-skip 10 of 30, k 3") << "layer-skip:10" << 3;
+        QTest::newRow("int4 self-draft, k 4, adaptive") << "int4" << 4;
+    }
+    void speculativeMatchesAlone() {
+        QFETCH(QString, proposer);
+        QFETCH(int, k);
+        EngineOptions o;
+        o.backend = test_backend();
+        o.kv_blocks = 256;
+        o.max_model_len = 512;
+        if (proposer != "ngram") {
+            auto d = make_draft_model(proposer.toStdString(), m_model);
+            QVERIFY2(d.is_ok(), d.message().c_str());
+            o.drafts = {{proposer.toStdString(), *d}};
+        }
+        auto e = Engine::create(m_model, m_tok, o);
+        QVERIFY2(e.is_ok(), e.message().c_str());
+        std::vector<RequestId> ids;
+        for (const auto& p : m_prompts) {
+            GenerationRequest r;
+            r.prompt = p;
+            r.params = greedy();
+            r.spec.proposer = proposer.toStdString();
+            r.spec.k = k;
+            r.spec.adaptive = proposer == "int4";
+            auto id = (*e)->submit(r);
+            QVERIFY2(id.is_ok(), id.message().c_str());
+            ids.push_back(*id);
+        }
+        QVERIFY((*e)->run_until_idle().is_ok());
+        for (size_t i = 0; i < ids.size(); ++i) {
+            const auto got = (*e)->output_tokens(ids[i]);
+            QVERIFY2(got == m_alone[i], qPrintable(QString("prompt %1: speculative '%2' vs alone '%3'")
+                                                       .arg(i)
+                                                       .arg(QString::fromStdString(m_tok->decode(got)))
+                                                       .arg(QString::fromStdString(m_tok->decode(m_alone[i])))));
+        }
+        const SpecStats& t = (*e)->spec_totals();
+        QVERIFY2(t.drafted > 0, "no drafts were verified");
+        qInfo("%s k=%d: alpha %.3f, %.2f tokens per target pass", qPrintable(proposer), k, t.alpha(), t.tokens_per_pass());
         QCOMPARE((*e)->kv_cache().num_free_blocks(), (*e)->kv_cache().n_blocks());
     }
 };
