@@ -103,8 +103,9 @@ class TestSpeculative : public QObject {
         if (with_drafts) {
             auto skip = make_draft_model("layer-skip:1", m_target);
             auto int4 = make_draft_model("int4", m_target);
-            if (!skip || !int4) qFatal("make_draft_model failed");
-            o.drafts = {{"layer-skip:1", *skip}, {"int4", *int4}, {"other", m_other}};
+            auto small_head = make_draft_model("int4@280", m_target);
+            if (!skip || !int4 || !small_head) qFatal("make_draft_model failed");
+            o.drafts = {{"layer-skip:1", *skip}, {"int4", *int4}, {"int4@280", *small_head}, {"other", m_other}};
         }
         auto e = Engine::create(m_target, nullptr, o);
         if (!e) qFatal("Engine::create: %s", e.message().c_str());
@@ -208,6 +209,7 @@ private Q_SLOTS:
         QTest::newRow("layer-skip k2") << "layer-skip:1" << 2 << false << 512;
         QTest::newRow("layer-skip k4 adaptive, budget 9") << "layer-skip:1" << 4 << true << 9;
         QTest::newRow("int4 k4") << "int4" << 4 << false << 512;
+        QTest::newRow("int4, head cut to 280 ids, k3") << "int4@280" << 3 << false << 512;
         QTest::newRow("other model k3") << "other" << 3 << false << 64;
     }
     void greedyIdentical() {
@@ -410,6 +412,9 @@ private Q_SLOTS:
         QVERIFY(e->submit(r).is_ok());
         QVERIFY(e->run_until_idle().is_ok());
 
+        auto bad_head = make_draft_model("int4@100000", m_target);
+        QVERIFY(!bad_head.is_ok());
+        QVERIFY2(bad_head.message().find("256 to 323") != std::string::npos, bad_head.message().c_str());
         auto bad_layers = make_draft_model("layer-skip:2", m_target);  // the tiny target has 2 layers
         QVERIFY(!bad_layers.is_ok());
         QVERIFY2(bad_layers.message().find("1 to 1") != std::string::npos, bad_layers.message().c_str());

@@ -282,10 +282,10 @@ Status LlamaForward::forward(const ForwardBatch& batch, std::vector<float>* logi
         if (b.logits) {
             m_backend.release(b.logits);
             std::erase(m_owned, static_cast<void*>(b.logits));
-            m_scratch_bytes -= static_cast<int64_t>(b.logits_capacity) * c.n_vocab * 4;
+            m_scratch_bytes -= static_cast<int64_t>(b.logits_capacity) * m_output.n_out * 4;
         }
         b.logits_capacity = std::max(n_rows, 8);
-        b.logits = scratch(static_cast<size_t>(b.logits_capacity) * c.n_vocab);
+        b.logits = scratch(static_cast<size_t>(b.logits_capacity) * m_output.n_out);
     }
 
     m_backend.embedding(m_token_embd, b.ids, n_tokens, b.x);
@@ -298,7 +298,7 @@ Status LlamaForward::forward(const ForwardBatch& batch, std::vector<float>* logi
     m_backend.embedding(x_rows, b.rows, n_rows, b.out_x);
     m_backend.rms_norm(b.out_x, m_output_norm, b.out_x, n_rows, c.n_embd, c.rms_eps);
     m_backend.matmul(m_output, b.out_x, b.logits, n_rows);
-    logits->resize(static_cast<size_t>(n_rows) * c.n_vocab);
+    logits->resize(static_cast<size_t>(n_rows) * m_output.n_out);  // a draft's head may cover fewer tokens
     m_backend.copy_to_host(logits->data(), b.logits, logits->size() * sizeof(float));
     m_backend.synchronize();
     return Status::ok();

@@ -34,9 +34,12 @@ public:
     LlamaForward(const LlamaForward&) = delete;
     LlamaForward& operator=(const LlamaForward&) = delete;
 
-    // logits: [logit_rows.size(), n_vocab] on the host.
+    // logits: [logit_rows.size(), n_logits()] on the host.
     Status forward(const ForwardBatch& batch, std::vector<float>* logits);
     int max_tokens() const { return m_max_tokens; }
+    // Width of a logits row: the output head's rows (n_vocab, or fewer for a draft model
+    // whose head keeps only the first token ids).
+    int n_logits() const { return static_cast<int>(m_output.n_out); }
     const ModelConfig& config() const { return m_model->config; }
     // Bytes of activation scratch the pass allocated on the backend.
     int64_t scratch_bytes() const { return m_scratch_bytes; }

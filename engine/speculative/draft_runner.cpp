@@ -41,7 +41,7 @@ void DraftRunner::release(RequestId id) {
 
 Status DraftRunner::propose(const std::vector<Job>& jobs, std::vector<std::vector<DraftToken>>* out) {
     out->assign(jobs.size(), {});
-    const int n_vocab = m_model->config.n_vocab;
+    const int n_vocab = m_forward->n_logits();  // the draft may score only the first token ids
     const int cap = m_forward->max_tokens();
 
     // Catch up: each job's unseen tokens [have, n) (at least its last token, whose logits
@@ -165,7 +165,33 @@ void DraftRunner::add_row(ForwardBatch& b, RequestId id, int seq_row) {
     std::copy(table.begin(), table.end(), b.block_tables.begin() + static_cast<ptrdiff_t>(seq_row) * b.max_blocks_per_seq);
 }
 
+namespace {
+Result<std::shared_ptr<const Model>> make_base_draft(const std::string& spec, std::shared_ptr<const Model> target);
+}
+
 Result<std::shared_ptr<const Model>> make_draft_model(const std::string& spec, std::shared_ptr<const Model> target) {
+    using R = Result<std::shared_ptr<const Model>>;
+    const size_t at = spec.rfind('@');
+    if (at == std::string::npos || spec.find('/') != std::string::npos) return make_base_draft(spec, target);
+    int v = 0;
+    try {
+        v = std::stoi(spec.substr(at + 1));
+    } catch (...) {
+        v = 0;
+    }
+    if (v < 256 || v > target->config.n_vocab)
+        return R::error("draft '" + spec + "': the head size after '@' must be 256 to " +
+                        std::to_string(target->config.n_vocab) + " token ids");
+    auto base = make_base_draft(spec.substr(0, at), target);
+    if (!base) return base;
+    auto m = std::make_shared<Model>(*base.value());
+    m->output.n_out = v;  // the first v rows: the draft only ever proposes token ids below v
+    m->config.name += " (head: first " + std::to_string(v) + " tokens)";
+    return std::shared_ptr<const Model>(m);
+}
+
+namespace {
+Result<std::shared_ptr<const Model>> make_base_draft(const std::string& spec, std::shared_ptr<const Model> target) {
     using R = Result<std::shared_ptr<const Model>>;
     const ModelConfig& tc = target->config;
     if (spec.rfind("layer-skip:", 0) == 0) {
@@ -201,5 +227,6 @@ Result<std::shared_ptr<const Model>> make_draft_model(const std::string& spec, s
                         "): its drafts would name other tokens");
     return std::shared_ptr<const Model>(loaded.value());
 }
+}  // namespace
 
 }  // namespace kvs

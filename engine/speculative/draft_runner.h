@@ -70,6 +70,9 @@ private:
 //                   the target's weights)
 //   "int4"          the target's linears re-quantized to Q4_0 (engine/quant)
 //   a file path     another model; its vocabulary must equal the target's
+//   any of these + "@V"  the output head cut to the first V token ids (BPE ids roughly
+//                   follow merge order, i.e. frequency): a much cheaper head; the draft
+//                   never proposes a later id, which verification handles exactly
 Result<std::shared_ptr<const Model>> make_draft_model(const std::string& spec, std::shared_ptr<const Model> target);
 
 }  // namespace kvs
