@@ -5,7 +5,7 @@
 
 namespace kvs {
 namespace {
-constexpr std::array<DTypeInfo, 13> kTypes = {{
+constexpr std::array<DTypeInfo, 15> kTypes = {{
     {DType::F32, "F32", 1, 4, true},
     {DType::F16, "F16", 1, 2, true},
     {DType::Q4_0, "Q4_0", 32, 2 + 16, true},
@@ -19,12 +19,15 @@ constexpr std::array<DTypeInfo, 13> kTypes = {{
     {DType::Q6_K, "Q6_K", 256, 128 + 64 + 16 + 2, true},
     {DType::Q8_K, "Q8_K", 256, 4 + 256 + 16 * 2, false},
     {DType::BF16, "BF16", 1, 2, true},
+    // blocks of 32 int8 after a float scale per row (32: the activation block it pairs with)
+    {DType::I8_ROW, "I8_ROW", 32, 32, true, false, 4},
+    {DType::I4_G128, "I4_G128", 128, 2 + 1 + 1 + 64, true, false, 0},
 }};
 }  // namespace
 
 std::optional<DTypeInfo> dtype_info(uint32_t ggml_type) {
     for (const auto& t : kTypes)
-        if (static_cast<uint32_t>(t.type) == ggml_type) return t;
+        if (t.ggml && static_cast<uint32_t>(t.type) == ggml_type) return t;
     return std::nullopt;
 }
 
@@ -37,7 +40,7 @@ const DTypeInfo& dtype_info(DType t) {
 
 size_t row_bytes(DType t, int64_t n) {
     const auto& i = dtype_info(t);
-    return static_cast<size_t>(n / i.block_size) * i.block_bytes;
+    return i.row_header + static_cast<size_t>(n / i.block_size) * i.block_bytes;
 }
 
 }  // namespace kvs

@@ -1,6 +1,8 @@
 #pragma once
-// Element types of weights and caches. The numeric values are GGML's type ids,
-// so a GGUF tensor's type field converts with dtype_from_ggml().
+// Element types of weights and caches. The numeric values of the GGML types are GGML's
+// type ids, so a GGUF tensor's type field converts with dtype_info(uint32_t). KV Scope's
+// own formats (I8_ROW, I4_G128) have ids from 1000 up, outside GGML's range, and
+// dtype_info(uint32_t) rejects them: a GGUF file can never claim one.
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -22,6 +24,9 @@ enum class DType : uint32_t {
     Q6_K = 14,
     Q8_K = 15,  // activation format paired with the K-quants (block of 256)
     BF16 = 30,
+    // KV Scope's own weight formats (layouts in kernels/cpu/quant_blocks.h):
+    I8_ROW = 1000,   // per output channel: float scale, then n_in int8; w = scale * q
+    I4_G128 = 1001,  // groups of 128: fp16 d, uint8 zero z, nibbles; w = d * (q - z) (AWQ / GPTQ)
 };
 
 struct DTypeInfo {
@@ -30,13 +35,17 @@ struct DTypeInfo {
     int block_size;         // elements per block (1 for plain floats)
     size_t block_bytes;     // bytes per block
     bool weight_type;       // may appear as a model weight (Q8_1/Q8_K are activation-only)
+    bool ggml = true;       // a GGML type id (may appear in a GGUF file)
+    size_t row_header = 0;  // bytes at the start of every row before its blocks (I8_ROW: the scale)
 };
 
-// Info for a known type; nullopt for a GGML id KV Scope does not support.
+// Info for a GGML type id KV Scope supports; nullopt for any other id, including the
+// ids of KV Scope's own formats (use dtype_info(DType) for those).
 std::optional<DTypeInfo> dtype_info(uint32_t ggml_type);
 const DTypeInfo& dtype_info(DType t);
 inline std::string_view dtype_name(DType t) { return dtype_info(t).name; }
-// Bytes used by a row of n elements (n must be a multiple of the block size).
+// Bytes used by a row of n elements (n must be a multiple of the block size):
+// row_header + n / block_size * block_bytes.
 size_t row_bytes(DType t, int64_t n);
 
 }  // namespace kvs

@@ -1,6 +1,7 @@
 // ctest-labels: bench
 // Matmul throughput on the default model's shapes (SmolLM2-135M: n_embd 576, n_ff 1536,
-// vocab 49152) for Q4_1 / Q8_0 / Q4_0 / F16 weights: decode GEMV (1 token, weights
+// vocab 49152) for Q4_1 / Q8_0 / Q4_0 / F16 / I8_ROW / I4_G128 weights (I4_G128 only where
+// n_in is a multiple of 128: not 576, so 1536x512 stands in for 1536x576): decode GEMV (1 token, weights
 // rotated through copies larger than the last-level cache, so GB/s is memory
 // bandwidth) and prompt GEMM (512 tokens, GFLOP/s). Prints a table and writes
 // bench_matmul.json to the test output folder. Never fails on slowness. Times are the
@@ -124,14 +125,14 @@ private Q_SLOTS:
 void BenchMatmul::bench() {
     const SimdLevel level = detect_simd();
     const double budget = qEnvironmentVariableIsSet("KVS_BENCH_QUICK") ? 0.05 : 0.2;
-    const DType all_types[] = {DType::Q4_1, DType::Q8_0, DType::Q4_0, DType::F16};
+    const DType all_types[] = {DType::Q4_1, DType::Q8_0, DType::Q4_0, DType::F16, DType::I8_ROW, DType::I4_G128};
     // KVS_BENCH_TYPES=Q4_1,F16 limits the table to those types
     const std::string only = qEnvironmentVariable("KVS_BENCH_TYPES").toStdString();
     std::vector<DType> types;
     for (DType t : all_types)
         if (only.empty() || ("," + only + ",").find("," + std::string(dtype_name(t)) + ",") != std::string::npos)
             types.push_back(t);
-    const int64_t shapes[][2] = {{576, 576}, {1536, 576}, {576, 1536}, {49152, 576}};  // {n_out, n_in}
+    const int64_t shapes[][2] = {{576, 576}, {1536, 576}, {1536, 512}, {576, 1536}, {49152, 576}};  // {n_out, n_in}
     std::vector<Result> results;
     ThreadPool pool1(1), pool2(2);
     std::printf("\nmatmul benchmark, simd %s (GB/s = weight bytes / time)\n", simd_name(level));
@@ -139,6 +140,7 @@ void BenchMatmul::bench() {
                 "GB/s");
     for (DType t : types)
         for (const auto& s : shapes) {
+            if (s[1] % dtype_info(t).block_size != 0) continue;
             for (ThreadPool* p : {&pool1, &pool2}) results.push_back(run(*p, level, t, s[0], s[1], 1, budget));
             results.push_back(run(pool2, level, t, s[0], s[1], 512, budget));
             for (size_t i = results.size() - 3; i < results.size(); ++i) {

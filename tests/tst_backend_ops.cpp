@@ -102,8 +102,8 @@ void check_error(const std::vector<float>& got, const std::vector<double>& ref, 
 // GPU kernels may round intermediates (float rope angles, fp16 products) differently.
 double tol_for(const QString& backend, double cpu_tol, double gpu_tol) { return is_cpu(backend) ? cpu_tol : gpu_tol; }
 
-const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                              DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,   DType::Q5_0, DType::Q5_1,
+                              DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::I8_ROW, DType::I4_G128};
 
 // ---------------------------------------------------------------- paged attention scenario
 
@@ -518,7 +518,8 @@ void TestBackendOps::embedding_data() {
     QTest::addColumn<int>("type");
     QTest::addColumn<int>("n_tokens");
     for (const char* b : kBackends)
-        for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_1, DType::Q4_K, DType::Q6_K})
+        for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_1, DType::Q4_K, DType::Q6_K,
+                        DType::I8_ROW, DType::I4_G128})
             for (int n_tokens : {3, 40})
                 QTest::addRow("%s/%s/%d", b, dtype_name(t).data(), n_tokens) << QString(b) << int(t) << n_tokens;
 }
@@ -530,6 +531,7 @@ void TestBackendOps::embedding() {
     QFETCH(int, type);
     QFETCH(int, n_tokens);
     const auto t = static_cast<DType>(type);
+    if (!be->supports(t)) QSKIP("weight type not supported by this backend");
     const int n_vocab = 50, n_in = 512;
     const auto src = gaussian(static_cast<size_t>(n_vocab) * n_in, 71);
     const size_t rb = row_bytes(t, n_in);

@@ -21,8 +21,10 @@ using namespace kvs::cpu;
 
 namespace {
 
-const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                              DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,   DType::Q5_0, DType::Q5_1,
+                              DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::I8_ROW, DType::I4_G128};
+
+bool is_int_format(DType t) { return t == DType::I8_ROW || t == DType::I4_G128; }
 
 std::vector<float> gaussian(size_t n, uint32_t seed, float mean = 0.0f) {
     std::mt19937 rng(seed);
@@ -83,8 +85,8 @@ void TestMatmul::vec_dot_matches_dequantized_data() {
     QTest::addColumn<int>("n");
     for (DType t : kWeightTypes)
         for (SimdLevel l : levels())
-            for (int n : {256, 576, 1536})
-                if (fits(t, n))
+            for (int n : {128, 256, 576, 1536})
+                if (fits(t, n) && (n != 128 || is_int_format(t)))
                     QTest::addRow("%s/%s/%d", dtype_name(t).data(), simd_name(l), n) << int(t) << int(l) << n;
 }
 
@@ -128,10 +130,20 @@ void TestMatmul::matmul_matches_reference_data() {
     };
     // n_in 100 (float types only) exercises the tail after the last 8-wide step
     const Shape shapes[] = {{1, 256, 33}, {3, 576, 100}, {7, 1536, 33}, {64, 512, 100}, {5, 256, 1}, {3, 100, 17}, {1, 100, 5}};
+    // I8_ROW / I4_G128 also over n_in 128 .. 1536 (multiples of 128) and odd n_out
+    const Shape int_shapes[] = {{1, 128, 7}, {3, 384, 35}, {7, 640, 13}, {64, 1152, 21}, {1, 1536, 61}, {64, 128, 3}};
     for (DType t : kWeightTypes)
         for (SimdLevel l : levels())
             for (int th : {1, 2})
                 for (const Shape& s : shapes)
+                    if (fits(t, s.n_in))
+                        QTest::addRow("%s/%s/t%d/%dx%dx%d", dtype_name(t).data(), simd_name(l), th, s.n_tokens, s.n_in,
+                                      s.n_out)
+                            << int(t) << int(l) << th << s.n_tokens << s.n_in << s.n_out;
+    for (DType t : {DType::I8_ROW, DType::I4_G128})
+        for (SimdLevel l : levels())
+            for (int th : {1, 2})
+                for (const Shape& s : int_shapes)
                     if (fits(t, s.n_in))
                         QTest::addRow("%s/%s/t%d/%dx%dx%d", dtype_name(t).data(), simd_name(l), th, s.n_tokens, s.n_in,
                                       s.n_out)

@@ -1,7 +1,9 @@
 // ctest-labels: kernels
 // GGML block formats: fp16/bf16 conversion, dequantization of hand-built blocks against
 // hand-computed values, agreement with the `gguf` Python package (fixture written by
-// tests/tools/make_quant_fixtures.py), and quantize -> dequantize error bounds.
+// tests/tools/make_quant_fixtures.py), and quantize -> dequantize error bounds. KV Scope's
+// own I4_G128 / I8_ROW: ids GGUF cannot claim, hand-built rows, per-element error bounds,
+// and the pack / unpack helpers engine/quant uses.
 #include <QtTest>
 
 #include <cmath>
@@ -61,6 +63,11 @@ private Q_SLOTS:
     void q8_1_sum_field();
     void q8_k_bsums();
     void activation_types();
+    void int_format_ids();
+    void int_error_bound_data();
+    void int_error_bound();
+    void i4_pack_unpack();
+    void i8_pack();
 };
 
 void TestQuantFormats::fp16_values_data() {
@@ -222,6 +229,38 @@ void TestQuantFormats::dequant_hand_blocks_data() {
         for (int el = 0; el < 256; ++el) e[el] = 0.5f * static_cast<float>(el / 16 - 8) * static_cast<float>(q(el) - 32);
         QTest::newRow("Q6_K") << int(DType::Q6_K) << QByteArray(reinterpret_cast<char*>(b.data()), 210) << e;
     }
+    {  // I4_G128: two groups; d = 0.5, z = 8 then d = 0.25, z = 3; q(e) = (7 * e + 3) % 16
+        std::vector<uint8_t> b(136, 0);
+        auto q = [](int el) { return (7 * el + 3) % 16; };
+        const uint16_t d16[2] = {0x3800, 0x3400};
+        const int z[2] = {8, 3};
+        const float d[2] = {0.5f, 0.25f};
+        std::vector<float> e(256);
+        for (int g = 0; g < 2; ++g) {
+            uint8_t* blk = &b[68 * g];
+            put16(b, 68 * g, d16[g]);
+            blk[2] = static_cast<uint8_t>(z[g]);
+            for (int sb = 0; sb < 4; ++sb)  // byte 4 + 16 sb + j: element 32 sb + j low, 32 sb + j + 16 high
+                for (int j = 0; j < 16; ++j) {
+                    const int e0 = 128 * g + 32 * sb + j;
+                    blk[4 + 16 * sb + j] = static_cast<uint8_t>(q(e0) | (q(e0 + 16) << 4));
+                }
+            for (int i = 0; i < 128; ++i) e[128 * g + i] = d[g] * static_cast<float>(q(128 * g + i) - z[g]);
+        }
+        QTest::newRow("I4_G128") << int(DType::I4_G128) << QByteArray(reinterpret_cast<char*>(b.data()), 136) << e;
+    }
+    {  // I8_ROW: float scale 0.01, q = (3 * e % 255) - 127 over 64 elements
+        std::vector<uint8_t> b(4 + 64);
+        const float scale = 0.01f;
+        std::memcpy(&b[0], &scale, 4);
+        std::vector<float> e(64);
+        for (int el = 0; el < 64; ++el) {
+            const int q = (3 * el) % 255 - 127;
+            b[4 + el] = static_cast<uint8_t>(static_cast<int8_t>(q));
+            e[el] = 0.01f * static_cast<float>(q);
+        }
+        QTest::newRow("I8_ROW") << int(DType::I8_ROW) << QByteArray(reinterpret_cast<char*>(b.data()), 68) << e;
+    }
     {  // Q8_K: float d = 0.25, q = (e % 255) - 127
         std::vector<uint8_t> b(292, 0);
         const float d = 0.25f;
@@ -327,6 +366,8 @@ void TestQuantFormats::roundtrip_error_data() {
     QTest::newRow("Q4_0") << int(DType::Q4_0) << 0.12;
     QTest::newRow("Q4_1") << int(DType::Q4_1) << 0.11;
     QTest::newRow("Q4_K") << int(DType::Q4_K) << 0.11;
+    QTest::newRow("I8_ROW") << int(DType::I8_ROW) << 0.012;
+    QTest::newRow("I4_G128") << int(DType::I4_G128) << 0.15;
 }
 
 void TestQuantFormats::roundtrip_error() {
@@ -397,6 +438,152 @@ void TestQuantFormats::activation_types() {
     QCOMPARE(activation_type(DType::Q6_K), DType::Q8_K);
     QCOMPARE(activation_type(DType::F16), DType::F32);
     QCOMPARE(activation_type(DType::BF16), DType::F32);
+    QCOMPARE(activation_type(DType::I8_ROW), DType::Q8_0);
+    QCOMPARE(activation_type(DType::I4_G128), DType::Q8_1);
+}
+
+// KV Scope's own formats have ids outside GGML's range: a GGUF type field can never name
+// them (dtype_info(uint32_t) is what the GGUF reader uses), while dtype_info(DType) knows them.
+void TestQuantFormats::int_format_ids() {
+    QVERIFY(!dtype_info(uint32_t{1000}).has_value());
+    QVERIFY(!dtype_info(uint32_t{1001}).has_value());
+    QVERIFY(dtype_info(uint32_t{3}).has_value());  // Q4_1 still parses
+    QCOMPARE(QString::fromLatin1(dtype_name(DType::I8_ROW).data()), QString("I8_ROW"));
+    QCOMPARE(QString::fromLatin1(dtype_name(DType::I4_G128).data()), QString("I4_G128"));
+    QVERIFY(!dtype_info(DType::I4_G128).ggml && !dtype_info(DType::I8_ROW).ggml && dtype_info(DType::Q4_1).ggml);
+    QVERIFY(dtype_info(DType::I4_G128).weight_type && dtype_info(DType::I8_ROW).weight_type);
+    QCOMPARE(row_bytes(DType::I4_G128, 128), size_t{68});         // 4.25 bits per weight
+    QCOMPARE(row_bytes(DType::I4_G128, 1536), size_t{12 * 68});
+    QCOMPARE(row_bytes(DType::I8_ROW, 576), size_t{4 + 576});     // scale + one byte per weight
+    QCOMPARE(row_bytes(DType::I8_ROW, 32), size_t{36});
+    QCOMPARE(row_bytes(DType::Q4_1, 64), size_t{40});             // GGML types unchanged
+}
+
+void TestQuantFormats::int_error_bound_data() {
+    QTest::addColumn<int>("type");
+    QTest::addColumn<QString>("kind");
+    for (DType t : {DType::I4_G128, DType::I8_ROW})
+        for (const char* k : {"gaussian", "positive", "negative", "constant", "spike", "zero_mixed", "tiny"})
+            QTest::addRow("%s/%s", dtype_name(t).data(), k) << int(t) << QString(k);
+}
+
+// Every element within half a step of its original: I4 |err| <= d / 2 of its group, I8
+// |err| <= scale / 2 of its row (up to the float rounding of d * (q - z) and w / d).
+// Groups that are all positive, all negative, constant, one spike, half zeros.
+void TestQuantFormats::int_error_bound() {
+    QFETCH(int, type);
+    QFETCH(QString, kind);
+    const auto t = static_cast<DType>(type);
+    const int64_t n = 512;
+    std::vector<float> x = gaussian(static_cast<size_t>(n), 77u);
+    for (int64_t i = 0; i < n; ++i) {
+        if (kind == "positive") x[i] = 1.0f + std::fabs(x[i]);
+        else if (kind == "negative") x[i] = -0.5f - std::fabs(x[i]) * 0.1f;
+        else if (kind == "constant") x[i] = 0.46875f;  // 15 * 2^-5: d exact in fp16
+        else if (kind == "spike") x[i] = i % 128 == 5 ? 3.75f : 0.0f;  // 15 * 0.25
+        else if (kind == "zero_mixed") x[i] = i % 2 ? 0.0f : x[i];
+        else if (kind == "tiny") x[i] *= 1e-6f;
+    }
+    std::vector<uint8_t> q(row_bytes(t, n));
+    std::vector<float> y(static_cast<size_t>(n));
+    quantize_row(t, x.data(), q.data(), n);
+    dequantize_row(t, q.data(), y.data(), n);
+    const int group = t == DType::I4_G128 ? 128 : static_cast<int>(n);
+    for (int64_t g = 0; g < n / group; ++g) {
+        float step;
+        if (t == DType::I4_G128) {
+            const uint8_t* blk = q.data() + 68 * g;
+            uint16_t d16;
+            std::memcpy(&d16, blk, 2);
+            step = fp16_to_fp32(d16);
+            QVERIFY(blk[2] <= 15);
+            QCOMPARE(int(blk[3]), 0);
+            float amax = 0.0f;  // d = max(range including 0) / 15, rounded up to fp16
+            float lo = 0.0f, hi = 0.0f;
+            for (int i = 0; i < group; ++i) lo = std::min(lo, x[g * group + i]), hi = std::max(hi, x[g * group + i]);
+            amax = (hi - lo) / 15.0f;
+            QVERIFY(step >= amax && step <= amax * (1.0f + 1.0f / 512.0f) + 6e-8f);
+        } else {
+            std::memcpy(&step, q.data(), 4);
+            float amax = 0.0f;
+            for (float v : x) amax = std::max(amax, std::fabs(v));
+            QCOMPARE(step, amax / 127.0f);
+        }
+        for (int i = 0; i < group; ++i) {
+            const int64_t e = g * group + i;
+            const double err = std::fabs(double(y[e]) - x[e]);
+            const double bound = step / 2.0 * (1.0 + 1e-5) + std::fabs(x[e]) * 1e-6;
+            if (!(err <= bound))
+                QFAIL(qPrintable(QString("element %1: %2 -> %3, error %4 > step/2 = %5").arg(e).arg(x[e]).arg(y[e]).arg(err).arg(step / 2)));
+        }
+    }
+    // values on the grid (range / 15 and range / 127 exact in the stored scale) come back exactly
+    if (kind == "constant" || kind == "spike")
+        for (int64_t i = 0; i < n; ++i) QCOMPARE(y[i], x[i]);
+}
+
+// AWQ checkpoints bring their own per-group scales, zero points and 4-bit quants.
+void TestQuantFormats::i4_pack_unpack() {
+    const int64_t n = 256;
+    const float d[2] = {0.0125f, 2.0f};  // 0.0125 is not an fp16 value: stored rounded
+    const int z[2] = {0, 15};
+    std::vector<uint8_t> q(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) q[i] = static_cast<uint8_t>((i * 5 + i / 16) % 16);
+    std::vector<uint8_t> row(row_bytes(DType::I4_G128, n));
+    QVERIFY(pack_i4_g128_row(d, z, q.data(), n, row.data()));
+    std::vector<float> y(static_cast<size_t>(n));
+    dequantize_row(DType::I4_G128, row.data(), y.data(), n);
+    const float d_stored[2] = {fp16_to_fp32(fp32_to_fp16(0.0125f)), 2.0f};
+    QVERIFY(d_stored[0] != 0.0125f);
+    for (int64_t i = 0; i < n; ++i) QCOMPARE(y[i], d_stored[i / 128] * static_cast<float>(q[i] - z[i / 128]));
+    float d2[2];
+    int z2[2];
+    std::vector<uint8_t> q2(static_cast<size_t>(n));
+    unpack_i4_g128_row(row.data(), n, d2, z2, q2.data());
+    for (int g = 0; g < 2; ++g) {
+        QCOMPARE(d2[g], d_stored[g]);
+        QCOMPARE(z2[g], z[g]);
+    }
+    QVERIFY(q2 == q);
+    // the nibble layout, byte by byte: group 1, sub-block 2, j = 3 holds elements 128+64+3 and +16
+    QCOMPARE(int(row[68 + 4 + 32 + 3]), int(q[195] | (q[211] << 4)));
+
+    // quantize_i4_group's outputs pack to the row quantize_row writes
+    const auto x = gaussian(static_cast<size_t>(n), 5u);
+    float dq[2];
+    int zq[2];
+    std::vector<uint8_t> qq(static_cast<size_t>(n)), a(row.size()), b(row.size());
+    for (int g = 0; g < 2; ++g) quantize_i4_group(x.data() + 128 * g, 128, &dq[g], &zq[g], qq.data() + 128 * g);
+    QVERIFY(pack_i4_g128_row(dq, zq, qq.data(), n, a.data()));
+    quantize_row(DType::I4_G128, x.data(), b.data(), n);
+    QVERIFY(a == b);
+
+    // out-of-range inputs are refused and nothing is written
+    std::vector<uint8_t> untouched(row.size(), 0xAB), dst = untouched;
+    const int bad_z[2] = {0, 16};
+    QVERIFY(!pack_i4_g128_row(d, bad_z, q.data(), n, dst.data()));
+    q[7] = 16;
+    QVERIFY(!pack_i4_g128_row(d, z, q.data(), n, dst.data()));
+    QVERIFY(dst == untouched);
+}
+
+void TestQuantFormats::i8_pack() {
+    const int64_t n = 64;
+    std::vector<int8_t> q(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) q[i] = static_cast<int8_t>(i * 4 - 127);
+    std::vector<uint8_t> row(row_bytes(DType::I8_ROW, n));
+    QVERIFY(pack_i8_row(0.5f, q.data(), n, row.data()));
+    std::vector<float> y(static_cast<size_t>(n));
+    dequantize_row(DType::I8_ROW, row.data(), y.data(), n);
+    for (int64_t i = 0; i < n; ++i) QCOMPARE(y[i], 0.5f * static_cast<float>(i * 4 - 127));
+    // quantize_i8_row: the largest |w| maps to +-127
+    std::vector<float> x(static_cast<size_t>(n), 0.1f);
+    x[9] = -2.54f;
+    quantize_i8_row(x.data(), n, row.data());
+    QCOMPARE(static_cast<int8_t>(row[4 + 9]), int8_t{-127});
+    QCOMPARE(static_cast<int8_t>(row[4 + 0]), int8_t{5});  // 0.1 / (2.54 / 127) = 5
+    q[3] = -128;
+    QVERIFY(!pack_i8_row(0.5f, q.data(), n, row.data()));
 }
 
 QTEST_GUILESS_MAIN(TestQuantFormats)

@@ -10,6 +10,7 @@
 #include <unordered_set>
 
 #include "engine/runtime/text_stream.h"
+#include "engine/runtime/weight_support.h"
 #include "engine/sampling/sampler.h"
 #include "engine/speculative/draft_runner.h"
 #include "engine/speculative/ngram.h"
@@ -111,10 +112,7 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> mode
 
     e->m_backend = make_backend(opt.backend, opt.n_threads, &e->m_backend_note, opt.simd);
     if (!e->m_backend) return R::error(e->m_backend_note);
-    for (const auto* w : {&e->m_model->token_embd, &e->m_model->output})
-        if (!e->m_backend->supports(w->dtype))
-            return R::error("backend " + e->m_backend->name() + " cannot run weights of type " +
-                            std::string(dtype_name(w->dtype)));
+    if (Status st = check_weight_support(*e->m_model, *e->m_backend); !st) return st;
     e->m_kv = std::make_unique<KvTensors>(*e->m_backend, c, static_cast<int>(n_blocks), opt.block_size);
     if (!e->m_kv->allocated())
         return R::error("out of memory: the backend " + e->m_backend->name() + " could not allocate a KV pool of " +

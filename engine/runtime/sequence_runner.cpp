@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "engine/runtime/weight_support.h"
+
 namespace kvs {
 
 Result<std::unique_ptr<SequenceRunner>> SequenceRunner::create(std::shared_ptr<const Model> model,
@@ -16,10 +18,7 @@ Result<std::unique_ptr<SequenceRunner>> SequenceRunner::create(std::shared_ptr<c
     r->m_model = std::move(model);
     r->m_backend = make_backend(opt.backend, opt.n_threads, &r->m_backend_note, opt.simd);
     if (!r->m_backend) return R::error(r->m_backend_note);
-    for (const auto* w : {&r->m_model->token_embd, &r->m_model->output})
-        if (!r->m_backend->supports(w->dtype))
-            return R::error("backend " + r->m_backend->name() + " cannot run weights of type " +
-                            std::string(dtype_name(w->dtype)));
+    if (Status st = check_weight_support(*r->m_model, *r->m_backend); !st) return st;
     const int n_blocks = (opt.n_ctx + opt.block_size - 1) / opt.block_size;
     r->m_kv = std::make_unique<KvTensors>(*r->m_backend, r->m_model->config, n_blocks, opt.block_size);
     r->m_pool = std::make_unique<BlockPool>(n_blocks);

@@ -30,6 +30,37 @@ inline __m256i dot_u8s8(__m256i u, __m256i s) {
     return _mm256_madd_epi16(_mm256_maddubs_epi16(u, s), _mm256_set1_epi16(1));
 }
 
+// One 32-block, exactly as ggml's x86 quantize_row_q8_0 / quantize_row_q8_1 (AVX2):
+// q = round-half-even(x * (127 / amax)); *d_out = amax / 127 (unrounded; the caller
+// rounds it to fp16 as the block's scale). Returns sum(q).
+inline int quantize_block32(const float* x, int8_t* q, float* d_out) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    __m256 v[4];
+    for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(x + 8 * k);
+    __m256 amax = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
+                                _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
+    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
+    m = _mm_max_ss(m, _mm_movehdup_ps(m));
+    const float amax_s = _mm_cvtss_f32(m);
+    const float d = amax_s / 127.0f;
+    const float id = amax_s != 0.0f ? 127.0f / amax_s : 0.0f;
+    const __m256 idv = _mm256_set1_ps(id);
+    __m256i i32[4];
+    for (int k = 0; k < 4; ++k)
+        i32[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[k], idv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+    const int sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(i32[0], i32[1]), _mm256_add_epi32(i32[2], i32[3])));
+    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i32[0], i32[1]), _mm256_packs_epi32(i32[2], i32[3]));
+    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), p);
+    *d_out = d;
+    return sum;
+}
+
+// x rounded to fp16 and back (the precision of a block_q8_0/q8_1 d or s field).
+inline float round_fp16(float x) { return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT)); }
+
+
 // Arguments of one register tile: weight rows w, w + stride, ... against tokens t0.. of
 // the panel; results go to y[(t0 + c) * ldy + r].
 struct TileArgs {
@@ -78,5 +109,18 @@ void gemm_q5_k(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_row
                int64_t ldy);
 void gemm_q6_k(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_rows, int t0, int t1, float* y,
                int64_t ldy);
+
+// ---- KV Scope's integer formats (vec_dot_int_avx2.cpp)
+void gemm_i4_g128(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_rows, int t0, int t1, float* y,
+                  int64_t ldy);
+void gemm_i8_row(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_rows, int t0, int t1, float* y,
+                 int64_t ldy);
+// The I4_G128 activation panel (layout in vec_dot.h): its scratch bytes, its layout inside
+// scratch, quantizing tokens [t0, t1) of x into it, and filling a one-token panel from
+// GGML Q8_1 blocks (vec_dot of one row).
+size_t i4_act_bytes(int n_tokens, int64_t n_in);
+ActPanel i4_act_layout(void* scratch, int n_tokens, int64_t n_in);
+void i4_quantize_act(const ActPanel& p, const float* x, int t0, int t1);
+void i4_fill_act(const ActPanel& p, const BlockQ8_1* act_row);
 
 }  // namespace kvs::cpu::avx2

@@ -1,6 +1,7 @@
 // AVX2 kernels for the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) and the
 // float weights (F32, F16, BF16), the activation quantizer, and the entry points of
-// vec_dot.h. K-quant tiles are in vec_dot_kquants_avx2.cpp.
+// vec_dot.h. K-quant tiles are in vec_dot_kquants_avx2.cpp, I4_G128 / I8_ROW tiles (and
+// the I4_G128 panel) in vec_dot_int_avx2.cpp.
 //
 // A register tile multiplies R weight rows by C tokens: each weight block is decoded
 // once into 32 unsigned bytes and used for C tokens (maddubs + madd + one FMA per pair).
@@ -247,39 +248,11 @@ struct TileF {
 
 inline size_t align64(size_t n) { return (n + 63) & ~size_t{63}; }
 
-// One 32-block, exactly as ggml's x86 quantize_row_q8_0 / quantize_row_q8_1 (AVX2):
-// q = round-half-even(x * (127 / amax)); *d_out = amax / 127 (unrounded; the caller
-// rounds it to fp16 as the block's scale). Returns sum(q).
-inline int quantize_block32(const float* x, int8_t* q, float* d_out) {
-    const __m256 sign = _mm256_set1_ps(-0.0f);
-    __m256 v[4];
-    for (int k = 0; k < 4; ++k) v[k] = _mm256_loadu_ps(x + 8 * k);
-    __m256 amax = _mm256_max_ps(_mm256_max_ps(_mm256_andnot_ps(sign, v[0]), _mm256_andnot_ps(sign, v[1])),
-                                _mm256_max_ps(_mm256_andnot_ps(sign, v[2]), _mm256_andnot_ps(sign, v[3])));
-    __m128 m = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
-    m = _mm_max_ps(m, _mm_movehl_ps(m, m));
-    m = _mm_max_ss(m, _mm_movehdup_ps(m));
-    const float amax_s = _mm_cvtss_f32(m);
-    const float d = amax_s / 127.0f;
-    const float id = amax_s != 0.0f ? 127.0f / amax_s : 0.0f;
-    const __m256 idv = _mm256_set1_ps(id);
-    __m256i i32[4];
-    for (int k = 0; k < 4; ++k)
-        i32[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[k], idv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
-    const int sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(i32[0], i32[1]), _mm256_add_epi32(i32[2], i32[3])));
-    __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i32[0], i32[1]), _mm256_packs_epi32(i32[2], i32[3]));
-    p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(q), p);
-    *d_out = d;
-    return sum;
-}
-
-// x rounded to fp16 and back (the precision of a block_q8_0/q8_1 d or s field).
-inline float round_fp16(float x) { return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT)); }
-
 bool is_block32(DType t) {
     return t == DType::Q4_0 || t == DType::Q4_1 || t == DType::Q5_0 || t == DType::Q5_1 || t == DType::Q8_0;
 }
+// weight types whose activations are the plain Q8 panel (contiguous quants, d / s per block)
+bool uses_q8_panel(DType t) { return is_block32(t) || t == DType::I8_ROW; }
 bool is_kquant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
 
 }  // namespace
@@ -288,11 +261,13 @@ bool is_kquant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DT
 using namespace avx2;
 
 bool avx2_supports(DType t) {
-    return is_block32(t) || is_kquant(t) || t == DType::F32 || t == DType::F16 || t == DType::BF16;
+    return uses_q8_panel(t) || is_kquant(t) || t == DType::I4_G128 || t == DType::F32 || t == DType::F16 ||
+           t == DType::BF16;
 }
 
 size_t avx2_act_bytes(DType wt, int n_tokens, int64_t n_in) {
-    if (is_block32(wt)) {
+    if (wt == DType::I4_G128) return i4_act_bytes(n_tokens, n_in);
+    if (uses_q8_panel(wt)) {
         const size_t nb = static_cast<size_t>(n_in / kQK32);
         return align64(static_cast<size_t>(n_tokens) * static_cast<size_t>(n_in)) +
                4 * align64((nb * static_cast<size_t>(n_tokens) + 4) * sizeof(float)) + 64;
@@ -302,11 +277,12 @@ size_t avx2_act_bytes(DType wt, int n_tokens, int64_t n_in) {
 }
 
 ActPanel avx2_act_layout(DType wt, void* scratch, const float* x, int n_tokens, int64_t n_in) {
+    if (wt == DType::I4_G128) return i4_act_layout(scratch, n_tokens, n_in);
     ActPanel p;
     p.n_tokens = n_tokens;
     p.n_in = n_in;
     auto* base = reinterpret_cast<uint8_t*>((reinterpret_cast<uintptr_t>(scratch) + 63) & ~uintptr_t{63});
-    if (is_block32(wt)) {
+    if (uses_q8_panel(wt)) {
         const size_t nb = static_cast<size_t>(n_in / kQK32);
         p.qs = reinterpret_cast<int8_t*>(base);
         base += align64(static_cast<size_t>(n_tokens) * static_cast<size_t>(n_in));
@@ -326,7 +302,9 @@ ActPanel avx2_act_layout(DType wt, void* scratch, const float* x, int n_tokens, 
 }
 
 void avx2_quantize_act(DType wt, const ActPanel& p, const float* x, int t0, int t1) {
-    if (is_block32(wt)) {
+    if (wt == DType::I4_G128) {
+        i4_quantize_act(p, x, t0, t1);
+    } else if (uses_q8_panel(wt)) {
         const int64_t nb = p.n_in / kQK32;
         auto* qs = const_cast<int8_t*>(p.qs);
         auto* d = const_cast<float*>(p.d);
@@ -374,6 +352,8 @@ void avx2_gemm(const WeightView& w, const ActPanel& a, int64_t r0, int64_t r1, i
         case DType::Q4_K: return gemm_q4_k(wp, stride, a, n, t0, t1, yp, ldy);
         case DType::Q5_K: return gemm_q5_k(wp, stride, a, n, t0, t1, yp, ldy);
         case DType::Q6_K: return gemm_q6_k(wp, stride, a, n, t0, t1, yp, ldy);
+        case DType::I4_G128: return gemm_i4_g128(wp, stride, a, n, t0, t1, yp, ldy);
+        case DType::I8_ROW: return gemm_i8_row(wp, stride, a, n, t0, t1, yp, ldy);
         case DType::F32:
             return gemv ? drive<TileF<LoadF32>::T, 4, 1>(wp, stride, a, n, t0, t1, yp, ldy)
                         : drive<TileF<LoadF32>::T, 4, 2>(wp, stride, a, n, t0, t1, yp, ldy);
@@ -394,7 +374,9 @@ float vec_dot_avx2(DType t, const void* w_row, const void* act_row, int64_t n) {
     const size_t bytes = avx2_act_bytes(t, 1, n);
     if (scratch.size() < bytes) scratch.resize(bytes);
     ActPanel p = avx2_act_layout(t, scratch.data(), static_cast<const float*>(act_row), 1, n);
-    if (is_block32(t)) {
+    if (t == DType::I4_G128) {
+        i4_fill_act(p, static_cast<const BlockQ8_1*>(act_row));
+    } else if (uses_q8_panel(t)) {
         const int64_t nb = n / kQK32;
         auto* qs = const_cast<int8_t*>(p.qs);
         auto* d = const_cast<float*>(p.d);

@@ -153,6 +153,39 @@ float dot_q6_k(const BlockQ6_K* w, const BlockQ8_K* a, int64_t n) {
     return sum;
 }
 
+// I4_G128 against Q8_1: per 32-element sub-block k of a group,
+// d * d_a * sum(q * q_a) - d * z * s_a with s_a = d_a * sum(q_a) (the Q8_1 s field).
+float dot_i4_g128(const BlockI4G128* w, const BlockQ8_1* a, int64_t n) {
+    float sum = 0.0f;
+    int q[32];
+    for (int64_t g = 0; g < n / kQKG128; ++g) {
+        const float d = h2f(w[g].d);
+        const float m = -d * static_cast<float>(w[g].z);
+        for (int k = 0; k < 4; ++k) {
+            const BlockQ8_1& y = a[4 * g + k];
+            nibbles(w[g].qs + 16 * k, q);
+            int isum = 0;
+            for (int j = 0; j < 32; ++j) isum += q[j] * y.qs[j];
+            sum += d * h2f(y.d) * static_cast<float>(isum) + m * h2f(y.s);
+        }
+    }
+    return sum;
+}
+
+// I8_ROW against Q8_0: scale * sum over blocks of d_a * sum(q * q_a).
+float dot_i8_row(const void* w, const BlockQ8_0* a, int64_t n) {
+    float scale;
+    std::memcpy(&scale, w, sizeof(float));
+    const auto* q = reinterpret_cast<const int8_t*>(static_cast<const uint8_t*>(w) + kI8RowHeader);
+    float sum = 0.0f;
+    for (int64_t b = 0; b < n / kQK32; ++b) {
+        int isum = 0;
+        for (int j = 0; j < 32; ++j) isum += q[32 * b + j] * a[b].qs[j];
+        sum += h2f(a[b].d) * static_cast<float>(isum);
+    }
+    return scale * sum;
+}
+
 template <class Load>
 float dot_float(const float* a, int64_t n, Load load) {
     float sum = 0.0f;
@@ -172,6 +205,9 @@ float vec_dot_scalar(DType t, const void* w, const void* act, int64_t n) {
         case DType::Q4_K:
         case DType::Q5_K: return dot_q45_k(t, w, static_cast<const BlockQ8_K*>(act), n);
         case DType::Q6_K: return dot_q6_k(static_cast<const BlockQ6_K*>(w), static_cast<const BlockQ8_K*>(act), n);
+        case DType::I4_G128:
+            return dot_i4_g128(static_cast<const BlockI4G128*>(w), static_cast<const BlockQ8_1*>(act), n);
+        case DType::I8_ROW: return dot_i8_row(w, static_cast<const BlockQ8_0*>(act), n);
         case DType::F32: {
             const auto* p = static_cast<const float*>(w);
             return dot_float(static_cast<const float*>(act), n, [p](int64_t i) { return p[i]; });
