@@ -103,6 +103,15 @@ int run_main(int argc, char** argv) {
     b->add_option("--sweep-gen", bench.sweep_gen, "generated tokens per request in --sweep")->check(CLI::PositiveNumber);
     add_runner_options(b, bench.runner);
 
+    QuantizeOptions quant;
+    quant.model = std::string(kDefaultModelName);
+    auto* q = app.add_subcommand("quantize", "re-encode a model's linears with a scheme and save the variant");
+    q->add_option("-m,--model", quant.model, model_help);
+    q->add_option("-s,--scheme", quant.scheme, "quantization scheme (ref, f16, q8_0, q4_k, ...)")->required();
+    q->add_option("-o,--out", quant.out, "output: a .gguf file, or a folder for INT4 (AutoAWQ format)")->required();
+    q->add_option("--calib", quant.calib, "calibration text for activation-aware schemes (AWQ)")
+        ->check(CLI::ExistingFile);
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -116,6 +125,7 @@ int run_main(int argc, char** argv) {
         return cmd_generate(gen);
     }
     if (in->parsed()) return cmd_inspect(ins);
+    if (q->parsed()) return cmd_quantize(quant);
     if (b->parsed()) {
         if (!bench.workload.empty() || !bench.sweep.empty()) {
             if (b->count("--ctx") == 0) bench.runner.n_ctx = 2048;  // max_model_len of the served requests
