@@ -506,7 +506,7 @@ std::string make_broken(const QString& kind) {
             if (at == std::string::npos) return "";
             f.clear();
             f.seekp(static_cast<std::streamoff>(at));
-            f.write("\"I32\"", 5);  // same length: the header stays valid JSON
+            f.write("\"U32\"", 5);  // same length: the header stays valid JSON
         }
         return dir;
     } else if (kind == "no such path") {
@@ -534,7 +534,7 @@ void TstModelLoader::errors_data() {
     QTest::newRow("hf missing tokenizer.json") << "hf missing tokenizer" << "missing tokenizer.json";
     QTest::newRow("hf truncated shard") << "hf truncated" << "are not inside the";
     QTest::newRow("hf huge header length") << "hf header length" << "header length 1125899906842624 does not fit";
-    QTest::newRow("hf unsupported dtype") << "hf dtype" << "has dtype I32, which KV Scope does not support";
+    QTest::newRow("hf unsupported dtype") << "hf dtype" << "has dtype U32, which KV Scope does not support";
     QTest::newRow("no such path") << "no such path" << "no such file";
 }
 

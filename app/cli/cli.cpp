@@ -109,6 +109,15 @@ int run_main(int argc, char** argv) {
     b->add_option("--spec-gen", bench.spec_gen, "tokens generated per request in --spec")->check(CLI::PositiveNumber);
     add_runner_options(b, bench.runner);
 
+    QuantizeOptions quant;
+    quant.model = std::string(kDefaultModelName);
+    auto* q = app.add_subcommand("quantize", "re-encode a model's linears with a scheme and save the variant");
+    q->add_option("-m,--model", quant.model, model_help);
+    q->add_option("-s,--scheme", quant.scheme, "quantization scheme (ref, f16, q8_0, q4_k, ...)")->required();
+    q->add_option("-o,--out", quant.out, "output: a .gguf file, or a folder for INT4 (AutoAWQ format)")->required();
+    q->add_option("--calib", quant.calib, "calibration text for activation-aware schemes (AWQ)")
+        ->check(CLI::ExistingFile);
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -122,6 +131,7 @@ int run_main(int argc, char** argv) {
         return cmd_generate(gen);
     }
     if (in->parsed()) return cmd_inspect(ins);
+    if (q->parsed()) return cmd_quantize(quant);
     if (b->parsed()) {
         if (!bench.spec.empty()) return cmd_bench_spec(bench);
         if (!bench.workload.empty() || !bench.sweep.empty()) {

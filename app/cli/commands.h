@@ -64,6 +64,14 @@ int cmd_bench(const BenchOptions& o);
 int cmd_bench_spec(const BenchOptions& o);
 int cmd_bench_serve(const BenchOptions& o);
 
+struct QuantizeOptions {
+    std::string model;
+    std::string scheme;  // QuantScheme::parse spelling
+    std::string out;     // .gguf file, or a folder for INT4 (AutoAWQ)
+    std::string calib;   // calibration text for activation-aware schemes
+};
+int cmd_quantize(const QuantizeOptions& o);
+
 // Resolves and loads a model by name or path; prints the error and returns null when
 // it cannot. *load_ms gets the load time.
 std::shared_ptr<Model> load_model_or_report(const std::string& name_or_path, double* load_ms);

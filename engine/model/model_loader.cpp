@@ -10,7 +10,9 @@
 #include <exception>
 #include <filesystem>
 #include <map>
+#include <set>
 
+#include "engine/model/awq_checkpoint.h"
 #include "engine/model/gguf_reader.h"
 #include "engine/model/model.h"
 #include "engine/model/model_config_io.h"
@@ -36,6 +38,7 @@ struct RawTensor {
 struct Storage {
     std::shared_ptr<const void> source;             // GgufFile or SafetensorsSet
     std::vector<std::unique_ptr<float[]>> owned;    // F32 copies of F16/BF16 norms and biases
+    std::vector<std::vector<uint8_t>> owned_bytes;  // converted weights (AWQ linears as I4_G128)
 };
 
 struct Names {
@@ -236,7 +239,28 @@ Result<std::shared_ptr<Model>> load_safetensors_folder(const std::string& dir) {
     model->config.name = fs::path(dir).filename().string();
     if (model->config.name.empty()) model->config.name = fs::path(dir).parent_path().filename().string();
     std::map<std::string, RawTensor> tensors;
+    // An AWQ checkpoint: its packed linears become I4_G128 tensors named <module>.weight.
+    auto awq = read_awq_config(dir);
+    if (!awq) return awq.status();
+    std::set<std::string> consumed;
+    if (awq.value()) {
+        std::vector<std::string> names;
+        auto linears = convert_awq_linears(*set.value(), model->config, *awq.value(), dir, names);
+        if (!linears) return linears.status();
+        consumed.insert(names.begin(), names.end());
+        for (AwqTensor& t : linears.value()) {
+            storage->owned_bytes.push_back(std::move(t.data));
+            const std::vector<uint8_t>& bytes = storage->owned_bytes.back();
+            tensors[t.name] = RawTensor{DType::I4_G128, t.ne, bytes.data(), bytes.size(), t.ne[0] * t.ne[1]};
+        }
+        model->format = "safetensors (AWQ)";
+    }
     for (const auto& [name, t] : set.value()->tensors()) {
+        if (consumed.count(name)) continue;
+        if (t.integer)
+            return Status::error(t.file + ": tensor '" + name + "' has dtype " + t.dtype +
+                                 "; integer tensors are only read as an AWQ checkpoint's qweight / qzeros "
+                                 "(config.json quantization_config with quant_method \"awq\")");
         std::vector<int64_t> ne(t.shape.rbegin(), t.shape.rend());  // PyTorch [out, in] -> GGUF [in, out]
         if (ne.empty()) ne.push_back(1);
         tensors[name] = RawTensor{t.type, std::move(ne), t.data, t.n_bytes, t.n_elements};

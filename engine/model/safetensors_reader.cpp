@@ -19,10 +19,18 @@ namespace {
 
 constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // the format's own limit is 100 MB
 
-std::optional<DType> dtype_from_safetensors(const std::string& s) {
-    if (s == "F32") return DType::F32;
-    if (s == "F16") return DType::F16;
-    if (s == "BF16") return DType::BF16;
+struct ElemType {
+    DType type;       // F32 for the integer types (unused there)
+    bool integer;
+    uint64_t bytes;   // per element
+};
+
+std::optional<ElemType> dtype_from_safetensors(const std::string& s) {
+    if (s == "F32") return ElemType{DType::F32, false, 4};
+    if (s == "F16") return ElemType{DType::F16, false, 2};
+    if (s == "BF16") return ElemType{DType::BF16, false, 2};
+    if (s == "I32") return ElemType{DType::F32, true, 4};
+    if (s == "I8") return ElemType{DType::F32, true, 1};
     return std::nullopt;
 }
 
@@ -42,9 +50,11 @@ Status parse_entry(const std::string& file, const std::string& name, const json&
     const auto type = dtype_from_safetensors(dt->get<std::string>());
     if (!type)
         return Status::error(what + " has dtype " + dt->get<std::string>() +
-                             ", which KV Scope does not support (expected F32, F16 or BF16)");
+                             ", which KV Scope does not support (expected F32, F16, BF16, I32 or I8)");
     t.name = name;
-    t.type = *type;
+    t.dtype = dt->get<std::string>();
+    t.integer = type->integer;
+    t.type = type->type;
     t.file = file;
     uint64_t n = 1;
     for (const auto& d : *sh) {
@@ -54,7 +64,7 @@ Status parse_entry(const std::string& file, const std::string& name, const json&
             return Status::error(what + ": 'shape' element count overflows");
         t.shape.push_back(static_cast<int64_t>(v));
     }
-    const uint64_t elem = *type == DType::F32 ? 4 : 2;
+    const uint64_t elem = type->bytes;
     const uint64_t begin = (*off)[0].get<uint64_t>(), end = (*off)[1].get<uint64_t>();
     if (begin > end || end > data_bytes)
         return Status::error(what + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +

@@ -2,7 +2,8 @@
 // Reads Hugging Face safetensors files (8-byte little-endian header length, a JSON
 // header {name: {dtype, shape, data_offsets}}, then the raw data), memory-mapped.
 // A model may be one file or several shards, listed by model.safetensors.index.json
-// or simply all *.safetensors files of a folder. Tensors of type F32, F16 and BF16.
+// or simply all *.safetensors files of a folder. Float tensors (F32, F16, BF16) and the
+// integer tensors of quantized checkpoints (I32: AWQ qweight/qzeros, I8: int8 weights).
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -18,7 +19,9 @@ namespace kvs {
 
 struct SafetensorsTensor {
     std::string name;
-    DType type = DType::F32;
+    std::string dtype;                 // the file's spelling: "F32", "F16", "BF16", "I32" or "I8"
+    bool integer = false;              // I32 / I8: `type` is not meaningful, read `dtype`
+    DType type = DType::F32;           // float tensors: F32, F16 or BF16
     std::vector<int64_t> shape;        // [n_dims] row-major, outermost first (PyTorch order)
     int64_t n_elements = 0;
     uint64_t n_bytes = 0;

@@ -1,0 +1,61 @@
+// kvscope quantize: re-encode a model's linears with a quantization scheme and save the
+// variant (GGUF for GGML types, an AutoAWQ folder for INT4; engine/quant/save_variant.h).
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
+
+#include "app/cli/commands.h"
+#include "engine/quant/quantize.h"
+#include "engine/quant/save_variant.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace kvs::app {
+
+int cmd_quantize(const QuantizeOptions& o) {
+    auto scheme = QuantScheme::parse(o.scheme);
+    if (!scheme) {
+        std::fprintf(stderr, "error: %s\n", scheme.message().c_str());
+        return 1;
+    }
+    auto model = load_model_or_report(o.model, nullptr);
+    if (!model) return 1;
+    QuantOptions qo;
+    if (!o.calib.empty()) {
+        std::ifstream f(o.calib, std::ios::binary);
+        if (!f) {
+            std::fprintf(stderr, "error: %s: cannot open the calibration text\n", o.calib.c_str());
+            return 1;
+        }
+        std::stringstream ss;
+        ss << f.rdbuf();
+        auto tok = Tokenizer::create(model->vocab);
+        if (!tok) {
+            std::fprintf(stderr, "error: tokenizer of %s: %s\n", model->path.c_str(), tok.message().c_str());
+            return 1;
+        }
+        qo.calibration_tokens = tok->encode(ss.str(), true, false);
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    auto variant = quantize_model(model, scheme.value(), qo);
+    if (!variant) {
+        std::fprintf(stderr, "error: %s\n", variant.message().c_str());
+        return 1;
+    }
+    const auto t1 = std::chrono::steady_clock::now();
+    auto saved = save_variant(*variant.value(), o.out);
+    if (!saved) {
+        std::fprintf(stderr, "error: %s\n", saved.message().c_str());
+        return 1;
+    }
+    const auto t2 = std::chrono::steady_clock::now();
+    auto ms = [](auto a, auto b) { return std::chrono::duration<double, std::milli>(b - a).count(); };
+    std::printf("%s: %s -> %s (%s, %.1f MiB); quantized in %.0f ms, saved in %.0f ms\n", model->path.c_str(),
+                quant_label(*model, scheme.value()).c_str(), saved.value().path.c_str(), saved.value().format.c_str(),
+                double(saved.value().n_bytes) / (1024.0 * 1024.0), ms(t0, t1), ms(t1, t2));
+    if (!qo.calibration_tokens.empty())
+        std::printf("calibration: %zu tokens from %s\n", qo.calibration_tokens.size(), o.calib.c_str());
+    return 0;
+}
+
+}  // namespace kvs::app

@@ -1,0 +1,42 @@
+#pragma once
+// Saving a model (a loaded one, or a quantize_model() variant) to disk, in a format that
+// load_model() and other programs read back:
+//
+//   GGUF file (`out` ends in .gguf): every weight in a GGML type (F32, F16, BF16, Q4_0 ...
+//     Q6_K). The model must come from a GGUF file: the output keeps every metadata key
+//     of that file (tokenizer, hyper-parameters, general.*; general.file_type set to the
+//     new linears' type) and its tensor names and order; tensors the engine does not use
+//     are copied unchanged. llama.cpp reads the result.
+//   AutoAWQ folder (any other `out`, created as a folder): a model whose per-layer linears
+//     are all I4_G128, from a Hugging Face safetensors folder (AWQ or float). It holds
+//     config.json with quantization_config {"quant_method": "awq", "bits": 4,
+//     "group_size": 128, "zero_point": true, "version": "gemm"}, the source's tokenizer
+//     files, and model.safetensors (qweight / qzeros / scales per linear, the rest as the
+//     model holds it). vLLM, transformers and AutoAWQ read this layout.
+//
+// Not supported, with an error saying so: I4_G128 / I8_ROW weights of a model loaded from
+// GGUF (those types are not GGML types, so no GGUF file can hold them, and an AWQ folder
+// needs the tokenizer.json a GGUF model lacks: save such a model as q4_k / q4_0 GGUF
+// instead); I8_ROW in any format; a safetensors model to GGUF.
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "engine/core/status.h"
+#include "engine/model/model.h"
+
+namespace kvs {
+
+struct SavedModel {
+    std::string path;     // the file or folder written
+    std::string format;   // "gguf" or "awq"
+    int64_t n_bytes = 0;  // bytes written (all files)
+};
+
+Result<SavedModel> save_variant(const Model& model, const std::string& out);
+
+// The llama.cpp general.file_type (LLAMA_FTYPE_*) for models whose linears are mostly
+// `t`; nullopt for types llama.cpp has no file type for.
+std::optional<uint32_t> gguf_file_type(DType t);
+
+}  // namespace kvs
