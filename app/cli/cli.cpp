@@ -103,6 +103,9 @@ int run_main(int argc, char** argv) {
     b->add_option("--sweep-gen", bench.sweep_gen, "generated tokens per request in --sweep")->check(CLI::PositiveNumber);
     add_runner_options(b, bench.runner);
 
+    EvalCommandOptions eval;
+    auto* ev = add_eval_command(app, eval);
+
     try {
         app.parse(argc, argv);
     } catch (const CLI::ParseError& e) {
@@ -116,6 +119,7 @@ int run_main(int argc, char** argv) {
         return cmd_generate(gen);
     }
     if (in->parsed()) return cmd_inspect(ins);
+    if (ev->parsed()) return cmd_eval(eval);
     if (b->parsed()) {
         if (!bench.workload.empty() || !bench.sweep.empty()) {
             if (b->count("--ctx") == 0) bench.runner.n_ctx = 2048;  // max_model_len of the served requests
