@@ -161,6 +161,70 @@ private Q_SLOTS:
         QVERIFY2(bad2.err.contains("1,x"), qPrintable(bad2.err));
     }
 
+    // kvscope eval on a tiny model: the table, and the JSON report's numbers hang together.
+    void evalTinyModel() {
+        QTemporaryDir dir;
+        kvs::test::TinyModelSpec spec;
+        const QString gguf = dir.filePath("tiny.gguf"), text = dir.filePath("text.txt"), out = dir.filePath("eval.json");
+        QVERIFY(kvs::test::write_tiny_gguf(gguf.toStdString(), spec).is_ok());
+        QFile t(text);
+        QVERIFY(t.open(QIODevice::WriteOnly));
+        for (int i = 0; i < 40; ++i)
+            t.write(QByteArray("The quick brown fox jumps over the lazy dog number ") + QByteArray::number(i) + ".\n");
+        t.close();
+        const QString prompts = dir.filePath("prompts.txt");
+        QFile pf(prompts);
+        QVERIFY(pf.open(QIODevice::WriteOnly));
+        pf.write("Hello there\n\nThe lazy dog\n");  // two prompts, the empty line skipped
+        pf.close();
+        const Run r = run_kvscope({"eval", "-m", gguf, "--quant", "q8_0,q4_0", "--text", text, "--ctx", "64",
+                                   "--max-tokens", "256", "--prompts", prompts, "--divergence-tokens", "8", "--json", out});
+        QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+        QVERIFY2(r.out.contains("| scheme | label |") && r.out.contains("| q4_0 |") && r.out.contains(text) &&
+                     r.out.contains("reference:"),
+                 qPrintable(r.out));
+        QFile f(out);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QJsonObject j = QJsonDocument::fromJson(f.readAll()).object();
+        QCOMPARE(j["text"].toObject()["file"].toString(), text);
+        QCOMPARE(j["chunking"].toObject()["n_chunks"].toInt(), 4);     // 256 tokens / 64
+        QCOMPARE(j["chunking"].toObject()["n_scored"].toInt(), 4 * 31);  // rows 32..62 of each chunk
+        const QJsonArray rows = j["rows"].toArray();
+        QCOMPARE(rows.size(), 3);
+        QVERIFY(rows[0].toObject()["is_reference"].toBool());
+        QCOMPARE(rows[1].toObject()["scheme"].toString(), QString("q8_0"));
+        const double kl8 = rows[1].toObject()["kl"].toObject()["mean"].toDouble();
+        const double kl4 = rows[2].toObject()["kl"].toObject()["mean"].toDouble();
+        QVERIFY2(kl8 > 0 && kl8 < kl4, qPrintable(QString("%1 %2").arg(kl8).arg(kl4)));
+        QCOMPARE(rows[2].toObject()["first_divergence"].toArray().size(), 2);
+        QCOMPARE(j["divergence"].toObject()["prompts"].toArray().size(), 2);
+        QVERIFY(rows[2].toObject()["speed"].toObject()["tg"].toObject()["mean_tps"].toDouble() > 0);
+        QCOMPARE(rows[2].toObject()["linear_bits_per_weight"].toDouble(), 4.5);
+    }
+
+    void evalBadInput_data() {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("expect");
+        QTest::newRow("missing text") << QStringList{"--text", "/no/such/text.txt"} << "/no/such/text.txt";
+        QTest::newRow("unknown scheme") << QStringList{"--quant", "q4_0,bogus"} << "unknown quantization scheme 'bogus'";
+        QTest::newRow("text shorter than a chunk") << QStringList{"--ctx", "100000", "--max-tokens", "100000"}
+                                                   << "fewer than one chunk";
+        QTest::newRow("only the reference") << QStringList{"--quant", "ref"} << "no scheme besides the reference";
+        QTest::newRow("empty prompts file") << QStringList{"--prompts", "/dev/null"} << "/dev/null";
+    }
+    void evalBadInput() {
+        QFETCH(QStringList, args);
+        QFETCH(QString, expect);
+        QTemporaryDir dir;
+        kvs::test::TinyModelSpec spec;
+        const QString gguf = dir.filePath("tiny.gguf");
+        QVERIFY(kvs::test::write_tiny_gguf(gguf.toStdString(), spec).is_ok());
+        const Run r = run_kvscope(QStringList{"eval", "-m", gguf, "--no-speed"} + args);
+        QCOMPARE(r.status, QProcess::NormalExit);
+        QCOMPARE(r.exit_code, 1);
+        QVERIFY2(r.err.contains("error:") && r.err.contains(expect), qPrintable(r.err));
+    }
+
     void missingModelNamesWhatExists() {
         const Run r = run_kvscope({"generate", "-m", "no-such-model", "-p", "hi"});
         QCOMPARE(r.exit_code, 1);

@@ -117,6 +117,8 @@ int run_main(int argc, char** argv) {
     q->add_option("-o,--out", quant.out, "output: a .gguf file, or a folder for INT4 (AutoAWQ format)")->required();
     q->add_option("--calib", quant.calib, "calibration text for activation-aware schemes (AWQ)")
         ->check(CLI::ExistingFile);
+    EvalCommandOptions eval;
+    auto* ev = add_eval_command(app, eval);
 
     try {
         app.parse(argc, argv);
@@ -132,6 +134,7 @@ int run_main(int argc, char** argv) {
     }
     if (in->parsed()) return cmd_inspect(ins);
     if (q->parsed()) return cmd_quantize(quant);
+    if (ev->parsed()) return cmd_eval(eval);
     if (b->parsed()) {
         if (!bench.spec.empty()) return cmd_bench_spec(bench);
         if (!bench.workload.empty() || !bench.sweep.empty()) {

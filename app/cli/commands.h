@@ -10,6 +10,10 @@
 #include "engine/runtime/sequence_runner.h"
 #include "engine/sampling/sampling_params.h"
 
+namespace CLI {
+class App;
+}
+
 namespace kvs::app {
 
 struct GenerateOptions {
@@ -71,6 +75,24 @@ struct QuantizeOptions {
     std::string calib;   // calibration text for activation-aware schemes
 };
 int cmd_quantize(const QuantizeOptions& o);
+// kvscope eval (app/cli/cmd_eval.cpp): quantized variants against the reference.
+struct EvalCommandOptions {
+    std::string model;
+    std::string quant;  // comma list; empty: the default schemes this build has
+    std::string text = "/usr/share/common-licenses/GPL-3";
+    std::string calib = "/usr/share/common-licenses/Apache-2.0";
+    int calib_tokens = 1024;
+    int ctx = 512;
+    int max_tokens = 2048;
+    std::string prompts_file;
+    int divergence_tokens = 64;
+    std::string json_out;
+    bool no_speed = false;
+    int repeat = 1;
+    RunnerOptions runner;  // backend, threads, simd
+};
+CLI::App* add_eval_command(CLI::App& app, EvalCommandOptions& o);
+int cmd_eval(const EvalCommandOptions& o);
 
 // Resolves and loads a model by name or path; prints the error and returns null when
 // it cannot. *load_ms gets the load time.

@@ -8,6 +8,12 @@ namespace kvs {
 
 Result<std::unique_ptr<SequenceRunner>> SequenceRunner::create(std::shared_ptr<const Model> model,
                                                               const RunnerOptions& opt) {
+    return create(std::move(model), opt, nullptr);
+}
+
+Result<std::unique_ptr<SequenceRunner>> SequenceRunner::create(std::shared_ptr<const Model> model,
+                                                              const RunnerOptions& opt,
+                                                              std::shared_ptr<Backend> shared_backend) {
     using R = Result<std::unique_ptr<SequenceRunner>>;
     if (opt.n_ctx < 1) return R::error("context size must be at least 1 token, got " + std::to_string(opt.n_ctx));
     if (opt.n_batch < 1) return R::error("batch size must be at least 1 token, got " + std::to_string(opt.n_batch));
@@ -16,7 +22,12 @@ Result<std::unique_ptr<SequenceRunner>> SequenceRunner::create(std::shared_ptr<c
     std::unique_ptr<SequenceRunner> r(new SequenceRunner);
     r->m_opt = opt;
     r->m_model = std::move(model);
-    r->m_backend = make_backend(opt.backend, opt.n_threads, &r->m_backend_note, opt.simd);
+    if (shared_backend) {
+        r->m_backend = std::move(shared_backend);
+        r->m_backend_note = "shared backend " + r->m_backend->name();
+    } else {
+        r->m_backend = make_backend(opt.backend, opt.n_threads, &r->m_backend_note, opt.simd);
+    }
     if (!r->m_backend) return R::error(r->m_backend_note);
     if (Status st = check_weight_support(*r->m_model, *r->m_backend); !st) return st;
     const int n_blocks = (opt.n_ctx + opt.block_size - 1) / opt.block_size;

@@ -29,6 +29,11 @@ struct RunnerOptions {
 class SequenceRunner {
 public:
     static Result<std::unique_ptr<SequenceRunner>> create(std::shared_ptr<const Model> model, const RunnerOptions& opt);
+    // Same, on a backend shared with other runners (one thread pool or one GPU context for
+    // several models, e.g. a reference and its quantized variant). Runners that share a
+    // backend must not run at the same time; opt.backend / n_threads / simd are ignored.
+    static Result<std::unique_ptr<SequenceRunner>> create(std::shared_ptr<const Model> model, const RunnerOptions& opt,
+                                                          std::shared_ptr<Backend> shared_backend);
     ~SequenceRunner();
 
     // Appends tokens to the sequence and runs them (in chunks of n_batch). With
@@ -54,7 +59,7 @@ private:
 
     RunnerOptions m_opt;
     std::shared_ptr<const Model> m_model;
-    std::unique_ptr<Backend> m_backend;
+    std::shared_ptr<Backend> m_backend;  // own, or shared with other runners
     std::string m_backend_note;
     std::unique_ptr<KvTensors> m_kv;
     std::unique_ptr<BlockPool> m_pool;

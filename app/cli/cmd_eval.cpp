@@ -1,0 +1,425 @@
+// kvscope eval: quality and speed of quantized variants of one model against its
+// reference — perplexity (llama.cpp's chunking: the second half of every chunk is scored),
+// KL divergence of the next-token distributions, top-1 agreement, first greedy
+// divergence, size and pp/tg speed — as a table and, with --json, a JSON file.
+#include <CLI/CLI.hpp>
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "app/cli/commands.h"
+#include "engine/model/model_registry.h"
+#include "engine/quant/eval.h"
+#include "engine/quant/quantize.h"
+#include "engine/tokenizer/tokenizer.h"
+
+namespace kvs::app {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using json = nlohmann::json;
+
+// Schemes tried when --quant is not given: those QuantScheme::parse accepts in this build.
+constexpr const char* kDefaultSchemes[] = {"int8", "int4-rtn", "int4-awq", "q8_0", "q4_k", "q4_0"};
+
+const std::vector<std::string> kBuiltinPrompts = {
+    "The capital of France is",
+    "Once upon a time, in a small village by the sea,",
+    "To make a cup of tea, first",
+};
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+Result<std::string> read_text(const std::string& path, const char* what) {
+    std::ifstream f(path, std::ios::binary);
+    if (!f) return Result<std::string>::error(std::string(what) + " file " + path + " cannot be opened");
+    std::stringstream ss;
+    ss << f.rdbuf();
+    if (ss.str().empty()) return Result<std::string>::error(std::string(what) + " file " + path + " is empty");
+    return ss.str();
+}
+
+std::vector<std::string> split_list(const std::string& s) {
+    std::vector<std::string> out;
+    std::string cur;
+    for (char c : s + ",") {
+        if (c == ',') {
+            if (!cur.empty()) out.push_back(cur);
+            cur.clear();
+        } else if (c != ' ') {
+            cur += c;
+        }
+    }
+    return out;
+}
+
+// One row of the report: a scheme's model, what it costs and how it does.
+struct Row {
+    QuantScheme scheme;
+    std::string label;
+    std::shared_ptr<const Model> model;
+    double quantize_s = 0;
+    VariantQuality quality;  // unused for the reference row
+    std::vector<DivergenceResult> divergence;
+    SpeedResult speed;
+    bool has_speed = false;
+};
+
+Row make_row(const QuantScheme& scheme, std::string label, std::shared_ptr<const Model> model) {
+    Row r;
+    r.scheme = scheme;
+    r.label = std::move(label);
+    r.model = std::move(model);
+    return r;
+}
+
+// The schemes to evaluate (explicit: all must parse; default: those that parse).
+Result<std::vector<QuantScheme>> pick_schemes(const std::string& list) {
+    std::vector<QuantScheme> out;
+    if (!list.empty()) {
+        for (const std::string& s : split_list(list)) {
+            auto q = QuantScheme::parse(s);
+            if (!q) return Result<std::vector<QuantScheme>>::error("--quant: " + q.message());
+            if (q->kind != QuantScheme::Kind::Reference) out.push_back(q.value());
+        }
+        if (out.empty())
+            return Result<std::vector<QuantScheme>>::error("--quant names no scheme besides the reference");
+        return out;
+    }
+    for (const char* s : kDefaultSchemes)
+        if (auto q = QuantScheme::parse(s)) out.push_back(q.value());
+    return out;
+}
+
+std::string fmt(const char* f, double v) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, f, v);
+    return buf;
+}
+
+std::string divergence_cell(const std::vector<DivergenceResult>& d) {
+    std::string s;
+    for (const auto& r : d)
+        s += (s.empty() ? "" : ", ") + (r.first < 0 ? std::string("none") : std::to_string(r.first));
+    return s;
+}
+
+void print_table(const std::vector<Row>& rows, const QualityReport& rep, bool speed, int n_div) {
+    std::printf(
+        "| scheme | label | bits/weight | size MiB | PPL | ΔPPL | mean KL | p99 KL | top-1 %% | first divergence "
+        "(of %d) | pp tok/s | tg tok/s |\n",
+        n_div);
+    std::printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- | ---: | ---: |\n");
+    for (size_t i = 0; i < rows.size(); ++i) {
+        const Row& r = rows[i];
+        const MemoryInfo mem = memory_info(*r.model);
+        const bool ref = i == 0;
+        const PerplexityResult& p = ref ? rep.reference : r.quality.ppl;
+        auto tps = [&](const SpeedSample& x) {
+            return !r.has_speed ? std::string("-")
+                                : fmt("%.1f", x.mean) + (x.values.size() > 1 ? fmt(" ± %.1f", x.sd) : std::string());
+        };
+        const std::string pp = tps(r.speed.pp), tg = tps(r.speed.tg);
+        std::printf(
+            "| %s | %s | %.2f | %.1f | %.3f ± %.3f | %s | %s | %s | %s | %s | %s | %s |\n", r.scheme.name.c_str(),
+            r.label.c_str(), mem.linear_bits_per_weight, mem.weight_bytes / 1048576.0, p.ppl, p.ppl_err,
+            ref ? "-" : (fmt("%+.3f", r.quality.delta_ppl) + fmt(" ± %.3f", r.quality.delta_ppl_err)).c_str(),
+            ref ? "-" : fmt("%.5f", r.quality.kl.mean).c_str(), ref ? "-" : fmt("%.4f", r.quality.kl.p99).c_str(),
+            ref ? "-" : fmt("%.2f", r.quality.kl.top1_pct).c_str(), ref ? "-" : divergence_cell(r.divergence).c_str(),
+            speed ? pp.c_str() : "-", speed ? tg.c_str() : "-");
+    }
+}
+
+json speed_json(const SpeedSample& s, const char* count_key, int n) {
+    return {{count_key, n},     {"mean_tps", s.mean}, {"sd_tps", s.sd},
+            {"min_tps", s.min}, {"max_tps", s.max},   {"samples_tps", s.values}};
+}
+
+json row_json(const Row& r, bool ref, const QualityReport& rep, const EvalCommandOptions& o) {
+    const MemoryInfo mem = memory_info(*r.model);
+    json j = {{"scheme", r.scheme.name},
+              {"label", r.label},
+              {"is_reference", ref},
+              {"linear_bits_per_weight", mem.linear_bits_per_weight},
+              {"weight_bytes", mem.weight_bytes},
+              {"kv_bytes_per_token", mem.kv_bytes_per_token},
+              {"quantize_s", r.quantize_s}};
+    const PerplexityResult& p = ref ? rep.reference : r.quality.ppl;
+    j["ppl"] = p.ppl;
+    j["ppl_err"] = p.ppl_err;
+    j["mean_nll"] = p.mean_nll;
+    if (!ref) {
+        const KlStats& k = r.quality.kl;
+        j["delta_ppl"] = r.quality.delta_ppl;
+        j["delta_ppl_err"] = r.quality.delta_ppl_err;
+        j["ln_ppl_ratio"] = r.quality.ln_ppl_ratio;
+        j["ln_ppl_ratio_err"] = r.quality.ln_ppl_ratio_err;
+        j["kl"] = {{"mean", k.mean}, {"mean_err", k.mean_err}, {"median", k.median}, {"p90", k.p90},
+                   {"p95", k.p95},   {"p99", k.p99},           {"max", k.max},       {"n", k.n}};
+        j["top1_pct"] = k.top1_pct;
+        j["top1_err_pct"] = k.top1_err_pct;
+        json d = json::array();
+        for (const auto& x : r.divergence)
+            d.push_back({{"first", x.first < 0 ? json(nullptr) : json(x.first)}, {"n_compared", x.n_compared}});
+        j["first_divergence"] = d;
+    }
+    if (r.has_speed)
+        j["speed"] = {{"pp", speed_json(r.speed.pp, "n_prompt", r.speed.n_prompt)},
+                      {"tg", speed_json(r.speed.tg, "n_gen", r.speed.n_gen)},
+                      {"backend", r.speed.backend},
+                      {"n_threads", r.speed.n_threads},
+                      {"repeat", o.repeat}};
+    return j;
+}
+
+// The variants: quantized one by one (a default scheme this build cannot make is skipped).
+Status make_variants(std::shared_ptr<const Model> source, const std::vector<QuantScheme>& schemes,
+                     const QuantOptions& qo, bool explicit_list, std::vector<Row>& rows, json& skipped) {
+    for (const QuantScheme& s : schemes) {
+        const auto t0 = Clock::now();
+        auto m = quantize_model(source, s, qo);
+        if (!m) {
+            if (explicit_list) return Status::error("quantizing to " + s.name + ": " + m.message());
+            std::fprintf(stderr, "skipping %s: %s\n", s.name.c_str(), m.message().c_str());
+            skipped.push_back({{"scheme", s.name}, {"reason", m.message()}});
+            continue;
+        }
+        Row r = make_row(s, quant_label(*source, s), m.value());
+        r.quantize_s = seconds_since(t0);
+        std::fprintf(stderr, "quantized %-8s %-28s in %.1f s\n", s.name.c_str(), r.label.c_str(), r.quantize_s);
+        rows.push_back(std::move(r));
+    }
+    return Status::ok();
+}
+
+}  // namespace
+
+CLI::App* add_eval_command(CLI::App& app, EvalCommandOptions& o) {
+    o.model = std::string(kDefaultModelName);
+    auto* e = app.add_subcommand("eval",
+                                 "quality and speed of quantized variants against the reference "
+                                 "(perplexity, KL divergence, top-1, first divergence, pp/tg)");
+    e->add_option("-m,--model", o.model, "model: a .gguf file, a safetensors folder, or an installed name");
+    std::string all;
+    for (const auto& s : QuantScheme::spellings()) all += (all.empty() ? "" : ", ") + s;
+    e->add_option(
+        "-q,--quant", o.quant,
+        "comma list of schemes (" + all + "); default: int8,int4-rtn,int4-awq,q8_0,q4_k,q4_0 where available");
+    e->add_option("--text", o.text, "evaluation text file");
+    e->add_option("--calib", o.calib, "calibration text for activation-aware schemes (AWQ)");
+    e->add_option("--calib-tokens", o.calib_tokens, "calibration tokens taken from --calib")
+        ->check(CLI::PositiveNumber);
+    e->add_option("--ctx", o.ctx, "tokens per evaluation chunk (the second half is scored)")
+        ->check(CLI::Range(3, 1 << 20));
+    e->add_option("--max-tokens", o.max_tokens, "most text tokens evaluated")->check(CLI::PositiveNumber);
+    e->add_option("--prompts", o.prompts_file, "prompts for the first greedy divergence, one per line");
+    e->add_option("--divergence-tokens", o.divergence_tokens, "greedy tokens per prompt")->check(CLI::PositiveNumber);
+    e->add_option("--json", o.json_out, "write the report as JSON to this file");
+    e->add_flag("--no-speed", o.no_speed, "skip the pp512 / tg128 speed runs");
+    e->add_option("--repeat", o.repeat, "speed runs per model")->check(CLI::PositiveNumber);
+    e->add_option("-t,--threads", o.runner.n_threads, "CPU threads (0: one per core)")->check(CLI::NonNegativeNumber);
+    e->add_option("--backend", o.runner.backend, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+    e->add_option("--simd", o.runner.simd, "CPU kernels: auto, avx512, avx2, scalar")
+        ->check(CLI::IsMember({"auto", "avx512", "avx2", "scalar"}));
+    return e;
+}
+
+namespace {
+
+// Everything read and tokenized before any model runs.
+struct Inputs {
+    std::vector<QuantScheme> schemes;
+    std::vector<int32_t> tokens;  // [<= max_tokens] evaluation text
+    size_t n_text_tokens = 0;
+    ChunkPlan plan;
+    std::vector<std::string> prompts;
+    std::vector<std::vector<int32_t>> prompt_ids;
+    QuantOptions quant;
+    bool uses_calibration = false;
+};
+
+Result<std::vector<std::string>> read_prompts(const std::string& path) {
+    if (path.empty()) return kBuiltinPrompts;
+    auto p = read_text(path, "--prompts");
+    if (!p) return p.status();
+    std::vector<std::string> out;
+    std::istringstream is(p.value());
+    for (std::string line; std::getline(is, line);)
+        if (!line.empty()) out.push_back(line);
+    if (out.empty())
+        return Result<std::vector<std::string>>::error("--prompts file " + path + " has no non-empty line");
+    return out;
+}
+
+Result<Inputs> read_inputs(const EvalCommandOptions& o, const Tokenizer& tok) {
+    Inputs in;
+    auto schemes = pick_schemes(o.quant);
+    if (!schemes) return schemes.status();
+    in.schemes = schemes.value();
+    auto text = read_text(o.text, "--text");
+    if (!text) return text.status();
+    in.tokens = tok.encode(text.value(), true, false);
+    in.n_text_tokens = in.tokens.size();
+    if (int64_t(in.tokens.size()) > o.max_tokens) in.tokens.resize(size_t(o.max_tokens));
+    auto plan = plan_chunks(int64_t(in.tokens.size()), o.ctx);
+    if (!plan) return Result<Inputs>::error(o.text + ": " + plan.message());
+    in.plan = plan.value();
+    auto prompts = read_prompts(o.prompts_file);
+    if (!prompts) return prompts.status();
+    in.prompts = prompts.value();
+    for (const auto& p : in.prompts) in.prompt_ids.push_back(tok.encode(p, true, false));
+    in.uses_calibration = std::any_of(in.schemes.begin(), in.schemes.end(),
+                                      [](const QuantScheme& s) { return s.kind == QuantScheme::Kind::Int4Awq; });
+    if (in.uses_calibration) {
+        auto calib = read_text(o.calib, "--calib");
+        if (!calib) return calib.status();
+        in.quant.calibration_tokens = tok.encode(calib.value(), true, false);
+        if (int64_t(in.quant.calibration_tokens.size()) > o.calib_tokens)
+            in.quant.calibration_tokens.resize(size_t(o.calib_tokens));
+    }
+    return in;
+}
+
+// Wall time of each phase, in seconds.
+struct PhaseTimes {
+    double quantize = 0, quality = 0, divergence = 0, speed = 0;
+};
+
+// Quality of every variant, first divergences, then speed (unless --no-speed).
+Result<QualityReport> measure(std::vector<Row>& rows, const Inputs& in, const Tokenizer& tok,
+                              const EvalCommandOptions& o, PhaseTimes& times) {
+    auto t0 = Clock::now();
+    EvalOptions eo;
+    eo.n_ctx = o.ctx;
+    eo.bos = tok.add_bos() ? tok.bos() : -1;
+    eo.runner = o.runner;
+    eo.on_progress = [](int done, int n) {
+        std::fprintf(stderr, "\rchunk %d/%d", done, n);
+        if (done == n) std::fputc('\n', stderr);
+        return true;
+    };
+    std::vector<std::shared_ptr<const Model>> variants;
+    for (size_t i = 1; i < rows.size(); ++i) variants.push_back(rows[i].model);
+    auto rep = compare_quality(rows[0].model, variants, in.tokens, eo);
+    if (!rep) return rep.status();
+    times.quality = seconds_since(t0);
+    t0 = Clock::now();
+    auto div = first_greedy_divergence(rows[0].model, variants, tok, in.prompt_ids, o.divergence_tokens, o.runner);
+    if (!div) return div.status();
+    for (size_t i = 1; i < rows.size(); ++i) {
+        rows[i].quality = rep->variants[i - 1];
+        rows[i].divergence = (*div)[i - 1];
+    }
+    times.divergence = seconds_since(t0);
+    std::fprintf(stderr, "quality %.1f s, first divergence %.1f s\n", times.quality, times.divergence);
+    if (o.no_speed) return rep;
+    t0 = Clock::now();
+    SpeedOptions so;
+    so.repeat = o.repeat;
+    so.runner = o.runner;
+    for (Row& r : rows) {
+        auto sp = measure_speed(r.model, in.tokens, so);
+        if (!sp) return sp.status();
+        r.speed = sp.value();
+        r.has_speed = true;
+    }
+    times.speed = seconds_since(t0);
+    std::fprintf(stderr, "speed %.1f s\n", times.speed);
+    return rep;
+}
+
+void print_report(const Model& source, const std::vector<Row>& rows, const QualityReport& rep, const Inputs& in,
+                  const EvalCommandOptions& o, double elapsed) {
+    std::printf("model: %s (%s, %s)\nreference: %s\n", source.path.c_str(), source.config.name.c_str(),
+                source.file_type.c_str(), rows[0].label.c_str());
+    std::printf(
+        "text: %s (%zu tokens; %d chunks of %d evaluated, the second half of each scored as llama.cpp's "
+        "perplexity does: %lld tokens)\n",
+        o.text.c_str(), in.n_text_tokens, in.plan.n_chunks, in.plan.n_ctx, (long long)in.plan.n_scored());
+    if (in.uses_calibration)
+        std::printf("calibration: %s (%zu tokens)\n", o.calib.c_str(), in.quant.calibration_tokens.size());
+    std::printf("first divergence: %zu prompts (%s), %d greedy tokens each; index of the first differing token\n\n",
+                in.prompts.size(), o.prompts_file.empty() ? "built in" : o.prompts_file.c_str(), o.divergence_tokens);
+    print_table(rows, rep, !o.no_speed, o.divergence_tokens);
+    if (!o.no_speed)
+        std::printf("\nspeed: pp%d and tg%d, single stream, %d run%s each, mean%s (%s, %d threads)\n",
+                    rows[0].speed.n_prompt, rows[0].speed.n_gen, o.repeat, o.repeat == 1 ? "" : "s",
+                    o.repeat == 1 ? "" : " ± sd", rows[0].speed.backend.c_str(), rows[0].speed.n_threads);
+    std::printf("elapsed %.1f s\n", elapsed);
+}
+
+Status write_json(const Model& source, const std::vector<Row>& rows, const QualityReport& rep, const Inputs& in,
+                  const json& skipped, const EvalCommandOptions& o, const PhaseTimes& times, double elapsed) {
+    json calib = nullptr;
+    if (in.uses_calibration) calib = {{"file", o.calib}, {"tokens", in.quant.calibration_tokens.size()}};
+    json j = {{"model", source.path},
+              {"model_type", source.config.name + " " + source.file_type},
+              {"reference", rows[0].label},
+              {"text", {{"file", o.text}, {"tokens", in.n_text_tokens}, {"evaluated_tokens", in.tokens.size()}}},
+              {"chunking",
+               {{"n_ctx", in.plan.n_ctx},
+                {"n_chunks", in.plan.n_chunks},
+                {"first_scored_row", in.plan.first},
+                {"n_scored", in.plan.n_scored()},
+                {"method", "llama.cpp perplexity: the second half of each chunk is scored"}}},
+              {"calibration", calib},
+              {"divergence", {{"prompts", in.prompts}, {"n_tokens", o.divergence_tokens}}},
+              {"skipped", skipped},
+              {"timing_s",
+               {{"quantize", times.quantize},
+                {"quality", times.quality},
+                {"first_divergence", times.divergence},
+                {"speed", times.speed},
+                {"total", elapsed}}}};
+    json jr = json::array();
+    for (size_t i = 0; i < rows.size(); ++i) jr.push_back(row_json(rows[i], i == 0, rep, o));
+    j["rows"] = jr;
+    std::ofstream f(o.json_out);
+    if (!(f << j.dump(2) << "\n")) return Status::error("cannot write the --json file " + o.json_out);
+    return Status::ok();
+}
+
+}  // namespace
+
+int cmd_eval(const EvalCommandOptions& o) {
+    const auto t_start = Clock::now();
+    auto fail = [](const std::string& m) {
+        std::fprintf(stderr, "error: %s\n", m.c_str());
+        return 1;
+    };
+    if (auto s = pick_schemes(o.quant); !s) return fail(s.message());  // before the model loads
+    auto source = load_model_or_report(o.model, nullptr);
+    if (!source) return 1;
+    auto tok = Tokenizer::create(source->vocab);
+    if (!tok) return fail("tokenizer of " + source->path + ": " + tok.message());
+    auto in = read_inputs(o, tok.value());
+    if (!in) return fail(in.message());
+
+    PhaseTimes times;
+    const auto t_quant = Clock::now();
+    const QuantScheme ref_scheme = QuantScheme::parse("ref").value();
+    auto ref = quantize_model(source, ref_scheme);
+    if (!ref) return fail("making the reference: " + ref.message());
+    std::vector<Row> rows{make_row(ref_scheme, quant_label(*source, ref_scheme), ref.value())};
+    json skipped = json::array();
+    if (auto s = make_variants(source, in->schemes, in->quant, !o.quant.empty(), rows, skipped); !s)
+        return fail(s.message());
+    if (rows.size() < 2) return fail("no quantization scheme could be made in this build");
+    times.quantize = seconds_since(t_quant);
+    std::fprintf(stderr, "reference: %s\n", rows[0].label.c_str());
+
+    auto rep = measure(rows, in.value(), tok.value(), o, times);
+    if (!rep) return fail(rep.message());
+    const double elapsed = seconds_since(t_start);
+    print_report(*source, rows, rep.value(), in.value(), o, elapsed);
+    if (!o.json_out.empty())
+        if (auto s = write_json(*source, rows, rep.value(), in.value(), skipped, o, times, elapsed); !s)
+            return fail(s.message());
+    return 0;
+}
+
+}  // namespace kvs::app
