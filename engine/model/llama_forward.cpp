@@ -174,6 +174,7 @@ void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
 
     // ---- attention block: h = norm(x); q,k,v = h W; rope; cache; attend; x += attn Wo
     m_backend.rms_norm(b.x, w.attn_norm, b.h, n_tokens, c.n_embd, c.rms_eps);
+    observe(il, ActivationSite::AttnInput, b.h, n_tokens, c.n_embd);
     const FusedLayer* f = m_fused.empty() ? nullptr : &m_fused[static_cast<size_t>(il)];
     if (f) {
         m_backend.matmul(f->qkv, b.h, b.qkv, n_tokens);
@@ -216,11 +217,13 @@ void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
     pa.block_size = m_kv.block_size();
     pa.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     m_backend.paged_attention(pa);
+    observe(il, ActivationSite::AttnOutput, b.attn, n_tokens, q_dim);
     m_backend.matmul(w.wo, b.attn, b.h, n_tokens);
     m_backend.add(b.x, b.h, b.x, static_cast<int64_t>(n_tokens) * c.n_embd);
 
     // ---- MLP block: x += down(silu(gate(norm(x))) * up(norm(x)))
     m_backend.rms_norm(b.x, w.ffn_norm, b.h, n_tokens, c.n_embd, c.rms_eps);
+    observe(il, ActivationSite::FfnInput, b.h, n_tokens, c.n_embd);
     if (f) {
         m_backend.matmul(f->gate_up, b.h, b.gate_up, n_tokens);
         split_columns(b.gate_up, n_tokens, {{b.gate, c.n_ff}, {b.up, c.n_ff}});
@@ -229,6 +232,7 @@ void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
         m_backend.matmul(w.w_up, b.h, b.up, n_tokens);
     }
     m_backend.swiglu(b.gate, b.up, b.gate, static_cast<int64_t>(n_tokens) * c.n_ff);
+    observe(il, ActivationSite::DownInput, b.gate, n_tokens, c.n_ff);
     m_backend.matmul(w.w_down, b.gate, b.h, n_tokens);
     m_backend.add(b.x, b.h, b.x, static_cast<int64_t>(n_tokens) * c.n_embd);
 }

@@ -3,6 +3,7 @@
 // prefill chunks and decode tokens of any number of sequences — through all layers,
 // reading and writing K/V through each sequence's block table.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -26,6 +27,16 @@ struct ForwardBatch {
     int n_tokens() const { return static_cast<int>(tokens.size()); }
 };
 
+// Where an activation observer sees a layer's activations (the inputs of its linears).
+enum class ActivationSite {
+    AttnInput,  // attn-norm output, the input of q/k/v  [n_tokens, n_embd]
+    AttnOutput, // attention output, the input of o      [n_tokens, n_head * head_dim]
+    FfnInput,   // ffn-norm output, the input of gate/up [n_tokens, n_embd]
+    DownInput,  // SwiGLU output, the input of down      [n_tokens, n_ff]
+};
+// x: [n_tokens, n] host memory, valid only during the call.
+using ActivationObserver = std::function<void(int layer, ActivationSite site, const float* x, int n_tokens, int n)>;
+
 class LlamaForward {
 public:
     // max_tokens: the most tokens one forward() may carry (the batch / chunk size).
@@ -43,6 +54,9 @@ public:
     const ModelConfig& config() const { return m_model->config; }
     // Bytes of activation scratch the pass allocated on the backend.
     int64_t scratch_bytes() const { return m_scratch_bytes; }
+    // Calibration hook (AWQ): called with each layer's linear inputs. Null by default;
+    // only called on host-visible backends (elsewhere the activations are device memory).
+    void set_activation_observer(ActivationObserver observer) { m_observer = std::move(observer); }
 
 private:
     struct Buffers;
@@ -50,6 +64,9 @@ private:
     void fuse_projections();
     float* scratch(size_t n_floats);
     void run_layer(int il, const ForwardBatch& b, int n_tokens);
+    void observe(int il, ActivationSite site, const float* x, int n_tokens, int n) const {
+        if (m_observer && m_backend.host_visible()) m_observer(il, site, x, n_tokens, n);
+    }
 
     std::shared_ptr<const Model> m_model;
     Backend& m_backend;
@@ -69,6 +86,7 @@ private:
     std::vector<void*> m_owned;           // backend allocations to release
     std::unique_ptr<Buffers> m_buf;
     int64_t m_scratch_bytes = 0;
+    ActivationObserver m_observer;
 };
 
 }  // namespace kvs

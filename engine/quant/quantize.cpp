@@ -5,6 +5,7 @@
 #include <cctype>
 #include <thread>
 
+#include "engine/quant/awq.h"
 #include "kernels/cpu/quant_formats.h"
 
 namespace kvs {
@@ -67,6 +68,9 @@ Result<QuantScheme> QuantScheme::parse(const std::string& text) {
     if (s == "ref" || s == "reference" || s == "f32") return QuantScheme{Kind::Reference, DType::F32, "ref"};
     for (DType t : kGgmlVariantTypes)
         if (s == lower(std::string(dtype_name(t)))) return QuantScheme{Kind::GgmlType, t, s};
+    if (s == "int8") return QuantScheme{Kind::Int8PerChannel, DType::I8_ROW, "int8"};
+    if (s == "int4-rtn" || s == "rtn4") return QuantScheme{Kind::Int4Rtn, DType::I4_G128, "int4-rtn"};
+    if (s == "int4-awq" || s == "awq4") return QuantScheme{Kind::Int4Awq, DType::I4_G128, "int4-awq"};
     std::string all;
     for (const auto& n : spellings()) all += (all.empty() ? "" : ", ") + n;
     return Result<QuantScheme>::error("unknown quantization scheme '" + text + "' (expected one of: " + all + ")");
@@ -75,6 +79,7 @@ Result<QuantScheme> QuantScheme::parse(const std::string& text) {
 std::vector<std::string> QuantScheme::spellings() {
     std::vector<std::string> out{"ref"};
     for (DType t : kGgmlVariantTypes) out.push_back(lower(std::string(dtype_name(t))));
+    for (const char* n : {"int8", "int4-rtn", "rtn4", "int4-awq", "awq4"}) out.emplace_back(n);
     return out;
 }
 
@@ -93,10 +98,9 @@ std::string quant_label(const Model& source, const QuantScheme& scheme) {
 }
 
 Result<std::shared_ptr<Model>> quantize_model(std::shared_ptr<const Model> source, const QuantScheme& scheme,
-                                              const QuantOptions& /*options*/) {
+                                              const QuantOptions& options) {
     if (!source) return Result<std::shared_ptr<Model>>::error("quantize_model: no source model");
-    if (scheme.kind != QuantScheme::Kind::Reference && scheme.kind != QuantScheme::Kind::GgmlType)
-        return Result<std::shared_ptr<Model>>::error("quantization scheme '" + scheme.name + "' is not available");
+    if (scheme.kind == QuantScheme::Kind::Int4Awq) return awq_quantize(source, options.calibration_tokens);
     KVS_RETURN_IF_ERROR(check_block_fit(*source, scheme.dtype));
 
     auto storage = std::make_shared<VariantStorage>();

@@ -10,6 +10,10 @@
 //   "f16"       every linear in F16 (from the reference)
 //   "q8_0" ...  any GGML weight type this engine runs (round-to-nearest, llama.cpp's
 //               reference quantizers), e.g. q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k
+//   "int8"      INT8 per output channel, symmetric (I8_ROW), round to nearest
+//   "int4-rtn"  INT4 asymmetric groups of 128 (I4_G128), round to nearest (alias "rtn4")
+//   "int4-awq"  INT4 groups of 128 by AWQ (engine/quant/awq.h; alias "awq4"): needs
+//               QuantOptions.calibration_tokens (engine/quant/calibration.h)
 // Only the per-layer linears (q, k, v, o, gate, up, down) are re-encoded; the token
 // embedding and the output head stay as the reference stores them.
 #include <memory>

@@ -1,0 +1,223 @@
+// awq_quantize(): calibration, then per layer scale search, folding, clipping and encoding.
+#include "engine/quant/awq.h"
+
+#include <atomic>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "engine/quant/rtn.h"
+
+namespace kvs {
+
+namespace {
+
+// What keeps an AWQ variant's weights alive: the source (embedding, head, output norm),
+// the re-encoded linears and the variant's own norms / v biases (1/s folded in).
+struct AwqStorage {
+    std::shared_ptr<const Model> source;
+    std::vector<std::vector<uint8_t>> weights;
+    std::vector<std::vector<float>> vectors;
+};
+
+// One layer in float while it is searched.
+struct FloatLayer {
+    std::vector<float> wq, wk, wv, wo, gate, up, down;  // [n_out, n_in] each
+    std::vector<float> attn_norm, ffn_norm;             // [n_embd]
+    std::vector<float> bv;                              // [kv_dim] or empty
+};
+
+// w[:, i] *= s[i]; w [n_out, n_in]
+void scale_columns(std::vector<float>& w, int64_t n_in, const std::vector<float>& s) {
+    for (size_t r = 0; r < w.size() / static_cast<size_t>(n_in); ++r)
+        for (int64_t i = 0; i < n_in; ++i) w[r * n_in + i] *= s[static_cast<size_t>(i)];
+}
+// x[:, i] /= s[i]; x [n_rows, n]
+void divide_columns(std::vector<float>& x, int64_t n, const std::vector<float>& s) {
+    for (size_t r = 0; r < x.size() / static_cast<size_t>(n); ++r)
+        for (int64_t i = 0; i < n; ++i) x[r * n + i] /= s[static_cast<size_t>(i)];
+}
+// w[o, :] /= s[o]; w [n_out, n_in]
+void divide_rows(std::vector<float>& w, int64_t n_in, const std::vector<float>& s) {
+    for (size_t r = 0; r < s.size(); ++r)
+        for (int64_t i = 0; i < n_in; ++i) w[r * n_in + i] /= s[r];
+}
+void divide(std::vector<float>& v, const std::vector<float>& s) {
+    for (size_t i = 0; i < v.size(); ++i) v[i] /= s[i];
+}
+
+FloatLayer to_float(const LayerWeights& L, const ModelConfig& c) {
+    FloatLayer f;
+    f.wq = dequantize_matrix(L.wq, 1);
+    f.wk = dequantize_matrix(L.wk, 1);
+    f.wv = dequantize_matrix(L.wv, 1);
+    f.wo = dequantize_matrix(L.wo, 1);
+    f.gate = dequantize_matrix(L.w_gate, 1);
+    f.up = dequantize_matrix(L.w_up, 1);
+    f.down = dequantize_matrix(L.w_down, 1);
+    f.attn_norm.assign(L.attn_norm, L.attn_norm + c.n_embd);
+    f.ffn_norm.assign(L.ffn_norm, L.ffn_norm + c.n_embd);
+    if (L.bv) f.bv.assign(L.bv, L.bv + c.n_kv_head * c.head_dim);
+    return f;
+}
+
+// Search every group on the unmodified layer, then fold all scales (AutoAWQ's order);
+// the activations are divided by the scales too, for the clipping search.
+void search_and_fold(Backend& be, const ModelConfig& c, FloatLayer& f, LayerActivations& a, int n_rows,
+                     const AwqOptions& opt, AwqLayerStats& st) {
+    const int64_t E = c.n_embd, F = c.n_ff, QD = int64_t(c.n_head) * c.head_dim, KV = int64_t(c.n_kv_head) * c.head_dim;
+    const bool fold_o = c.n_head == c.n_kv_head;
+    auto s_qkv = awq_search_scale(be, {f.wq.data(), f.wk.data(), f.wv.data()}, {QD, KV, KV}, E, a.attn_in.data(),
+                                  n_rows, opt.n_grid, &st.qkv, opt.group_size);
+    std::vector<float> s_o;
+    if (fold_o) s_o = awq_search_scale(be, {f.wo.data()}, {E}, QD, a.attn_out.data(), n_rows, opt.n_grid, &st.o,
+                                          opt.group_size);
+    auto s_gu = awq_search_scale(be, {f.gate.data(), f.up.data()}, {F, F}, E, a.ffn_in.data(), n_rows, opt.n_grid,
+                                 &st.gate_up, opt.group_size);
+    auto s_down = awq_search_scale(be, {f.down.data()}, {E}, F, a.down_in.data(), n_rows, opt.n_grid, &st.down,
+                                 opt.group_size);
+
+    divide(f.attn_norm, s_qkv);
+    for (auto* w : {&f.wq, &f.wk, &f.wv}) scale_columns(*w, E, s_qkv);
+    divide_columns(a.attn_in, E, s_qkv);
+    if (fold_o) {
+        divide_rows(f.wv, E, s_o);
+        if (!f.bv.empty()) divide(f.bv, s_o);
+        scale_columns(f.wo, QD, s_o);
+        divide_columns(a.attn_out, QD, s_o);
+    }
+    divide(f.ffn_norm, s_gu);
+    for (auto* w : {&f.gate, &f.up}) scale_columns(*w, E, s_gu);
+    divide_columns(a.ffn_in, E, s_gu);
+    divide_rows(f.up, E, s_down);
+    scale_columns(f.down, F, s_down);
+    divide_columns(a.down_in, F, s_down);
+}
+
+void clip_layer(Backend& be, const ModelConfig& c, FloatLayer& f, const LayerActivations& a, int n_rows,
+                const AwqOptions& opt) {
+    const int64_t E = c.n_embd, F = c.n_ff, QD = int64_t(c.n_head) * c.head_dim, KV = int64_t(c.n_kv_head) * c.head_dim;
+    awq_clip(be, f.wv.data(), KV, E, a.attn_in.data(), n_rows, opt.n_grid, opt.max_shrink, opt.group_size);
+    awq_clip(be, f.wo.data(), E, QD, a.attn_out.data(), n_rows, opt.n_grid, opt.max_shrink, opt.group_size);
+    awq_clip(be, f.gate.data(), F, E, a.ffn_in.data(), n_rows, opt.n_grid, opt.max_shrink, opt.group_size);
+    awq_clip(be, f.up.data(), F, E, a.ffn_in.data(), n_rows, opt.n_grid, opt.max_shrink, opt.group_size);
+    awq_clip(be, f.down.data(), E, F, a.down_in.data(), n_rows, opt.n_grid, opt.max_shrink, opt.group_size);
+}
+
+// Encodes one float matrix into the variant's storage.
+WeightView encode(std::vector<float>& w, int64_t n_out, int64_t n_in, const AwqOptions& opt,
+                  std::vector<uint8_t>& slot) {
+    if (opt.output == AwqOutput::I4G128) {
+        slot = quantize_matrix(w.data(), n_out, n_in, DType::I4_G128, 1);
+        return WeightView{DType::I4_G128, slot.data(), n_in, n_out};
+    }
+    if (opt.output == AwqOutput::FakeQuant) fake_quant_int4(w.data(), w.data(), int64_t(w.size()), opt.group_size);
+    slot.resize(w.size() * sizeof(float));
+    std::memcpy(slot.data(), w.data(), slot.size());
+    return WeightView{DType::F32, slot.data(), n_in, n_out};
+}
+
+Status check_awq_input(const Model& m, const std::vector<int32_t>& tokens, const AwqOptions& opt) {
+    if (tokens.empty())
+        return Status::error("AWQ needs calibration tokens (QuantOptions.calibration_tokens is empty): give it a "
+                             "calibration text, e.g. " + std::string(default_calibration_text_path()));
+    if (opt.group_size < 1 || (opt.output == AwqOutput::I4G128 && opt.group_size != kInt4Group))
+        return Status::error("AWQ: I4_G128 stores groups of 128 weights, not " + std::to_string(opt.group_size));
+    if (opt.n_grid < 1) return Status::error("AWQ: n_grid must be at least 1, got " + std::to_string(opt.n_grid));
+    for (size_t l = 0; l < m.layers.size(); ++l) {
+        const LayerWeights& L = m.layers[l];
+        const std::pair<const WeightView*, const char*> ws[] = {{&L.wq, "attn_q"}, {&L.wk, "attn_k"},
+            {&L.wv, "attn_v"}, {&L.wo, "attn_output"}, {&L.w_gate, "ffn_gate"}, {&L.w_up, "ffn_up"},
+            {&L.w_down, "ffn_down"}};
+        for (const auto& [w, name] : ws)
+            if (w->n_in % opt.group_size != 0)
+                return Status::error("cannot quantize layer " + std::to_string(l) + " " + name + " to INT4 groups of " +
+                                     std::to_string(opt.group_size) + ": a row has " + std::to_string(w->n_in) +
+                                     " elements, not a multiple of " + std::to_string(opt.group_size));
+    }
+    return Status::ok();
+}
+
+}  // namespace
+
+Result<std::shared_ptr<Model>> awq_quantize(std::shared_ptr<const Model> source,
+                                            const std::vector<int32_t>& calibration_tokens, const AwqOptions& opt,
+                                            AwqReport* report) {
+    using R = Result<std::shared_ptr<Model>>;
+    using clock = std::chrono::steady_clock;
+    if (!source) return R::error("awq_quantize: no source model");
+    KVS_RETURN_IF_ERROR(check_awq_input(*source, calibration_tokens, opt));
+    const ModelConfig& c = source->config;
+
+    const auto t0 = clock::now();
+    CalibrationOptions copt = opt.calibration;
+    copt.n_threads = opt.n_threads;
+    auto calib = collect_activations(source, calibration_tokens, copt);
+    if (!calib) return calib.status();
+    const auto t1 = clock::now();
+
+    auto storage = std::make_shared<AwqStorage>();
+    storage->source = source;
+    storage->weights.resize(source->layers.size() * 7);
+    storage->vectors.resize(source->layers.size() * 3);
+    auto m = std::make_shared<Model>(*source);
+    std::vector<AwqLayerStats> stats(source->layers.size());
+    const int n_rows = calib->n_rows;
+
+    std::atomic<int> next{0};
+    auto worker = [&]() {
+        auto be = make_cpu_backend(1);
+        for (int l = next++; l < c.n_layer; l = next++) {
+            const size_t li = static_cast<size_t>(l);
+            FloatLayer f = to_float(source->layers[li], c);
+            LayerActivations& a = calib->layers[li];
+            if (opt.search_scales) search_and_fold(*be, c, f, a, n_rows, opt, stats[li]);
+            if (opt.clip) clip_layer(*be, c, f, a, n_rows, opt);
+            a = LayerActivations{};  // done with this layer's activations
+            LayerWeights& L = m->layers[li];
+            auto* slot = &storage->weights[li * 7];
+            L.wq = encode(f.wq, L.wq.n_out, L.wq.n_in, opt, slot[0]);
+            L.wk = encode(f.wk, L.wk.n_out, L.wk.n_in, opt, slot[1]);
+            L.wv = encode(f.wv, L.wv.n_out, L.wv.n_in, opt, slot[2]);
+            L.wo = encode(f.wo, L.wo.n_out, L.wo.n_in, opt, slot[3]);
+            L.w_gate = encode(f.gate, L.w_gate.n_out, L.w_gate.n_in, opt, slot[4]);
+            L.w_up = encode(f.up, L.w_up.n_out, L.w_up.n_in, opt, slot[5]);
+            L.w_down = encode(f.down, L.w_down.n_out, L.w_down.n_in, opt, slot[6]);
+            auto* vec = &storage->vectors[li * 3];
+            vec[0] = std::move(f.attn_norm);
+            vec[1] = std::move(f.ffn_norm);
+            vec[2] = std::move(f.bv);
+            L.attn_norm = vec[0].data();
+            L.ffn_norm = vec[1].data();
+            if (L.bv) L.bv = vec[2].data();
+        }
+    };
+    std::vector<std::thread> helpers;
+    for (int t = 1; t < opt.n_threads; ++t) helpers.emplace_back(worker);
+    worker();
+    for (auto& h : helpers) h.join();
+    const auto t2 = clock::now();
+
+    m->tensor_types.clear();
+    m->weight_bytes = 0;
+    auto count = [&](const WeightView& w) {
+        m->weight_bytes += int64_t(row_bytes(w.dtype, w.n_in)) * w.n_out;
+        m->tensor_types[std::string(dtype_name(w.dtype))] += 1;
+    };
+    for (const LayerWeights& L : m->layers)
+        for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) count(*w);
+    count(m->token_embd);
+    if (!m->config.tied_embeddings) count(m->output);
+    m->file_type = opt.output == AwqOutput::I4G128 ? "I4_G128" : "F32";
+    m->format = opt.output == AwqOutput::I4G128 ? "variant:int4-awq" : "variant:int4-awq-float";
+    m->storage = storage;
+    if (report) {
+        report->layers = std::move(stats);
+        report->n_calibration_rows = n_rows;
+        report->seconds_calibration = std::chrono::duration<double>(t1 - t0).count();
+        report->seconds_search = std::chrono::duration<double>(t2 - t1).count();
+    }
+    return m;
+}
+
+}  // namespace kvs

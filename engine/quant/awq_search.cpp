@@ -1,0 +1,142 @@
+// AWQ's two searches on float weights: the per-channel scale (alpha grid) of a group of
+// linears and the per-group clipping range of one linear. Both use the pseudo-quantizer
+// fake_quant_int4 (the exact values quantize_row(I4_G128) stores).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "engine/quant/awq.h"
+#include "engine/quant/rtn.h"
+
+namespace kvs {
+
+namespace {
+
+// mean |x| per channel; x [n_rows, n]
+std::vector<float> mean_abs(const float* x, int n_rows, int64_t n) {
+    std::vector<double> acc(static_cast<size_t>(n), 0.0);  // [n]
+    for (int r = 0; r < n_rows; ++r)
+        for (int64_t i = 0; i < n; ++i) acc[static_cast<size_t>(i)] += std::fabs(x[r * n + i]);
+    std::vector<float> out(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = static_cast<float>(acc[static_cast<size_t>(i)] / std::max(1, n_rows));
+    return out;
+}
+
+// s = max(x_mean^alpha, 1e-4) / sqrt(max(s) * min(s))
+std::vector<float> scales_for(const std::vector<float>& x_mean, float alpha) {
+    std::vector<float> s(x_mean.size());
+    float lo = std::numeric_limits<float>::max(), hi = 0.0f;
+    for (size_t i = 0; i < s.size(); ++i) {
+        s[i] = std::max(std::pow(x_mean[i], alpha), 1e-4f);
+        lo = std::min(lo, s[i]);
+        hi = std::max(hi, s[i]);
+    }
+    const float norm = std::sqrt(hi * lo);
+    for (float& v : s) v /= norm;
+    return s;
+}
+
+double sum_squares(const float* y, size_t n) {
+    double acc = 0.0;
+    for (size_t i = 0; i < n; ++i) acc += static_cast<double>(y[i]) * y[i];
+    return acc;
+}
+
+}  // namespace
+
+double awq_group_loss(Backend& backend, const std::vector<const float*>& linears, const std::vector<int64_t>& n_out,
+                      int64_t n_in, const float* x, int n_rows, const float* s, int group) {
+    double err = 0.0;
+    int64_t n_total = 0;
+    std::vector<float> row(static_cast<size_t>(n_in));  // [n_in]
+    for (size_t li = 0; li < linears.size(); ++li) {
+        const float* w = linears[li];
+        const int64_t rows = n_out[li];
+        // E = W - Q(W diag(s)) diag(1/s): the error the quantized layer adds to W
+        std::vector<float> e(static_cast<size_t>(rows * n_in));  // [rows, n_in]
+        for (int64_t r = 0; r < rows; ++r) {
+            const float* wr = w + r * n_in;
+            for (int64_t i = 0; i < n_in; ++i) row[static_cast<size_t>(i)] = s ? wr[i] * s[i] : wr[i];
+            fake_quant_int4(row.data(), row.data(), n_in, group);
+            float* er = e.data() + r * n_in;
+            for (int64_t i = 0; i < n_in; ++i) er[i] = wr[i] - (s ? row[static_cast<size_t>(i)] / s[i] : row[static_cast<size_t>(i)]);
+        }
+        std::vector<float> y(static_cast<size_t>(rows) * n_rows);  // [n_rows, rows] = x E^T
+        backend.matmul(WeightView{DType::F32, e.data(), n_in, rows}, x, y.data(), n_rows);
+        err += sum_squares(y.data(), y.size());
+        n_total += rows * n_rows;
+    }
+    return n_total ? err / static_cast<double>(n_total) : 0.0;
+}
+
+std::vector<float> awq_search_scale(Backend& backend, const std::vector<const float*>& linears,
+                                    const std::vector<int64_t>& n_out, int64_t n_in, const float* x, int n_rows,
+                                    int n_grid, AwqGroupStats* stats, int group) {
+    const std::vector<float> x_mean = mean_abs(x, n_rows, n_in);
+    std::vector<float> best(static_cast<size_t>(n_in), 1.0f);
+    double best_loss = std::numeric_limits<double>::infinity();
+    float best_alpha = 0.0f;
+    double rtn_loss = 0.0;
+    for (int k = 0; k < n_grid; ++k) {
+        const float alpha = static_cast<float>(k) / static_cast<float>(n_grid);
+        std::vector<float> s = scales_for(x_mean, alpha);
+        const double loss = awq_group_loss(backend, linears, n_out, n_in, x, n_rows, k == 0 ? nullptr : s.data(), group);
+        if (k == 0) rtn_loss = loss;
+        if (loss < best_loss) {
+            best_loss = loss;
+            best_alpha = alpha;
+            best = std::move(s);
+        }
+    }
+    if (stats) *stats = AwqGroupStats{best_alpha, rtn_loss, best_loss};
+    return best;
+}
+
+void awq_clip(Backend& backend, float* w, int64_t n_out, int64_t n_in, const float* x, int n_rows, int n_grid,
+              float max_shrink, int group) {
+    const int G = group;
+    const int n_cand = std::max(1, static_cast<int>(max_shrink * static_cast<float>(n_grid)));
+    std::vector<float> xt(static_cast<size_t>(G) * n_rows);          // [G, n_rows] the group's inputs, transposed
+    std::vector<float> gram(static_cast<size_t>(G) * G);             // [G, G] X_g^T X_g
+    std::vector<float> e(static_cast<size_t>(n_cand * n_out) * G);   // [n_cand * n_out, G] error of each candidate
+    std::vector<float> eg(e.size());                                 // [n_cand * n_out, G] E G
+    std::vector<float> maxv(static_cast<size_t>(n_cand * n_out));    // [n_cand, n_out] the candidate's clamp
+    std::vector<float> tmp(G);
+    for (int64_t g0 = 0; g0 < n_in; g0 += G) {
+        for (int r = 0; r < n_rows; ++r)
+            for (int i = 0; i < G; ++i) xt[static_cast<size_t>(i) * n_rows + r] = x[r * n_in + g0 + i];
+        // gram[i, j] = sum_r x[r, g0 + i] x[r, g0 + j]: then e^T G e = sum_r (x_g . e)^2
+        backend.matmul(WeightView{DType::F32, xt.data(), n_rows, G}, xt.data(), gram.data(), G);
+        for (int64_t r = 0; r < n_out; ++r) {
+            const float* wr = w + r * n_in + g0;
+            float amax = 0.0f;
+            for (int i = 0; i < G; ++i) amax = std::max(amax, std::fabs(wr[i]));
+            for (int c = 0; c < n_cand; ++c) {
+                const float m = amax * (1.0f - static_cast<float>(c) / static_cast<float>(n_grid));
+                maxv[static_cast<size_t>(c * n_out + r)] = m;
+                for (int i = 0; i < G; ++i) tmp[i] = std::clamp(wr[i], -m, m);
+                fake_quant_int4(tmp.data(), tmp.data(), G, G);
+                float* er = e.data() + static_cast<size_t>(c * n_out + r) * G;
+                for (int i = 0; i < G; ++i) er[i] = wr[i] - tmp[i];
+            }
+        }
+        backend.matmul(WeightView{DType::F32, gram.data(), G, G}, e.data(), eg.data(), static_cast<int>(n_cand * n_out));
+        for (int64_t r = 0; r < n_out; ++r) {
+            double best_err = std::numeric_limits<double>::infinity();
+            float best_m = maxv[static_cast<size_t>(r)];
+            for (int c = 0; c < n_cand; ++c) {
+                const size_t off = static_cast<size_t>(c * n_out + r) * G;
+                double err = 0.0;
+                for (int i = 0; i < G; ++i) err += static_cast<double>(e[off + i]) * eg[off + i];
+                if (err < best_err) {
+                    best_err = err;
+                    best_m = maxv[static_cast<size_t>(c * n_out + r)];
+                }
+            }
+            float* wr = w + r * n_in + g0;
+            for (int i = 0; i < G; ++i) wr[i] = std::clamp(wr[i], -best_m, best_m);
+        }
+    }
+}
+
+}  // namespace kvs

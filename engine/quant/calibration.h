@@ -1,0 +1,52 @@
+#pragma once
+// Calibration for activation-aware quantization (AWQ): run calibration tokens through the
+// reference model and keep, per layer, a bounded sample of the inputs of its linears.
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "engine/core/status.h"
+#include "engine/model/model.h"
+
+namespace kvs {
+
+// One layer's linear inputs for the sampled token rows (row r of every buffer is the
+// same token).
+struct LayerActivations {
+    std::vector<float> attn_in;   // [n_rows, n_embd]  attn-norm output: input of q/k/v
+    std::vector<float> attn_out;  // [n_rows, n_head * head_dim] attention output: input of o
+    std::vector<float> ffn_in;    // [n_rows, n_embd]  ffn-norm output: input of gate/up
+    std::vector<float> down_in;   // [n_rows, n_ff]    SwiGLU output: input of down
+};
+
+struct CalibrationData {
+    int n_rows = 0;                       // sampled token rows per buffer
+    int n_tokens = 0;                     // tokens run through the model
+    std::vector<LayerActivations> layers; // [n_layer]
+};
+
+struct CalibrationOptions {
+    int max_rows = 512;    // keep at most this many token rows (every k-th token)
+    int n_threads = 2;     // CPU threads of the forward pass
+    int chunk = 256;       // tokens per forward pass
+    // Tokens at the start of the sequence run but not sampled (the first token is an
+    // attention sink with activations orders of magnitude above the rest). 0 like AutoAWQ;
+    // skipping it did not help AWQ on SmolLM2-135M.
+    int skip_first = 0;
+};
+
+// Runs `tokens` through `model` as one sequence on the CPU backend and samples every
+// ceil((n - skip_first) / max_rows)-th token's activations after the first skip_first. Errors: no tokens, a token outside the
+// vocabulary, more tokens than the model's training context.
+Result<CalibrationData> collect_activations(std::shared_ptr<const Model> model, const std::vector<int32_t>& tokens,
+                                            const CalibrationOptions& options = {});
+
+// The default calibration text: the Apache-2.0 license every Debian system ships.
+inline const char* default_calibration_text_path() { return "/usr/share/common-licenses/Apache-2.0"; }
+
+// The first max_tokens tokens of a text file, encoded with the model's tokenizer (BOS
+// first when the vocabulary asks for it). Errors name the file.
+Result<std::vector<int32_t>> tokenize_text_file(const Model& model, const std::string& path, int max_tokens);
+
+}  // namespace kvs

@@ -1,0 +1,511 @@
+// ctest-labels: unit
+// The quantization lab's own schemes: RTN INT8 per channel and INT4 g128 (error bounds
+// checked against bounds computed here), AWQ's pseudo-quantizer against the stored
+// I4_G128 format, AWQ's loss against a naive computation, the calibration collector
+// against a hand-computed layer-0 input, AWQ's folding (exact without quantization),
+// AWQ beating RTN on a tiny model with outlier activation channels, and bad input.
+#include <QtTest>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "engine/model/model.h"
+#include "engine/quant/awq.h"
+#include "engine/quant/calibration.h"
+#include "engine/quant/quantize.h"
+#include "engine/quant/rtn.h"
+#include "engine/runtime/sequence_runner.h"
+#include "kernels/cpu/quant_formats.h"
+#include "tests/support/test_paths.h"
+#include "tests/support/tiny_model.h"
+
+using namespace kvs;
+
+namespace {
+
+// Random matrix [n_out, n_in]: N(0, 1) plus, with outliers, a few entries 20x larger.
+std::vector<float> random_matrix(int64_t n_out, int64_t n_in, uint32_t seed, bool outliers) {
+    std::mt19937 rng(seed);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> w(static_cast<size_t>(n_out * n_in));
+    for (auto& x : w) x = nd(rng);
+    if (outliers)
+        for (size_t i = 0; i < w.size(); i += 97) w[i] *= 20.0f;
+    return w;
+}
+
+std::vector<float> dequant(DType t, const std::vector<uint8_t>& q, int64_t n_out, int64_t n_in) {
+    std::vector<float> out(static_cast<size_t>(n_out * n_in));
+    const size_t rb = row_bytes(t, n_in);
+    for (int64_t r = 0; r < n_out; ++r) cpu::dequantize_row(t, q.data() + r * rb, out.data() + r * n_in, n_in);
+    return out;
+}
+
+// A tiny F32 llama model written and loaded by the test.
+std::shared_ptr<const Model> tiny_model(const char* name, int n_embd, int n_head, int n_kv_head, int n_ff) {
+    test::TinyModelSpec spec;
+    spec.n_embd = n_embd;
+    spec.n_head = n_head;
+    spec.n_kv_head = n_kv_head;
+    spec.n_ff = n_ff;
+    spec.n_layer = 2;
+    spec.seed = 7;
+    const std::string path = test::output_path(name);
+    if (!test::write_tiny_gguf(path, spec)) return nullptr;
+    auto m = load_model(path);
+    return m ? std::shared_ptr<const Model>(m.value()) : nullptr;
+}
+
+// The model with channels `hot` of every attn_norm / ffn_norm multiplied by `factor`: the
+// linears then see activation outliers in those channels.
+struct OutlierModel {
+    std::vector<std::vector<float>> norms;
+    std::shared_ptr<Model> model;
+};
+OutlierModel with_outliers(const Model& src, const std::vector<int>& hot, float factor) {
+    OutlierModel o;
+    o.model = std::make_shared<Model>(src);
+    const int n = src.config.n_embd;
+    o.norms.reserve(src.layers.size() * 2);
+    for (auto& L : o.model->layers)
+        for (const float** p : {&L.attn_norm, &L.ffn_norm}) {
+            o.norms.emplace_back(*p, *p + n);
+            for (int c : hot) o.norms.back()[static_cast<size_t>(c)] *= factor;
+            *p = o.norms.back().data();
+        }
+    return o;
+}
+
+// Logits of every token. Quantized linears are first dequantized to F32, so the
+// comparison sees the weights' error alone (not the kernels' activation rounding).
+std::vector<float> all_logits(std::shared_ptr<const Model> m, const std::vector<int32_t>& tokens) {
+    if (m->layers[0].wq.dtype != DType::F32) {
+        auto f = quantize_model(m, QuantScheme::parse("ref").value());
+        if (!f) return {};
+        m = f.value();
+    }
+    RunnerOptions ro;
+    ro.backend = "cpu";
+    ro.n_threads = 2;
+    ro.n_ctx = 1024;
+    auto r = SequenceRunner::create(std::move(m), ro);
+    std::vector<float> logits;
+    if (!r || !(*r)->eval(tokens, true, &logits)) return {};
+    return logits;
+}
+
+// One layer of a float model in double, naive: x [T, n_embd] in place. RoPE is left out:
+// it acts on q and k after their projections, which AWQ's folding does not change.
+void naive_layer(const Model& m, int il, std::vector<double>& x, int T) {
+    const ModelConfig& c = m.config;
+    const LayerWeights& L = m.layers[size_t(il)];
+    const int E = c.n_embd, HD = c.head_dim, QD = c.n_head * HD, KD = c.n_kv_head * HD, F = c.n_ff;
+    auto W = [](const WeightView& w) { return static_cast<const float*>(w.data); };
+    auto norm = [&](const float* g, std::vector<double>& h) {
+        h.assign(size_t(T) * E, 0.0);
+        for (int t = 0; t < T; ++t) {
+            double ss = 0.0;
+            for (int i = 0; i < E; ++i) ss += x[size_t(t) * E + i] * x[size_t(t) * E + i];
+            const double inv = 1.0 / std::sqrt(ss / E + c.rms_eps);
+            for (int i = 0; i < E; ++i) h[size_t(t) * E + i] = x[size_t(t) * E + i] * inv * g[i];
+        }
+    };
+    auto proj = [&](const float* w, const std::vector<double>& in, int n_in, int n_out) {
+        std::vector<double> out(size_t(T) * n_out, 0.0);
+        for (int t = 0; t < T; ++t)
+            for (int o = 0; o < n_out; ++o) {
+                double acc = 0.0;
+                for (int i = 0; i < n_in; ++i) acc += in[size_t(t) * n_in + i] * w[size_t(o) * n_in + i];
+                out[size_t(t) * n_out + o] = acc;
+            }
+        return out;
+    };
+    std::vector<double> h;
+    norm(L.attn_norm, h);
+    auto q = proj(W(L.wq), h, E, QD), k = proj(W(L.wk), h, E, KD), v = proj(W(L.wv), h, E, KD);
+    std::vector<double> att(size_t(T) * QD, 0.0);
+    for (int hh = 0; hh < c.n_head; ++hh) {
+        const int kh = hh / (c.n_head / c.n_kv_head);
+        for (int t = 0; t < T; ++t) {
+            std::vector<double> p(size_t(t) + 1);
+            double mx = -1e300, sum = 0.0;
+            for (int u = 0; u <= t; ++u) {
+                double d = 0.0;
+                for (int i = 0; i < HD; ++i) d += q[size_t(t) * QD + hh * HD + i] * k[size_t(u) * KD + kh * HD + i];
+                p[size_t(u)] = d / std::sqrt(double(HD));
+                mx = std::max(mx, p[size_t(u)]);
+            }
+            for (auto& e : p) sum += (e = std::exp(e - mx));
+            for (int u = 0; u <= t; ++u)
+                for (int i = 0; i < HD; ++i)
+                    att[size_t(t) * QD + hh * HD + i] += p[size_t(u)] / sum * v[size_t(u) * KD + kh * HD + i];
+        }
+    }
+    auto o = proj(W(L.wo), att, QD, E);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += o[i];
+    norm(L.ffn_norm, h);
+    auto g = proj(W(L.w_gate), h, E, F), up = proj(W(L.w_up), h, E, F);
+    for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * up[i];
+    auto d = proj(W(L.w_down), g, F, E);
+    for (size_t i = 0; i < x.size(); ++i) x[i] += d[i];
+}
+
+// The residual stream after every layer, naive, for the first T tokens.
+std::vector<double> naive_hidden(const Model& m, const std::vector<int32_t>& tokens) {
+    const int E = m.config.n_embd, T = int(tokens.size());
+    std::vector<double> x(size_t(T) * E);
+    const auto* emb = static_cast<const float*>(m.token_embd.data);
+    for (int t = 0; t < T; ++t)
+        for (int i = 0; i < E; ++i) x[size_t(t) * E + i] = emb[size_t(tokens[size_t(t)]) * E + i];
+    for (int il = 0; il < m.config.n_layer; ++il) naive_layer(m, il, x, T);
+    return x;
+}
+
+double mse(const std::vector<float>& a, const std::vector<float>& b) {
+    double acc = 0.0;
+    for (size_t i = 0; i < a.size(); ++i) acc += (double(a[i]) - b[i]) * (double(a[i]) - b[i]);
+    return acc / double(std::max<size_t>(1, a.size()));
+}
+
+std::vector<int32_t> license_tokens(const Model& m, const char* name, int n) {
+    auto t = tokenize_text_file(m, std::string("/usr/share/common-licenses/") + name, n);
+    return t ? t.value() : std::vector<int32_t>{};
+}
+
+}  // namespace
+
+class TestQuantSchemes : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void rtn_int8_error_bound_data() {
+        QTest::addColumn<int>("n_out");
+        QTest::addColumn<int>("n_in");
+        QTest::addColumn<bool>("outliers");
+        QTest::newRow("8x128") << 8 << 128 << false;
+        QTest::newRow("16x576 outliers") << 16 << 576 << true;
+        QTest::newRow("3x1536") << 3 << 1536 << false;
+    }
+    void rtn_int8_error_bound() {
+        QFETCH(int, n_out);
+        QFETCH(int, n_in);
+        QFETCH(bool, outliers);
+        const auto w = random_matrix(n_out, n_in, 11, outliers);
+        const auto q = quantize_matrix(w.data(), n_out, n_in, DType::I8_ROW);
+        QCOMPARE(q.size(), size_t(n_out) * (4 + size_t(n_in)));
+        const auto back = dequant(DType::I8_ROW, q, n_out, n_in);
+        for (int r = 0; r < n_out; ++r) {
+            float amax = 0.0f;
+            for (int i = 0; i < n_in; ++i) amax = std::max(amax, std::fabs(w[size_t(r) * n_in + i]));
+            const double half_step = amax / 127.0 / 2.0;
+            for (int i = 0; i < n_in; ++i) {
+                const size_t k = size_t(r) * n_in + i;
+                QVERIFY2(std::fabs(double(back[k]) - w[k]) <= half_step * (1 + 1e-5),
+                         qPrintable(QString("row %1 col %2: %3 vs %4").arg(r).arg(i).arg(back[k]).arg(w[k])));
+            }
+        }
+    }
+
+    void rtn_int4_error_bound_data() {
+        QTest::addColumn<int>("n_out");
+        QTest::addColumn<int>("n_in");
+        QTest::addColumn<bool>("outliers");
+        QTest::newRow("4x128") << 4 << 128 << false;
+        QTest::newRow("8x576 outliers") << 8 << 640 << true;
+        QTest::newRow("2x1536") << 2 << 1536 << false;
+    }
+    void rtn_int4_error_bound() {
+        QFETCH(int, n_out);
+        QFETCH(int, n_in);
+        QFETCH(bool, outliers);
+        const auto w = random_matrix(n_out, n_in, 5, outliers);
+        const auto q = quantize_matrix(w.data(), n_out, n_in, DType::I4_G128);
+        QCOMPARE(q.size(), size_t(n_out) * size_t(n_in / 128) * 68);
+        const auto back = dequant(DType::I4_G128, q, n_out, n_in);
+        for (size_t g0 = 0; g0 < w.size(); g0 += 128) {
+            float lo = 0.0f, hi = 0.0f;  // the group's range, widened to include 0
+            for (size_t i = g0; i < g0 + 128; ++i) lo = std::min(lo, w[i]), hi = std::max(hi, w[i]);
+            // d is (hi - lo) / 15 rounded up to fp16: at most 2^-10 relative above
+            const double half_step = (hi - lo) / 15.0 * (1.0 + 1.0 / 1024) / 2.0;
+            for (size_t i = g0; i < g0 + 128; ++i)
+                QVERIFY2(std::fabs(double(back[i]) - w[i]) <= half_step * (1 + 1e-5),
+                         qPrintable(QString("element %1: %2 vs %3").arg(i).arg(back[i]).arg(w[i])));
+        }
+    }
+
+    void rtn_int4_constant_groups_data() {
+        QTest::addColumn<float>("value");
+        QTest::newRow("zero") << 0.0f;
+        QTest::newRow("positive") << 0.37f;
+        QTest::newRow("negative") << -2.5f;
+    }
+    void rtn_int4_constant_groups() {
+        QFETCH(float, value);
+        std::vector<float> w(256, value);
+        const auto q = quantize_matrix(w.data(), 1, 256, DType::I4_G128);
+        const auto back = dequant(DType::I4_G128, q, 1, 256);
+        // range [min(0, v), max(0, v)], 15 steps: v is an end of the grid, d/2 at most off
+        const double half_step = std::fabs(value) / 15.0 * (1.0 + 1.0 / 1024) / 2.0;
+        for (float b : back) QVERIFY(std::fabs(double(b) - value) <= half_step);
+        if (value == 0.0f)
+            for (float b : back) QCOMPARE(b, 0.0f);
+    }
+
+    void fake_quant_equals_format_data() {
+        QTest::addColumn<uint32_t>("seed");
+        QTest::addColumn<bool>("outliers");
+        QTest::newRow("normal") << 1u << false;
+        QTest::newRow("outliers") << 2u << true;
+        QTest::newRow("normal 2") << 3u << false;
+    }
+    void fake_quant_equals_format() {
+        QFETCH(uint32_t, seed);
+        QFETCH(bool, outliers);
+        auto w = random_matrix(4, 1152, seed, outliers);
+        for (size_t i = 0; i < 128; ++i) w[i] = std::fabs(w[i]) + 0.5f;  // one all-positive group
+        std::vector<float> fake(w.size());
+        fake_quant_int4(w.data(), fake.data(), int64_t(w.size()));
+        const auto back = dequant(DType::I4_G128, quantize_matrix(w.data(), 4, 1152, DType::I4_G128), 4, 1152);
+        for (size_t i = 0; i < w.size(); ++i)
+            QVERIFY2(fake[i] == back[i], qPrintable(QString("element %1: %2 vs %3").arg(i).arg(fake[i]).arg(back[i])));
+    }
+
+    void scheme_parsing_data() {
+        QTest::addColumn<QString>("text");
+        QTest::addColumn<int>("kind");
+        QTest::addColumn<int>("dtype");
+        QTest::newRow("int8") << "int8" << int(QuantScheme::Kind::Int8PerChannel) << int(DType::I8_ROW);
+        QTest::newRow("int4-rtn") << "int4-rtn" << int(QuantScheme::Kind::Int4Rtn) << int(DType::I4_G128);
+        QTest::newRow("rtn4") << "RTN4" << int(QuantScheme::Kind::Int4Rtn) << int(DType::I4_G128);
+        QTest::newRow("int4-awq") << "int4-awq" << int(QuantScheme::Kind::Int4Awq) << int(DType::I4_G128);
+        QTest::newRow("awq4") << "awq4" << int(QuantScheme::Kind::Int4Awq) << int(DType::I4_G128);
+    }
+    void scheme_parsing() {
+        QFETCH(QString, text);
+        QFETCH(int, kind);
+        QFETCH(int, dtype);
+        auto s = QuantScheme::parse(text.toStdString());
+        QVERIFY2(s.is_ok(), s.message().c_str());
+        QCOMPARE(int(s->kind), kind);
+        QCOMPARE(int(s->dtype), dtype);
+        auto bad = QuantScheme::parse("int3");
+        QVERIFY(!bad.is_ok());
+        QVERIFY(bad.message().find("int4-awq") != std::string::npos);
+    }
+
+    // awq_group_loss against the definition: mean over (token, output) of the squared
+    // difference between x.w and x.(Q(w*s)/s), with Q the stored I4_G128 format.
+    void awq_loss_matches_naive() {
+        const int n_rows = 8, n_in = 256, n_out = 5;
+        const auto w = random_matrix(n_out, n_in, 3, false);
+        auto x = random_matrix(n_rows, n_in, 4, false);
+        std::vector<float> s(n_in);
+        for (int i = 0; i < n_in; ++i) s[i] = 0.5f + float(i % 7) * 0.3f;
+        std::vector<float> ws(w.size());
+        for (size_t k = 0; k < w.size(); ++k) ws[k] = w[k] * s[k % n_in];
+        const auto qs = dequant(DType::I4_G128, quantize_matrix(ws.data(), n_out, n_in, DType::I4_G128), n_out, n_in);
+        double naive = 0.0;
+        for (int t = 0; t < n_rows; ++t)
+            for (int o = 0; o < n_out; ++o) {
+                double ref = 0.0, got = 0.0;
+                for (int i = 0; i < n_in; ++i) {
+                    ref += double(x[t * n_in + i]) * w[o * n_in + i];
+                    got += double(x[t * n_in + i]) * qs[o * n_in + i] / s[i];
+                }
+                naive += (ref - got) * (ref - got);
+            }
+        naive /= n_rows * n_out;
+        auto be = make_cpu_backend(1);
+        const double loss = awq_group_loss(*be, {w.data()}, {n_out}, n_in, x.data(), n_rows, s.data());
+        QVERIFY2(std::fabs(loss - naive) <= 1e-4 * naive, qPrintable(QString("%1 vs %2").arg(loss).arg(naive)));
+    }
+
+    // One input channel 80x larger than the rest: the search must pick alpha > 0 and a
+    // loss below RTN's; clipping never raises any group's error.
+    void awq_search_prefers_outlier_channel() {
+        const int n_rows = 64, n_in = 256, n_out = 32;
+        auto w = random_matrix(n_out, n_in, 8, false);
+        auto x = random_matrix(n_rows, n_in, 9, false);
+        for (int t = 0; t < n_rows; ++t) x[t * n_in + 17] *= 80.0f, x[t * n_in + 200] *= 50.0f;
+        auto be = make_cpu_backend(1);
+        AwqGroupStats st;
+        const auto s = awq_search_scale(*be, {w.data()}, {n_out}, n_in, x.data(), n_rows, 20, &st);
+        QVERIFY(st.alpha > 0.0f);
+        QVERIFY2(st.loss_best < 0.9 * st.loss_rtn, qPrintable(QString("%1 vs %2").arg(st.loss_best).arg(st.loss_rtn)));
+        QVERIFY(s[17] > s[0] && s[200] > s[0]);
+        const double rtn = awq_group_loss(*be, {w.data()}, {n_out}, n_in, x.data(), n_rows, nullptr);
+        QCOMPARE(rtn, st.loss_rtn);
+
+        auto clipped = w;
+        awq_clip(*be, clipped.data(), n_out, n_in, x.data(), n_rows, 20, 0.5f);
+        // per (row, group): partial-output error of Q(clipped) <= error of Q(w), naive
+        std::vector<float> qw(w.size()), qc(w.size());
+        fake_quant_int4(w.data(), qw.data(), int64_t(w.size()));
+        fake_quant_int4(clipped.data(), qc.data(), int64_t(w.size()));
+        int n_changed = 0;
+        for (int o = 0; o < n_out; ++o)
+            for (int g = 0; g < n_in; g += 128) {
+                double e_plain = 0.0, e_clip = 0.0;
+                for (int t = 0; t < n_rows; ++t) {
+                    double d0 = 0.0, d1 = 0.0;
+                    for (int i = g; i < g + 128; ++i) {
+                        d0 += double(x[t * n_in + i]) * (w[o * n_in + i] - qw[o * n_in + i]);
+                        d1 += double(x[t * n_in + i]) * (w[o * n_in + i] - qc[o * n_in + i]);
+                    }
+                    e_plain += d0 * d0;
+                    e_clip += d1 * d1;
+                }
+                QVERIFY(e_clip <= e_plain * (1 + 1e-4));
+                if (e_clip < e_plain * 0.999) ++n_changed;
+            }
+        QVERIFY(n_changed > 0);
+    }
+
+    // Layer 0's q/k/v input is rmsnorm(embedding) * attn_norm: computed here by hand, for
+    // the sampled positions skip, skip + stride, ...
+    void calibration_layer0_input_data() {
+        QTest::addColumn<int>("skip");
+        QTest::addColumn<int>("n_rows");
+        QTest::newRow("every 3rd from 0") << 0 << 14;  // 40 tokens, 16 rows at most: stride 3
+        QTest::newRow("every 3rd from 1") << 1 << 13;  // 39 sampled tokens: stride 3
+    }
+    void calibration_layer0_input() {
+        QFETCH(int, skip);
+        QFETCH(int, n_rows);
+        auto m = tiny_model("quant_schemes_calib.gguf", 128, 4, 2, 256);
+        QVERIFY(m);
+        std::vector<int32_t> tokens;
+        for (int i = 0; i < 40; ++i) tokens.push_back((i * 37 + 5) % m->config.n_vocab);
+        CalibrationOptions co;
+        co.max_rows = 16;
+        co.chunk = 16;
+        co.skip_first = skip;
+        auto cal = collect_activations(m, tokens, co);
+        QVERIFY2(cal.is_ok(), cal.message().c_str());
+        QCOMPARE(cal->n_rows, n_rows);
+        const int n = m->config.n_embd;
+        const auto& L0 = cal->layers[0];
+        QCOMPARE(L0.attn_in.size(), size_t(n_rows * n));
+        QCOMPARE(L0.down_in.size(), size_t(n_rows * m->config.n_ff));
+        const auto* emb = static_cast<const float*>(m->token_embd.data);
+        for (int r = 0; r < n_rows; ++r) {
+            const float* e = emb + size_t(tokens[size_t(skip + 3 * r)]) * n;
+            double ss = 0.0;
+            for (int i = 0; i < n; ++i) ss += double(e[i]) * e[i];
+            const double inv = 1.0 / std::sqrt(ss / n + m->config.rms_eps);
+            for (int i = 0; i < n; ++i) {
+                const double want = e[i] * inv * m->layers[0].attn_norm[i];
+                QVERIFY(std::fabs(L0.attn_in[size_t(r) * n + i] - want) <= 1e-5 * (1 + std::fabs(want)));
+            }
+        }
+    }
+
+    // Scaling and folding without quantization (F32 output, no clipping) is the same
+    // function: every layer's output (naive, in double) equals the source's to 1e-4 of its
+    // range; the engine's logits agree to the precision of its F16 KV cache.
+    void awq_fold_is_exact_data() {
+        QTest::addColumn<int>("n_kv_head");
+        QTest::newRow("MHA: o folds into v") << 4;
+        QTest::newRow("GQA: o skipped") << 2;
+    }
+    void awq_fold_is_exact() {
+        QFETCH(int, n_kv_head);
+        auto base = tiny_model("quant_schemes_fold.gguf", 128, 4, n_kv_head, 256);
+        QVERIFY(base);
+        auto om = with_outliers(*base, {3, 50, 97}, 60.0f);
+        std::shared_ptr<const Model> src = om.model;
+        const auto calib = license_tokens(*src, "Apache-2.0", 200);
+        if (calib.empty()) QSKIP("no /usr/share/common-licenses/Apache-2.0");
+        AwqOptions opt;
+        opt.output = AwqOutput::Float;
+        opt.clip = false;
+        AwqReport rep;
+        auto v = awq_quantize(src, calib, opt, &rep);
+        QVERIFY2(v.is_ok(), v.message().c_str());
+        bool any_scaled = false, o_scaled = false;
+        for (const auto& L : rep.layers) {
+            any_scaled |= L.qkv.alpha > 0 || L.gate_up.alpha > 0;
+            o_scaled |= L.o.alpha >= 0;
+        }
+        QVERIFY(any_scaled);  // the fold is exercised, not a no-op
+        QCOMPARE(o_scaled, n_kv_head == 4);
+        std::vector<int32_t> eval(calib.begin(), calib.begin() + 24);
+        const auto h_ref = naive_hidden(*src, eval), h_got = naive_hidden(**v, eval);
+        double h_range = 0.0, h_diff = 0.0;
+        for (size_t i = 0; i < h_ref.size(); ++i) {
+            h_range = std::max(h_range, std::fabs(h_ref[i]));
+            h_diff = std::max(h_diff, std::fabs(h_ref[i] - h_got[i]));
+        }
+        QVERIFY2(h_diff <= 1e-4 * h_range, qPrintable(QString("layer output: max diff %1, range %2").arg(h_diff).arg(h_range)));
+
+        const auto ref = all_logits(src, eval);
+        const auto got = all_logits(*v, eval);
+        QVERIFY(!ref.empty() && ref.size() == got.size());
+        float range = 0.0f, diff = 0.0f;
+        for (size_t i = 0; i < ref.size(); ++i) {
+            range = std::max(range, std::fabs(ref[i]));
+            diff = std::max(diff, std::fabs(ref[i] - got[i]));
+        }
+        QVERIFY2(diff <= 5e-3f * range, qPrintable(QString("logits: max diff %1, range %2").arg(diff).arg(range)));
+    }
+
+    // A model whose linears see channels 60x larger than the rest: AWQ's logits are
+    // closer to the reference than RTN's on a text it was not calibrated on.
+    void awq_beats_rtn_on_outliers_data() {
+        QTest::addColumn<int>("n_kv_head");
+        QTest::addColumn<float>("factor");
+        QTest::newRow("GQA x60") << 2 << 60.0f;
+        QTest::newRow("MHA x100") << 4 << 100.0f;
+    }
+    void awq_beats_rtn_on_outliers() {
+        QFETCH(int, n_kv_head);
+        QFETCH(float, factor);
+        auto base = tiny_model("quant_schemes_outliers.gguf", 128, 4, n_kv_head, 256);
+        QVERIFY(base);
+        auto om = with_outliers(*base, {3, 50, 97, 120}, factor);
+        std::shared_ptr<const Model> src = om.model;
+        QuantOptions qo;
+        qo.calibration_tokens = license_tokens(*src, "Apache-2.0", 256);
+        const auto eval = license_tokens(*src, "GPL-3", 256);
+        if (qo.calibration_tokens.empty() || eval.empty()) QSKIP("no license texts in /usr/share/common-licenses");
+        auto rtn = quantize_model(src, QuantScheme::parse("int4-rtn").value(), qo);
+        auto awq = quantize_model(src, QuantScheme::parse("int4-awq").value(), qo);
+        QVERIFY2(rtn.is_ok(), rtn.message().c_str());
+        QVERIFY2(awq.is_ok(), awq.message().c_str());
+        QCOMPARE((*awq)->layers[0].wq.dtype, DType::I4_G128);
+        QVERIFY((*awq)->layers[0].attn_norm != src->layers[0].attn_norm);  // the variant owns its norms
+        const auto ref = all_logits(src, eval);
+        const auto l_rtn = all_logits(*rtn, eval);
+        const auto l_awq = all_logits(*awq, eval);
+        QVERIFY(!ref.empty() && ref.size() == l_rtn.size() && ref.size() == l_awq.size());
+        const double e_rtn = mse(ref, l_rtn), e_awq = mse(ref, l_awq);
+        qInfo("logit MSE vs reference: RTN %.4g, AWQ %.4g (%.1f%% of RTN)", e_rtn, e_awq, 100.0 * e_awq / e_rtn);
+        QVERIFY2(e_awq < e_rtn, qPrintable(QString("AWQ %1 vs RTN %2").arg(e_awq).arg(e_rtn)));
+    }
+
+    void bad_input() {
+        auto m = tiny_model("quant_schemes_bad.gguf", 128, 4, 2, 256);
+        QVERIFY(m);
+        auto no_calib = quantize_model(m, QuantScheme::parse("awq4").value(), QuantOptions{});
+        QVERIFY(!no_calib.is_ok());
+        QVERIFY2(no_calib.message().find("calibration") != std::string::npos, no_calib.message().c_str());
+
+        auto odd = tiny_model("quant_schemes_odd.gguf", 96, 4, 2, 256);  // rows of 96
+        QVERIFY(odd);
+        QuantOptions qo;
+        qo.calibration_tokens = {1, 2, 3, 4};
+        for (const char* name : {"int4-awq", "int4-rtn"}) {
+            auto r = quantize_model(odd, QuantScheme::parse(name).value(), qo);
+            QVERIFY(!r.is_ok());
+            QVERIFY2(r.message().find("96") != std::string::npos && r.message().find("128") != std::string::npos,
+                     r.message().c_str());
+        }
+        auto missing = tokenize_text_file(*m, "/nonexistent/calibration.txt", 10);
+        QVERIFY(!missing.is_ok());
+        QVERIFY(missing.message().find("/nonexistent/calibration.txt") != std::string::npos);
+    }
+};
+
+QTEST_GUILESS_MAIN(TestQuantSchemes)
+#include "tst_quant_schemes.moc"
