@@ -31,16 +31,27 @@ enum class RopeStyle {
     Neox,    // rotate halves (x[i], x[i + n_rot/2]): qwen2, and Hugging Face Llama checkpoints
 };
 
+// Element types of the paged K/V cache (Backend::supports_kv says which a backend runs):
+//  - DType::F16: each cache position holds kv_dim fp16 values.
+//  - DType::Q8_0: "INT8 with per-block scales": each cache position holds kv_dim / 32
+//    GGML Q8_0 blocks (fp16 scale d + 32 int8 q, x = d * q, 34 bytes per 32 values), i.e.
+//    every run of 32 consecutive values of one token's K (or V) row has its own scale,
+//    d = max|x| / 127, q = round-half-even(x / d). head_dim must be a multiple of 32, so
+//    a kv head's slice of the row is whole blocks.
+// A position's row is row_bytes(cache_type, kv_dim) bytes; positions are packed back to
+// back, so block moves (copy-on-write, swap) are plain byte copies.
+
 // Write the keys and values of n_tokens new tokens into the paged cache (vLLM's
-// reshape_and_cache). The cache of one layer is [n_blocks, block_size, kv_dim] in F16.
+// reshape_and_cache). The cache of one layer is [n_blocks, block_size, kv_dim] in cache_type.
 struct KvStoreArgs {
     const float* k = nullptr;       // [n_tokens, kv_dim]
     const float* v = nullptr;       // [n_tokens, kv_dim]
-    uint16_t* k_cache = nullptr;    // [n_blocks, block_size, kv_dim] fp16 bits
-    uint16_t* v_cache = nullptr;    // [n_blocks, block_size, kv_dim] fp16 bits
+    void* k_cache = nullptr;        // [n_blocks, block_size, kv_dim] in cache_type
+    void* v_cache = nullptr;        // [n_blocks, block_size, kv_dim] in cache_type
     const int32_t* slot_mapping = nullptr; // [n_tokens] block_id * block_size + offset in block
     int n_tokens = 0;
     int kv_dim = 0;                 // n_kv_head * head_dim
+    DType cache_type = DType::F16;  // F16 or Q8_0
 };
 
 // Causal attention of n_tokens query tokens, each belonging to one sequence, over
@@ -51,8 +62,8 @@ struct KvStoreArgs {
 struct PagedAttentionArgs {
     const float* q = nullptr;             // [n_tokens, n_head, head_dim]
     float* out = nullptr;                 // [n_tokens, n_head, head_dim]
-    const uint16_t* k_cache = nullptr;    // [n_blocks, block_size, n_kv_head, head_dim] fp16
-    const uint16_t* v_cache = nullptr;    // [n_blocks, block_size, n_kv_head, head_dim] fp16
+    const void* k_cache = nullptr;        // [n_blocks, block_size, n_kv_head, head_dim] in cache_type
+    const void* v_cache = nullptr;        // [n_blocks, block_size, n_kv_head, head_dim] in cache_type
     const int32_t* block_tables = nullptr;// [n_seqs, max_blocks_per_seq]
     const int32_t* token_seq = nullptr;   // [n_tokens] row of block_tables
     const int32_t* token_pos = nullptr;   // [n_tokens] absolute position of the query token
@@ -64,6 +75,7 @@ struct PagedAttentionArgs {
     int head_dim = 0;
     int block_size = 16;
     float scale = 1.0f;                   // usually 1/sqrt(head_dim)
+    DType cache_type = DType::F16;        // F16 or Q8_0 (head_dim a multiple of 32)
 };
 
 class Backend {
@@ -100,6 +112,8 @@ public:
     virtual void add(const float* a, const float* b, float* y, int64_t n) = 0;
     // y[r, :] = x[r, :] + bias; x, y [n_rows, n], bias [n] (y may alias x)
     virtual void add_bias(const float* x, const float* bias, float* y, int n_rows, int n) = 0;
+    // K/V cache element types kv_store / paged_attention take (see KvStoreArgs); F16 everywhere.
+    virtual bool supports_kv(DType cache_type) const { return cache_type == DType::F16; }
     virtual void kv_store(const KvStoreArgs& a) = 0;
     virtual void paged_attention(const PagedAttentionArgs& a) = 0;
 };

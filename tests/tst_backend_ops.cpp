@@ -253,16 +253,57 @@ std::vector<double> naive_attention(const AttnProblem& p) {
     return out;
 }
 
-std::vector<float> run_attention(Backend* be, const AttnProblem& p) {
+// The same problem with a Q8_0 cache: every stored row quantized by the reference
+// quantizer (cpu::quantize_row); k / v become what the cache now holds (dequantized), the
+// fp16-rounded values move to k_f16 / v_f16. Unused blocks hold NaN scales.
+struct Q8AttnProblem {
+    AttnProblem p;                              // k, v: dequantized Q8_0 values
+    std::vector<uint8_t> k_cache, v_cache;      // [n_blocks, block_size, kv_dim / 32] Q8_0 blocks
+    std::vector<std::vector<float>> k_f16, v_f16;
+};
+
+Q8AttnProblem with_q8_0_cache(const AttnProblem& src) {
+    Q8AttnProblem q;
+    q.p = src;
+    const AttnScenario& sc = src.sc;
+    const int bs = sc.block_size, kv_dim = sc.n_kv_head * sc.head_dim;
+    const size_t pos_bytes = row_bytes(DType::Q8_0, kv_dim);
+    q.k_cache.assign(static_cast<size_t>(src.n_blocks) * bs * pos_bytes, 0);
+    for (size_t off = 0; off < q.k_cache.size(); off += 34) {  // d = fp16 NaN in every block
+        q.k_cache[off] = 0x00;
+        q.k_cache[off + 1] = 0x7E;
+    }
+    q.v_cache = q.k_cache;
+    q.k_f16 = src.k;
+    q.v_f16 = src.v;
+    for (size_t s = 0; s < sc.seqs.size(); ++s) {
+        for (int pos = 0; pos < sc.seqs[s].n_ctx; ++pos) {
+            const int64_t slot = static_cast<int64_t>(src.tables[s * src.max_blocks + pos / bs]) * bs + pos % bs;
+            for (auto [vals, cache] : {std::pair{&q.p.k[s], &q.k_cache}, {&q.p.v[s], &q.v_cache}}) {
+                float* row = vals->data() + static_cast<size_t>(pos) * kv_dim;  // [kv_dim]
+                uint8_t* dst = cache->data() + static_cast<size_t>(slot) * pos_bytes;
+                cpu::quantize_row(DType::Q8_0, row, dst, kv_dim);
+                cpu::dequantize_row(DType::Q8_0, dst, row, kv_dim);
+            }
+        }
+    }
+    return q;
+}
+
+// k_cache / v_cache: the caches in cache_type, host bytes.
+template <class T>
+std::vector<float> run_attention(Backend* be, const AttnProblem& p, const std::vector<T>& k_cache,
+                                 const std::vector<T>& v_cache, DType cache_type) {
     const AttnScenario& sc = p.sc;
-    DeviceBuffer q(be, p.q), kc(be, p.k_cache), vc(be, p.v_cache), tables(be, p.tables), seq(be, p.token_seq),
+    DeviceBuffer q(be, p.q), kc(be, k_cache), vc(be, v_cache), tables(be, p.tables), seq(be, p.token_seq),
         pos(be, p.token_pos);
     DeviceBuffer out(be, nullptr, p.q.size() * sizeof(float));
     PagedAttentionArgs a;
     a.q = q.as<float>();
     a.out = out.as<float>();
-    a.k_cache = kc.as<uint16_t>();
-    a.v_cache = vc.as<uint16_t>();
+    a.k_cache = kc.as<void>();
+    a.v_cache = vc.as<void>();
+    a.cache_type = cache_type;
     a.block_tables = tables.as<int32_t>();
     a.token_seq = seq.as<int32_t>();
     a.token_pos = pos.as<int32_t>();
@@ -276,6 +317,14 @@ std::vector<float> run_attention(Backend* be, const AttnProblem& p) {
     a.scale = 1.0f / std::sqrt(static_cast<float>(sc.head_dim));
     be->paged_attention(a);
     return out.read<float>();
+}
+
+std::vector<float> run_attention(Backend* be, const AttnProblem& p) {
+    return run_attention(be, p, p.k_cache, p.v_cache, DType::F16);
+}
+
+std::vector<float> run_attention(Backend* be, const Q8AttnProblem& q) {
+    return run_attention(be, q.p, q.k_cache, q.v_cache, DType::Q8_0);
 }
 
 }  // namespace
@@ -303,6 +352,10 @@ private Q_SLOTS:
     void matmul();
     void paged_attention_data();
     void paged_attention();
+    void kv_store_q8_0_data();
+    void kv_store_q8_0();
+    void paged_attention_q8_0_data();
+    void paged_attention_q8_0();
     void backend_names();
 };
 
@@ -720,6 +773,145 @@ void TestBackendOps::paged_attention() {
     QString why;
     const std::vector<float> scalar = run_attention(backend_for("scalar", &why), p);
     check_error(got, std::vector<double>(scalar.begin(), scalar.end()), tol_for(backend, 2e-5, 2e-3));
+}
+
+// ---------------------------------------------------------------- INT8 (Q8_0) KV cache
+
+#define SKIP_WITHOUT_Q8_KV(be)                 \
+    if (!(be)->supports_kv(DType::Q8_0))       \
+    QSKIP(qPrintable(backend + ": no Q8_0 KV cache kernels (supports_kv says no)"))
+
+void TestBackendOps::kv_store_q8_0_data() {
+    QTest::addColumn<QString>("backend");
+    QTest::addColumn<int>("n_tokens");
+    QTest::addColumn<int>("kv_dim");
+    for (const char* b : kBackends)
+        for (auto [n, d] : {std::pair{1, 192}, {5, 192}, {40, 1024}, {3, 32}})
+            QTest::addRow("%s/%dx%d", b, n, d) << QString(b) << n << d;
+}
+
+// Each 32 values of a stored row are one Q8_0 block: d = fp16(max|x| / 127), q the nearest
+// integer to x / d (ties to even, hand-checked on one block), |q| <= 127, the largest |x|
+// at +-127; decoded values within d/2 (+ the fp16 rounding of d) of the input. A slot of
+// -1 stores nothing; other slots keep their bytes.
+void TestBackendOps::kv_store_q8_0() {
+    FETCH_BACKEND(be);
+    SKIP_WITHOUT_Q8_KV(be);
+    QFETCH(int, n_tokens);
+    QFETCH(int, kv_dim);
+    const int block_size = 16, n_blocks = 6;
+    const size_t pos_bytes = row_bytes(DType::Q8_0, kv_dim);
+    QCOMPARE(pos_bytes, static_cast<size_t>(kv_dim / 32 * 34));
+    auto k = gaussian(static_cast<size_t>(n_tokens) * kv_dim, 91, 2.0f);  // [n_tokens, kv_dim]
+    auto v = gaussian(static_cast<size_t>(n_tokens) * kv_dim, 92, 0.5f);  // [n_tokens, kv_dim]
+    // Block 0 of token 0's K: amax 127 -> d = 1 exactly, so q = x rounded half to even.
+    const std::pair<float, int8_t> exact[] = {{127.0f, 127}, {-63.5f, -64}, {0.5f, 0}, {1.5f, 2},
+                                              {2.5f, 2},     {-2.5f, -2},   {3.49f, 3}, {-126.6f, -127}};
+    for (size_t i = 0; i < std::size(exact); ++i) k[i] = exact[i].first;
+    for (size_t i = std::size(exact); i < 32; ++i) k[i] = 0.25f * static_cast<float>(i % 7);
+    std::vector<int32_t> slot_ids(static_cast<size_t>(n_tokens));  // [n_tokens]
+    std::vector<int> all(n_blocks * block_size);
+    std::iota(all.begin(), all.end(), 0);
+    std::shuffle(all.begin(), all.end(), std::mt19937(93));
+    for (int t = 0; t < n_tokens; ++t) slot_ids[t] = all[t];
+    if (n_tokens > 2) slot_ids[1] = -1;  // a padding token
+    const uint8_t kSentinel = 0xA5;
+    std::vector<uint8_t> init(static_cast<size_t>(n_blocks) * block_size * pos_bytes, kSentinel);
+    DeviceBuffer dk(be, k), dv(be, v), kc(be, init), vc(be, init), ds(be, slot_ids);
+    KvStoreArgs a;
+    a.k = dk.as<float>();
+    a.v = dv.as<float>();
+    a.k_cache = kc.as<void>();
+    a.v_cache = vc.as<void>();
+    a.cache_type = DType::Q8_0;
+    a.slot_mapping = ds.as<int32_t>();
+    a.n_tokens = n_tokens;
+    a.kv_dim = kv_dim;
+    be->kv_store(a);
+    const auto kg = kc.read<uint8_t>(), vg = vc.read<uint8_t>();
+    auto scale_of = [](const uint8_t* blk) { return cpu::fp16_to_fp32(uint16_t(blk[0] | blk[1] << 8)); };
+    const uint8_t* b0 = &kg[static_cast<size_t>(slot_ids[0]) * pos_bytes];
+    QCOMPARE(scale_of(b0), 1.0f);
+    for (size_t i = 0; i < std::size(exact); ++i) QCOMPARE(static_cast<int8_t>(b0[2 + i]), exact[i].second);
+
+    std::vector<bool> written(static_cast<size_t>(n_blocks) * block_size, false);
+    for (int t = 0; t < n_tokens; ++t) {
+        if (slot_ids[t] < 0) continue;
+        written[slot_ids[t]] = true;
+        for (auto [x, got] : {std::pair{&k[size_t(t) * kv_dim], &kg[size_t(slot_ids[t]) * pos_bytes]},
+                              {&v[size_t(t) * kv_dim], &vg[size_t(slot_ids[t]) * pos_bytes]}}) {
+            for (int b = 0; b < kv_dim / 32; ++b) {
+                const float* xb = x + 32 * b;
+                const uint8_t* blk = got + 34 * b;
+                double amax = 0;
+                for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(double(xb[j])));
+                const double d_exact = amax / 127.0, d = scale_of(blk);
+                QVERIFY2(std::fabs(d - d_exact) <= d_exact * 0x1p-11, qPrintable(QString("scale %1 for %2").arg(d).arg(d_exact)));
+                for (int j = 0; j < 32; ++j) {
+                    const int q = static_cast<int8_t>(blk[2 + j]);
+                    const double ideal = d_exact > 0 ? xb[j] / d_exact : 0.0;  // in [-127, 127]
+                    if (!(std::fabs(q - ideal) <= 0.5 + 1e-4) || std::abs(q) > 127)
+                        QFAIL(qPrintable(QString("token %1 block %2 elem %3: x %4 -> q %5, ideal %6")
+                                             .arg(t).arg(b).arg(j).arg(xb[j]).arg(q).arg(ideal)));
+                    if (std::fabs(xb[j]) == amax && amax > 0) QCOMPARE(std::abs(q), 127);
+                    QVERIFY(std::fabs(q * d - xb[j]) <= 0.5 * d_exact + 127 * d_exact * 0x1p-11 + 1e-12);
+                }
+            }
+        }
+    }
+    for (size_t sl = 0; sl < written.size(); ++sl)
+        if (!written[sl])
+            for (size_t i = 0; i < pos_bytes; ++i) {
+                QCOMPARE(kg[sl * pos_bytes + i], kSentinel);
+                QCOMPARE(vg[sl * pos_bytes + i], kSentinel);
+            }
+    // CPU levels: byte for byte what the reference quantizer (quantize_row) writes.
+    if (is_cpu(backend)) {
+        std::vector<uint8_t> ref(pos_bytes);
+        for (int t = 0; t < n_tokens; ++t) {
+            if (slot_ids[t] < 0) continue;
+            cpu::quantize_row(DType::Q8_0, &k[size_t(t) * kv_dim], ref.data(), kv_dim);
+            QVERIFY(std::memcmp(ref.data(), &kg[size_t(slot_ids[t]) * pos_bytes], pos_bytes) == 0);
+        }
+    }
+}
+
+void TestBackendOps::paged_attention_q8_0_data() {
+    QTest::addColumn<QString>("backend");
+    QTest::addColumn<QString>("scenario");
+    for (const char* b : kBackends)
+        for (const auto& [name, sc] : attention_scenarios())
+            if (sc.head_dim % 32 == 0) QTest::addRow("%s/%s", b, qPrintable(name)) << QString(b) << name;
+}
+
+// Against the naive attention over the values the Q8_0 cache holds (tight: the kernel
+// reads every block right), against the scalar reference kernel, and against the naive
+// attention over the unquantized (fp16) values: the cost of int8 rounding. Each key is
+// off by at most d/2 = max|k|/254 per element; over head_dim 64..128 gaussian values
+// that moves scores by ~1e-2 x q_scale and the outputs (convex mixes of values also off
+// by d/2) by 7e-4 .. 2.3e-2 in normalized error here (the sharpest softmax worst); the
+// bound 0.01 x (1 + q_scale) leaves room while still catching a wrong scale or block
+// (errors of order 1).
+void TestBackendOps::paged_attention_q8_0() {
+    FETCH_BACKEND(be);
+    SKIP_WITHOUT_Q8_KV(be);
+    QFETCH(QString, scenario);
+    const AttnScenario sc = attention_scenarios().at(scenario);
+    const Q8AttnProblem q = with_q8_0_cache(make_attention_problem(sc, 4321));
+    const std::vector<float> got = run_attention(be, q);
+    check_error(got, naive_attention(q.p), 2e-5);
+    if (QTest::currentTestFailed()) return;
+    QString why;
+    const std::vector<float> scalar = run_attention(backend_for("scalar", &why), q);
+    check_error(got, std::vector<double>(scalar.begin(), scalar.end()), 2e-5);
+    if (QTest::currentTestFailed()) return;
+    AttnProblem unquantized = q.p;
+    unquantized.k = q.k_f16;
+    unquantized.v = q.v_f16;
+    const std::vector<double> exact = naive_attention(unquantized);
+    const double err = normalized_error(got, exact);
+    qInfo("%s: normalized error of the int8 cache against fp16 values: %.2e", qPrintable(scenario), err);
+    check_error(got, exact, 0.01 * (1.0 + sc.q_scale));
 }
 
 QTEST_GUILESS_MAIN(TestBackendOps)

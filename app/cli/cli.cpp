@@ -6,6 +6,7 @@
 
 #include "app/cli/commands.h"
 #include "app/gui_main.h"
+#include "engine/kv_cache/kv_tensors.h"
 #include "engine/model/model_registry.h"
 
 namespace kvs::app {
@@ -20,6 +21,11 @@ void add_runner_options(CLI::App* c, RunnerOptions& r) {
         ->check(CLI::IsMember({"auto", "avx512", "avx2", "scalar"}));
     c->add_option("--block-size", r.block_size, "KV block size in tokens (8, 16, 32)")
         ->check(CLI::IsMember({8, 16, 32}));
+    c->add_option_function<std::string>(
+         "--kv-type", [&r](const std::string& name) { r.kv_type = parse_kv_type(name).value(); },
+         "KV cache elements: f16, or int8 (8-bit values with one fp16 scale per 32; about half the memory)")
+        ->check(CLI::IsMember({"f16", "int8"}))
+        ->default_str("f16");
 }
 
 void add_sampling_options(CLI::App* c, SamplingParams& s) {
@@ -79,6 +85,8 @@ int run_main(int argc, char** argv) {
     b->add_option("model", bench.model, model_help);
     b->add_option("-p,--n-prompt", bench.n_prompt, "prompt tokens for pp")->check(CLI::NonNegativeNumber);
     b->add_option("-n,--n-gen", bench.n_gen, "generated tokens for tg")->check(CLI::NonNegativeNumber);
+    b->add_option("-d,--depth", bench.depth, "tokens already in the context (untimed) before each pp and tg test")
+        ->check(CLI::NonNegativeNumber);
     b->add_option("-r,--repetitions", bench.repetitions, "runs per test")->check(CLI::PositiveNumber);
     b->add_flag("--json", bench.json, "print JSON instead of the table");
     b->add_option("--json-out", bench.json_out, "also write the JSON to this file");

@@ -1,6 +1,7 @@
 // kvscope bench: llama-bench's two tests on one model — pp (a prompt of n_prompt tokens
-// in one batch) and tg (n_gen tokens generated one at a time from an empty context) —
-// each repeated r times after a warm-up, reported as mean ± sd tokens/s. It also
+// in one batch) and tg (n_gen tokens generated one at a time) — each from a context of
+// --depth tokens (filled untimed first; 0: empty) and repeated r times after a warm-up,
+// reported as mean ± sd tokens/s. It also
 // measures this machine's memory read bandwidth and how close decoding comes to it.
 #include <algorithm>
 #include <chrono>
@@ -13,6 +14,7 @@
 #include <vector>
 
 #include "app/cli/commands.h"
+#include "engine/kv_cache/kv_tensors.h"
 
 namespace kvs::app {
 namespace {
@@ -77,12 +79,12 @@ double measure_read_bandwidth(int n_threads) {
 
 // Bytes a decode step reads: every weight once (the embedding row aside, unless tied),
 // plus the KV cache of the context so far (average over the tg run).
-double decode_bytes_per_token(const Model& m, int avg_ctx) {
+double decode_bytes_per_token(const Model& m, int avg_ctx, DType kv_type) {
     auto wb = [](const WeightView& w) { return double(row_bytes(w.dtype, w.n_in)) * double(w.n_out); };
     double b = wb(m.output);
     for (const auto& l : m.layers)
         b += wb(l.wq) + wb(l.wk) + wb(l.wv) + wb(l.wo) + wb(l.w_gate) + wb(l.w_up) + wb(l.w_down);
-    b += double(kv_bytes_per_token(m.config, 2)) * avg_ctx;
+    b += double(kv_cache_bytes_per_token(m.config, kv_type)) * avg_ctx;
     return b;
 }
 
@@ -92,8 +94,8 @@ int cmd_bench(const BenchOptions& o) {
     auto model = load_model_or_report(o.model, nullptr);
     if (!model) return 1;
     RunnerOptions ro = o.runner;
-    ro.n_ctx = std::max(ro.n_ctx, o.n_prompt + o.n_gen + 16);
-    ro.n_batch = std::max(ro.n_batch, o.n_prompt);
+    ro.n_ctx = std::max(ro.n_ctx, o.depth + std::max(o.n_prompt, o.n_gen) + 16);
+    ro.n_batch = std::max(ro.n_batch, std::max(o.n_prompt, std::min(o.depth, 2048)));
     auto runner_r = SequenceRunner::create(model, ro);
     if (!runner_r) {
         std::fprintf(stderr, "error: %s\n", runner_r.message().c_str());
@@ -104,8 +106,19 @@ int cmd_bench(const BenchOptions& o) {
     std::vector<float> logits;
     const int n_vocab = model->config.n_vocab;
 
-    auto run_pp = [&]() -> double {
+    // Empties the sequence and fills --depth context tokens (untimed).
+    const auto depth_toks = bench_tokens(o.depth, n_vocab);
+    auto reset = [&]() -> bool {
         runner.clear();
+        if (o.depth == 0) return true;
+        if (auto s = runner.eval(depth_toks, false, &logits); !s) {
+            std::fprintf(stderr, "error: filling the context to depth %d: %s\n", o.depth, s.message().c_str());
+            return false;
+        }
+        return true;
+    };
+    auto run_pp = [&]() -> double {
+        if (!reset()) return -1;
         const auto toks = bench_tokens(o.n_prompt, n_vocab);
         const auto t0 = Clock::now();
         if (auto s = runner.eval(toks, false, &logits); !s) {
@@ -115,7 +128,7 @@ int cmd_bench(const BenchOptions& o) {
         return o.n_prompt / std::chrono::duration<double>(Clock::now() - t0).count();
     };
     auto run_tg = [&]() -> double {
-        runner.clear();
+        if (!reset()) return -1;
         const auto toks = bench_tokens(o.n_gen, n_vocab);
         const auto t0 = Clock::now();
         for (int i = 0; i < o.n_gen; ++i) {
@@ -144,7 +157,7 @@ int cmd_bench(const BenchOptions& o) {
     // The host bandwidth probe says nothing about a GPU's memory: only CPU runs compare.
     const bool host = runner.backend().host_visible();
     const double bw = host ? measure_read_bandwidth(threads) : 0.0;
-    const double bytes_tok = decode_bytes_per_token(*model, o.n_gen / 2);
+    const double bytes_tok = decode_bytes_per_token(*model, o.depth + o.n_gen / 2, runner.kv_type());
     const double decode_gbs = stg.mean * bytes_tok / 1e9;
 
     nlohmann::json j;
@@ -155,6 +168,10 @@ int cmd_bench(const BenchOptions& o) {
     j["backend"] = runner.backend().name();
     j["n_threads"] = threads;
     j["repetitions"] = o.repetitions;
+    j["depth"] = o.depth;
+    j["kv_type"] = kv_type_name(runner.kv_type());
+    j["kv_bytes_per_token"] = kv_cache_bytes_per_token(model->config, runner.kv_type());
+    j["kv_pool_bytes"] = runner.kv_bytes();
     if (!pp.empty()) j["pp"] = {{"n_prompt", o.n_prompt}, {"avg_ts", spp.mean}, {"stddev_ts", spp.sd}, {"samples_ts", spp.values}};
     if (!tg.empty()) j["tg"] = {{"n_gen", o.n_gen}, {"avg_ts", stg.mean}, {"stddev_ts", stg.sd}, {"samples_ts", stg.values}};
     if (host) j["memory_read_bandwidth_gbs"] = bw;
@@ -165,12 +182,14 @@ int cmd_bench(const BenchOptions& o) {
         std::printf("%s\n", j.dump(2).c_str());
         return 0;
     }
-    std::printf("| model | size | params | backend | threads | test | t/s |\n");
-    std::printf("| --- | ---: | ---: | --- | ---: | ---: | ---: |\n");
+    std::printf("| model | size | params | backend | threads | kv | test | t/s |\n");
+    std::printf("| --- | ---: | ---: | --- | ---: | --- | ---: | ---: |\n");
+    const std::string depth = o.depth > 0 ? " @ d" + std::to_string(o.depth) : "";
     auto row = [&](const char* test, int n, const Sample& s) {
-        std::printf("| %s %s | %.2f MiB | %.2f M | %s | %d | %s%d | %.2f ± %.2f |\n", model->config.name.c_str(),
+        std::printf("| %s %s | %.2f MiB | %.2f M | %s | %d | %s | %s%d%s | %.2f ± %.2f |\n", model->config.name.c_str(),
                     model->file_type.c_str(), model->weight_bytes / 1048576.0, model->n_params / 1e6,
-                    runner.backend().name().c_str(), threads, test, n, s.mean, s.sd);
+                    runner.backend().name().c_str(), threads, kv_type_name(runner.kv_type()).c_str(), test, n,
+                    depth.c_str(), s.mean, s.sd);
     };
     if (!pp.empty()) row("pp", o.n_prompt, spp);
     if (!tg.empty()) row("tg", o.n_gen, stg);

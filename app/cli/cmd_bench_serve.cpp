@@ -43,6 +43,8 @@ struct PolicyRun {
     double waste_request = 0;     // 1 - tokens in KV / (sum of holders' prompt + max_tokens)
     double prefix_hit_rate = 0;
     int64_t preemptions = 0, swapped_blocks = 0, padding_tokens = 0;
+    int64_t kv_pool_bytes = 0;
+    int kv_blocks = 0;
     std::vector<StepRecord> records;
     std::vector<std::shared_ptr<const EngineSnapshot>> snapshots;
     std::vector<RequestMetrics> metrics;
@@ -51,6 +53,7 @@ struct PolicyRun {
 EngineOptions engine_options(const BenchOptions& o, int max_seqs) {
     EngineOptions e;
     e.block_size = o.runner.block_size;
+    e.kv_type = o.runner.kv_type;
     e.n_threads = o.runner.n_threads;
     e.backend = o.runner.backend;
     e.simd = o.runner.simd;
@@ -78,6 +81,8 @@ Result<PolicyRun> run_policy(std::shared_ptr<const Model> model, const BenchOpti
     Engine& e = **created;
     PolicyRun run;
     run.policy = policy;
+    run.kv_pool_bytes = e.kv_pool_bytes();
+    run.kv_blocks = e.kv_cache().n_blocks();
 
     const double t0 = e.ms_since_start();
     size_t next = 0;
@@ -159,6 +164,8 @@ nlohmann::json run_json(const PolicyRun& r) {
     j["preemptions"] = r.preemptions;
     j["swapped_out_blocks"] = r.swapped_blocks;
     j["padding_tokens"] = r.padding_tokens;
+    j["kv_pool_bytes"] = r.kv_pool_bytes;
+    j["kv_blocks"] = r.kv_blocks;
     return j;
 }
 
@@ -245,7 +252,9 @@ int run_sweep(std::shared_ptr<const Model> model, const BenchOptions& o) {
                         base > 0 ? tps / base : 0);
         std::fflush(stdout);
     }
-    nlohmann::json j = {{"model", model->path}, {"sweep", rows}, {"prompt_tokens", o.sweep_prompt}, {"gen_tokens", o.sweep_gen}};
+    nlohmann::json j = {{"model", model->path}, {"sweep", rows}, {"prompt_tokens", o.sweep_prompt}, {"gen_tokens", o.sweep_gen},
+                        {"kv_type", kv_type_name(o.runner.kv_type)},
+                        {"kv_bytes_per_token", kv_cache_bytes_per_token(model->config, o.runner.kv_type)}};
     if (!o.json_out.empty()) std::ofstream(o.json_out) << j.dump(2) << "\n";
     if (o.json) std::printf("%s\n", j.dump(2).c_str());
     return 0;
@@ -293,6 +302,8 @@ int cmd_bench_serve(const BenchOptions& o) {
     j["max_seqs"] = o.max_seqs;
     j["step_budget"] = o.step_budget;
     j["block_size"] = o.runner.block_size;
+    j["kv_type"] = kv_type_name(o.runner.kv_type);
+    j["kv_bytes_per_token"] = kv_cache_bytes_per_token(model->config, o.runner.kv_type);
     j["runs"] = nlohmann::json::array();
     for (const auto& r : runs) j["runs"].push_back(run_json(r));
     if (runs.size() == 2 && runs[1].lat.output_tok_per_s > 0)
@@ -311,8 +322,12 @@ int cmd_bench_serve(const BenchOptions& o) {
         std::printf("%s\n", j.dump(2).c_str());
         return 0;
     }
-    std::printf("workload %s, %zu requests, max %d sequences, step budget %d tokens, blocks of %d\n\n",
+    std::printf("workload %s, %zu requests, max %d sequences, step budget %d tokens, blocks of %d\n",
                 workload_spec_string(*spec).c_str(), work->size(), o.max_seqs, o.step_budget, o.runner.block_size);
+    std::printf("KV cache %s: %lld bytes per token, pool of %d blocks (%.1f MiB)\n\n",
+                kv_type_name(o.runner.kv_type).c_str(),
+                static_cast<long long>(kv_cache_bytes_per_token(model->config, o.runner.kv_type)), runs.front().kv_blocks,
+                runs.front().kv_pool_bytes / 1048576.0);
     std::printf("| policy | out tok/s | total tok/s | TTFT p50 / p99 ms | TPOT p50 / p99 ms | ITL p99 ms | KV util mean / peak "
                 "| waste paged | waste max-len | waste per-request | prefix hits | preemptions |\n");
     std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");

@@ -41,6 +41,7 @@ struct BenchOptions {
     std::string model;
     int n_prompt = 512;
     int n_gen = 128;
+    int depth = 0;                // context tokens filled (untimed) before each pp / tg run
     int repetitions = 5;
     bool json = false;
     std::string json_out;

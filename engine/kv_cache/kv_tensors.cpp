@@ -4,15 +4,46 @@
 
 namespace kvs {
 
-KvTensors::KvTensors(Backend& backend, const ModelConfig& c, int n_blocks, int block_size)
-    : m_backend(backend), m_n_blocks(n_blocks), m_block_size(block_size) {
-    const size_t layer_bytes = static_cast<size_t>(n_blocks) * block_size * c.n_kv_head * c.head_dim * sizeof(uint16_t);
+Result<DType> parse_kv_type(const std::string& name) {
+    if (name == "f16") return DType::F16;
+    if (name == "int8" || name == "q8_0") return DType::Q8_0;
+    return Result<DType>::error("KV cache type '" + name + "' is not known: use f16 or int8");
+}
+
+std::string kv_type_name(DType kv_type) {
+    if (kv_type == DType::F16) return "f16";
+    if (kv_type == DType::Q8_0) return "int8";
+    return std::string(dtype_name(kv_type));
+}
+
+Status check_kv_type(const Backend& backend, const ModelConfig& c, DType kv_type) {
+    if (kv_type != DType::F16 && kv_type != DType::Q8_0)
+        return Status::error("KV cache type " + std::string(dtype_name(kv_type)) + " is not supported (f16 or int8)");
+    if (!backend.supports_kv(kv_type))
+        return Status::error("backend " + backend.name() + " has no kernels for a " + kv_type_name(kv_type) +
+                             " KV cache; use --kv-type f16 (or the CPU backend)");
+    const int block = dtype_info(kv_type).block_size;
+    if (c.head_dim % block != 0)
+        return Status::error("a " + kv_type_name(kv_type) + " KV cache stores blocks of " + std::to_string(block) +
+                             " values per head, but model " + c.name + " has head_dim " + std::to_string(c.head_dim) +
+                             "; use --kv-type f16");
+    return Status::ok();
+}
+
+int64_t kv_cache_bytes_per_token(const ModelConfig& c, DType kv_type) {
+    return 2LL * c.n_layer * static_cast<int64_t>(row_bytes(kv_type, static_cast<int64_t>(c.n_kv_head) * c.head_dim));
+}
+
+KvTensors::KvTensors(Backend& backend, const ModelConfig& c, int n_blocks, int block_size, DType kv_type)
+    : m_backend(backend), m_kv_type(kv_type), m_n_blocks(n_blocks), m_block_size(block_size) {
+    m_layer_block_bytes =
+        static_cast<int64_t>(block_size) * static_cast<int64_t>(row_bytes(kv_type, static_cast<int64_t>(c.n_kv_head) * c.head_dim));
+    const size_t layer_bytes = static_cast<size_t>(n_blocks) * static_cast<size_t>(m_layer_block_bytes);
     for (int l = 0; l < c.n_layer; ++l) {
-        m_k.push_back(static_cast<uint16_t*>(backend.alloc(layer_bytes)));
-        m_v.push_back(static_cast<uint16_t*>(backend.alloc(layer_bytes)));
+        m_k.push_back(static_cast<uint8_t*>(backend.alloc(layer_bytes)));
+        m_v.push_back(static_cast<uint8_t*>(backend.alloc(layer_bytes)));
     }
     m_bytes = static_cast<int64_t>(layer_bytes) * 2 * c.n_layer;
-    m_block_elems = static_cast<int64_t>(block_size) * c.n_kv_head * c.head_dim;
 }
 
 bool KvTensors::allocated() const {
@@ -23,32 +54,34 @@ bool KvTensors::allocated() const {
 
 void KvTensors::copy_block(int32_t src, int32_t dst) {
     if (src == dst) return;
-    const size_t bytes = static_cast<size_t>(m_block_elems) * sizeof(uint16_t);
+    const size_t bytes = static_cast<size_t>(m_layer_block_bytes);
     if (m_backend.host_visible()) {
         for (size_t l = 0; l < m_k.size(); ++l) {
-            std::memcpy(m_k[l] + dst * m_block_elems, m_k[l] + src * m_block_elems, bytes);
-            std::memcpy(m_v[l] + dst * m_block_elems, m_v[l] + src * m_block_elems, bytes);
+            std::memcpy(k_block(l, dst), k_block(l, src), bytes);
+            std::memcpy(v_block(l, dst), v_block(l, src), bytes);
         }
         return;
     }
-    std::vector<uint16_t> staging(static_cast<size_t>(block_elems()));  // through the host
+    std::vector<uint8_t> staging(static_cast<size_t>(block_bytes()));  // through the host
     read_block(src, staging.data());
     write_block(dst, staging.data());
 }
 
-void KvTensors::read_block(int32_t block, uint16_t* host) const {
-    const size_t bytes = static_cast<size_t>(m_block_elems) * sizeof(uint16_t);
+void KvTensors::read_block(int32_t block, void* host) const {
+    const size_t bytes = static_cast<size_t>(m_layer_block_bytes);
+    auto* h = static_cast<uint8_t*>(host);
     for (size_t l = 0; l < m_k.size(); ++l) {
-        m_backend.copy_to_host(host + (2 * l) * m_block_elems, m_k[l] + block * m_block_elems, bytes);
-        m_backend.copy_to_host(host + (2 * l + 1) * m_block_elems, m_v[l] + block * m_block_elems, bytes);
+        m_backend.copy_to_host(h + (2 * l) * bytes, k_block(l, block), bytes);
+        m_backend.copy_to_host(h + (2 * l + 1) * bytes, v_block(l, block), bytes);
     }
 }
 
-void KvTensors::write_block(int32_t block, const uint16_t* host) {
-    const size_t bytes = static_cast<size_t>(m_block_elems) * sizeof(uint16_t);
+void KvTensors::write_block(int32_t block, const void* host) {
+    const size_t bytes = static_cast<size_t>(m_layer_block_bytes);
+    const auto* h = static_cast<const uint8_t*>(host);
     for (size_t l = 0; l < m_k.size(); ++l) {
-        m_backend.copy_to_device(m_k[l] + block * m_block_elems, host + (2 * l) * m_block_elems, bytes);
-        m_backend.copy_to_device(m_v[l] + block * m_block_elems, host + (2 * l + 1) * m_block_elems, bytes);
+        m_backend.copy_to_device(k_block(l, block), h + (2 * l) * bytes, bytes);
+        m_backend.copy_to_device(v_block(l, block), h + (2 * l + 1) * bytes, bytes);
     }
 }
 

@@ -198,6 +198,7 @@ void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
     st.slot_mapping = b.slots;
     st.n_tokens = n_tokens;
     st.kv_dim = kv_dim;
+    st.cache_type = m_kv.kv_type();
     m_backend.kv_store(st);
 
     PagedAttentionArgs pa;
@@ -216,6 +217,7 @@ void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
     pa.head_dim = c.head_dim;
     pa.block_size = m_kv.block_size();
     pa.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    pa.cache_type = m_kv.kv_type();
     m_backend.paged_attention(pa);
     observe(il, ActivationSite::AttnOutput, b.attn, n_tokens, q_dim);
     m_backend.matmul(w.wo, b.attn, b.h, n_tokens);

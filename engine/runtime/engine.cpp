@@ -72,9 +72,7 @@ struct Engine::BeamGroup {
     FinishReason reason = FinishReason::length;
 };
 
-int64_t Engine::kv_bytes_per_token(const ModelConfig& c) {
-    return 2LL * c.n_layer * c.n_kv_head * c.head_dim * static_cast<int64_t>(sizeof(uint16_t));
-}
+int64_t Engine::kv_bytes_per_token(const ModelConfig& c, DType kv_type) { return kv_cache_bytes_per_token(c, kv_type); }
 
 Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> model,
                                                std::shared_ptr<const Tokenizer> tokenizer, const EngineOptions& opt) {
@@ -92,7 +90,7 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> mode
 
     e->m_max_model_len = opt.max_model_len > 0 ? opt.max_model_len
                                                : std::min(4096, c.n_ctx_train > 0 ? c.n_ctx_train : 4096);
-    const int64_t per_token = kv_bytes_per_token(c);
+    const int64_t per_token = kv_bytes_per_token(c, opt.kv_type);
     const int64_t per_block = per_token * opt.block_size;
     int64_t n_blocks = opt.kv_blocks;
     if (n_blocks <= 0) {
@@ -113,7 +111,8 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> mode
     e->m_backend = make_backend(opt.backend, opt.n_threads, &e->m_backend_note, opt.simd);
     if (!e->m_backend) return R::error(e->m_backend_note);
     if (Status st = check_weight_support(*e->m_model, *e->m_backend); !st) return st;
-    e->m_kv = std::make_unique<KvTensors>(*e->m_backend, c, static_cast<int>(n_blocks), opt.block_size);
+    if (auto s = check_kv_type(*e->m_backend, c, opt.kv_type); !s) return R::error(s.message());
+    e->m_kv = std::make_unique<KvTensors>(*e->m_backend, c, static_cast<int>(n_blocks), opt.block_size, opt.kv_type);
     if (!e->m_kv->allocated())
         return R::error("out of memory: the backend " + e->m_backend->name() + " could not allocate a KV pool of " +
                         std::to_string(n_blocks) + " blocks (" + std::to_string(e->m_kv->bytes() >> 20) +
@@ -123,7 +122,7 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> mode
     cfg.max_model_len = e->m_max_model_len;
     e->m_sched = std::make_unique<Scheduler>(cfg, *e->m_kv_mgr);
     e->m_host_blocks.resize(static_cast<size_t>(std::max(0, cfg.n_host_blocks)) *
-                            static_cast<size_t>(e->m_kv->block_elems()));
+                            static_cast<size_t>(e->m_kv->block_bytes()));
     e->m_forward = std::make_unique<LlamaForward>(e->m_model, *e->m_backend, *e->m_kv, cfg.max_num_batched_tokens);
     for (const auto& [name, model] : opt.drafts) {
         if (!model) return R::error("draft '" + name + "' has no model");
@@ -340,7 +339,7 @@ Result<StepResult> Engine::step() {
     }
 
     // KV block moves, in the order the scheduler's contract gives.
-    const int64_t be = m_kv->block_elems();
+    const int64_t be = m_kv->block_bytes();
     for (const SwapOp& s : out.swap_out) m_kv->read_block(s.device_block, m_host_blocks.data() + s.host_block * be);
     for (const SwapOp& s : out.swap_in) m_kv->write_block(s.device_block, m_host_blocks.data() + s.host_block * be);
     for (const CopyOp& c : out.copies) m_kv->copy_block(c.src_block, c.dst_block);

@@ -36,11 +36,13 @@ class DraftRunner;
 
 struct EngineOptions {
     // KV pool size: kv_blocks if > 0, else kv_bytes if > 0, else kv_ram_fraction of the
-    // machine's RAM if > 0, else 1 GiB. Bytes per token = 2 x layers x kv_heads x head_dim x 2.
+    // machine's RAM if > 0, else 1 GiB. Bytes per token = kv_bytes_per_token(config, kv_type):
+    // 2 x layers x kv_heads x head_dim x 2 for F16, x 34/32 for Q8_0.
     int kv_blocks = 0;
     int64_t kv_bytes = 0;
     double kv_ram_fraction = 0.0;
     int block_size = 16;                // 8, 16 or 32
+    DType kv_type = DType::F16;         // KV cache elements: F16, or Q8_0 (INT8, one fp16 scale per 32 values)
     bool prefix_caching = true;
     int max_model_len = 0;              // prompt + output limit; 0: the model's context, at most 4096
     SchedulerConfig scheduler;          // its max_model_len is set from the field above
@@ -163,7 +165,8 @@ public:
     const SpecStats& spec_totals() const { return m_spec_totals; }
     std::vector<SpecTokenEvent> spec_events(RequestId id) const;
     std::vector<std::string> draft_names() const;
-    static int64_t kv_bytes_per_token(const ModelConfig& c);
+    DType kv_type() const { return m_kv->kv_type(); }
+    static int64_t kv_bytes_per_token(const ModelConfig& c, DType kv_type = DType::F16);
 
 private:
     struct Req;
@@ -188,7 +191,7 @@ private:
     std::unique_ptr<KVCacheManager> m_kv_mgr;
     std::unique_ptr<Scheduler> m_sched;
     std::unique_ptr<LlamaForward> m_forward;
-    std::vector<uint16_t> m_host_blocks;  // swap tier: [n_host_blocks, block_elems]
+    std::vector<uint8_t> m_host_blocks;   // swap tier: [n_host_blocks, block_bytes]
     std::unordered_map<RequestId, std::unique_ptr<Req>> m_reqs;
     RequestId m_next_id = 1;
     RequestId m_next_beam_id = -1;       // beams other than the first get ids -1, -2, ...

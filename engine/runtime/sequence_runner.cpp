@@ -30,8 +30,9 @@ Result<std::unique_ptr<SequenceRunner>> SequenceRunner::create(std::shared_ptr<c
     }
     if (!r->m_backend) return R::error(r->m_backend_note);
     if (Status st = check_weight_support(*r->m_model, *r->m_backend); !st) return st;
+    if (auto s = check_kv_type(*r->m_backend, r->m_model->config, opt.kv_type); !s) return R::error(s.message());
     const int n_blocks = (opt.n_ctx + opt.block_size - 1) / opt.block_size;
-    r->m_kv = std::make_unique<KvTensors>(*r->m_backend, r->m_model->config, n_blocks, opt.block_size);
+    r->m_kv = std::make_unique<KvTensors>(*r->m_backend, r->m_model->config, n_blocks, opt.block_size, opt.kv_type);
     r->m_pool = std::make_unique<BlockPool>(n_blocks);
     r->m_forward = std::make_unique<LlamaForward>(r->m_model, *r->m_backend, *r->m_kv,
                                                   std::min(opt.n_batch, opt.n_ctx));

@@ -24,6 +24,7 @@ struct RunnerOptions {
     int n_threads = 0;           // 0: one per core
     std::string backend = "auto";// "auto", "cpu", "cuda"
     std::string simd = "auto";   // CPU kernel level: "auto", "avx512", "avx2", "scalar"
+    DType kv_type = DType::F16;  // KV cache elements: F16, or Q8_0 (INT8 with per-32-value scales)
 };
 
 class SequenceRunner {
@@ -50,6 +51,7 @@ public:
     Backend& backend() { return *m_backend; }
     const std::string& backend_note() const { return m_backend_note; }
     int64_t kv_bytes() const { return m_kv->bytes(); }
+    DType kv_type() const { return m_kv->kv_type(); }
     int64_t scratch_bytes() const { return m_forward->scratch_bytes(); }
     const std::vector<int32_t>& block_table() const { return m_block_table; }
 

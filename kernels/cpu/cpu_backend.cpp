@@ -90,12 +90,27 @@ public:
         rows(n_rows, n, [&](int64_t r) { m_ops.add_range(x + r * n, bias, y + r * n, n); });
     }
 
+    bool supports_kv(DType cache_type) const override {
+        return cache_type == DType::F16 || cache_type == DType::Q8_0;
+    }
+
     void kv_store(const KvStoreArgs& a) override {
+        assert(supports_kv(a.cache_type) && a.kv_dim % dtype_info(a.cache_type).block_size == 0);
+        const size_t pos_bytes = row_bytes(a.cache_type, a.kv_dim);  // one cache position
+        auto* kc = static_cast<uint8_t*>(a.k_cache);
+        auto* vc = static_cast<uint8_t*>(a.v_cache);
         rows(a.n_tokens, 2 * static_cast<int64_t>(a.kv_dim), [&](int64_t t) {
             const int64_t slot = a.slot_mapping[t];
             if (slot < 0) return;  // padding token: nothing to store
-            m_ops.to_fp16_row(a.k + t * a.kv_dim, a.k_cache + slot * a.kv_dim, a.kv_dim);
-            m_ops.to_fp16_row(a.v + t * a.kv_dim, a.v_cache + slot * a.kv_dim, a.kv_dim);
+            uint8_t* kd = kc + static_cast<size_t>(slot) * pos_bytes;
+            uint8_t* vd = vc + static_cast<size_t>(slot) * pos_bytes;
+            if (a.cache_type == DType::Q8_0) {
+                m_ops.to_q8_0_row(a.k + t * a.kv_dim, kd, a.kv_dim);
+                m_ops.to_q8_0_row(a.v + t * a.kv_dim, vd, a.kv_dim);
+            } else {
+                m_ops.to_fp16_row(a.k + t * a.kv_dim, reinterpret_cast<uint16_t*>(kd), a.kv_dim);
+                m_ops.to_fp16_row(a.v + t * a.kv_dim, reinterpret_cast<uint16_t*>(vd), a.kv_dim);
+            }
         });
     }
 
@@ -149,6 +164,7 @@ private:
 void CpuBackend::paged_attention(const PagedAttentionArgs& a) {
     if (a.n_tokens <= 0) return;
     assert(a.n_kv_head > 0 && a.n_head % a.n_kv_head == 0 && a.block_size > 0);
+    assert(supports_kv(a.cache_type) && (a.cache_type == DType::F16 || a.head_dim % 32 == 0));
     int64_t work = 0;  // query x key x dim products
     int max_ctx = 0;
     for (int t = 0; t < a.n_tokens; ++t) {

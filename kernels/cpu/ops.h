@@ -25,8 +25,12 @@ struct OpKernels {
     void (*add_range)(const float* a, const float* b, float* y, int64_t n);
     // fp16 bits of x; dst [n], x [n]
     void (*to_fp16_row)(const float* x, uint16_t* dst, int n);
+    // x as n / 32 GGML Q8_0 blocks, rounded exactly as quantize_row(DType::Q8_0) does
+    // (the KV cache's INT8 rows); x [n], dst [n / 32] blocks, n a multiple of 32
+    void (*to_q8_0_row)(const float* x, void* dst, int n);
     // Query token t, query heads [h0, h1): writes a.out[t, h, :]. Heads of one GQA
     // group share each converted K/V row, so a range inside one group is cheapest.
+    // The cache may be F16 or Q8_0 (a.cache_type).
     void (*attention_heads)(const PagedAttentionArgs& a, int t, int h0, int h1);
     // The same over cache positions [p0, p1) only (p1 <= token_pos[t] + 1), unnormalized:
     // for head h, part[(h - h0) * (head_dim + 2) + ...] = (sum_p e^(s_p - m) v_p [head_dim],
@@ -53,11 +57,15 @@ float* thread_scratch(int slot, size_t n_floats);
 // cos_sin [n_rot / 2, 2]
 void rope_angles(int32_t pos, int n_rot, float freq_base, float* cos_sin);
 
-// Key/value row of cache position `pos` of sequence `seq`, kv head `kvh` (fp16 bits, head_dim long).
-inline const uint16_t* paged_row(const uint16_t* cache, const PagedAttentionArgs& a, int seq, int pos, int kvh) {
+// Key/value row of cache position `pos` of sequence `seq`, kv head `kvh`: head_dim values in
+// a.cache_type (fp16 bits, or head_dim / 32 Q8_0 blocks). pos_bytes = row_bytes(a.cache_type,
+// n_kv_head * head_dim), the bytes of one cache position.
+inline const uint8_t* paged_row(const void* cache, const PagedAttentionArgs& a, size_t pos_bytes, int seq, int pos,
+                                int kvh) {
     const int block = a.block_tables[static_cast<int64_t>(seq) * a.max_blocks_per_seq + pos / a.block_size];
     const int64_t slot = static_cast<int64_t>(block) * a.block_size + pos % a.block_size;
-    return cache + (slot * a.n_kv_head + kvh) * a.head_dim;
+    return static_cast<const uint8_t*>(cache) + static_cast<size_t>(slot) * pos_bytes +
+           pos_bytes / static_cast<size_t>(a.n_kv_head) * static_cast<size_t>(kvh);
 }
 
 }  // namespace kvs::cpu

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "kernels/cpu/ops.h"
+#include "kernels/cpu/quant_blocks.h"
 
 namespace kvs::cpu {
 namespace {
@@ -154,7 +155,59 @@ void to_fp16_row(const float* x, uint16_t* dst, int n) {
     for (; i < n; ++i) dst[i] = static_cast<uint16_t>(_cvtss_sh(x[i], _MM_FROUND_TO_NEAREST_INT));
 }
 
+// Q8_0 blocks of 32 as ggml's x86 quantize_row_q8_0 rounds them and the scalar reference
+// (quantize_row) does: d = fp16(amax / 127), q = round-half-even(x * (127 / amax)).
+void to_q8_0_row(const float* x, void* dst, int n) {
+    const __m256 sign = _mm256_set1_ps(-0.0f);
+    auto* b = static_cast<BlockQ8_0*>(dst);
+    for (int i = 0; i < n / kQK32; ++i, x += kQK32) {
+        __m256 v[4];
+        __m256 amax = _mm256_setzero_ps();
+        for (int c = 0; c < 4; ++c) {
+            v[c] = _mm256_loadu_ps(x + 8 * c);
+            amax = _mm256_max_ps(amax, _mm256_andnot_ps(sign, v[c]));
+        }
+        const float mx = hmax(amax);
+        const float id = mx != 0.0f ? 127.0f / mx : 0.0f;
+        b[i].d = static_cast<uint16_t>(_cvtss_sh(mx / 127.0f, _MM_FROUND_TO_NEAREST_INT));
+        __m256i q[4];
+        for (int c = 0; c < 4; ++c)
+            q[c] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[c], _mm256_set1_ps(id)),
+                                                      _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        // int32 -> int8 in order: the packs interleave 128-bit lanes, the permute undoes it
+        const __m256i q01 = _mm256_packs_epi32(q[0], q[1]), q23 = _mm256_packs_epi32(q[2], q[3]);
+        const __m256i q8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(q01, q23),
+                                                       _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        _mm256_storeu_si256(reinterpret_cast<__m256i*>(b[i].qs), q8);
+    }
+}
+
 // ---------------------------------------------------------------- paged attention
+
+// Cached K or V rows of one kv head, `stride` bytes apart (one cache position each), as
+// 8-float vectors: load(r, d, s) is row r, elements [d, d + 8), where s = scale(r, d0) of
+// the kGroup-aligned group d0 holding d (fetched once per group by the tiles).
+struct F16Rows {
+    static constexpr int kGroup = 8;
+    const uint8_t* p;
+    int64_t stride;
+    __m256 scale(int, int) const { return _mm256_setzero_ps(); }  // unused
+    __m256 load(int r, int d, __m256) const { return load_h(reinterpret_cast<const uint16_t*>(p + r * stride) + d); }
+    F16Rows skip(int r) const { return {p + r * stride, stride}; }
+};
+// Q8_0 rows: a group is one block of 32 values sharing one fp16 scale.
+struct Q8Rows {
+    static constexpr int kGroup = kQK32;
+    const uint8_t* p;
+    int64_t stride;
+    const BlockQ8_0* block(int r, int d) const { return reinterpret_cast<const BlockQ8_0*>(p + r * stride) + d / kQK32; }
+    __m256 scale(int r, int d) const { return _mm256_set1_ps(_cvtsh_ss(block(r, d)->d)); }
+    __m256 load(int r, int d, __m256 s) const {
+        const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block(r, d)->qs + d % kQK32));
+        return _mm256_mul_ps(_mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(q)), s);
+    }
+    Q8Rows skip(int r) const { return {p + r * stride, stride}; }
+};
 
 // Per-thread working set of one attention call on kNG heads.
 struct AttnScratch {
@@ -163,36 +216,43 @@ struct AttnScratch {
     float* p;  // [kNG, block_size], scores then weights of the current block
 };
 
-// Scores of kP consecutive positions j.. for kNG heads: p[g * ld + j + i] = q_g . k_(j+i).
-// kP x kNG independent FMA chains hide the FMA latency. k rows are row_stride apart.
-template <int kNG, int kP>
-void qk_tile(const float* q, const uint16_t* k, int64_t row_stride, int hd, float* p, int ld) {
+// Scores of kP consecutive positions for kNG heads: p[g * ld + i] = q_g . k_i (rows of k).
+// kP x kNG independent FMA chains hide the FMA latency. hd is a multiple of Rows::kGroup.
+template <int kNG, int kP, class Rows>
+void qk_tile(const float* q, const Rows& k, int hd, float* p, int ld) {
     __m256 acc[kP][kNG];
     for (int i = 0; i < kP; ++i)
         for (int g = 0; g < kNG; ++g) acc[i][g] = _mm256_setzero_ps();
-    for (int d = 0; d < hd; d += 8) {
-        __m256 qv[kNG];
-        for (int g = 0; g < kNG; ++g) qv[g] = _mm256_loadu_ps(q + g * hd + d);
-        for (int i = 0; i < kP; ++i) {
-            const __m256 kv = load_h(k + i * row_stride + d);
-            for (int g = 0; g < kNG; ++g) acc[i][g] = _mm256_fmadd_ps(qv[g], kv, acc[i][g]);
+    for (int d0 = 0; d0 < hd; d0 += Rows::kGroup) {
+        __m256 sc[kP];
+        for (int i = 0; i < kP; ++i) sc[i] = k.scale(i, d0);
+        for (int d = d0; d < d0 + Rows::kGroup; d += 8) {
+            __m256 qv[kNG];
+            for (int g = 0; g < kNG; ++g) qv[g] = _mm256_loadu_ps(q + g * hd + d);
+            for (int i = 0; i < kP; ++i) {
+                const __m256 kv = k.load(i, d, sc[i]);
+                for (int g = 0; g < kNG; ++g) acc[i][g] = _mm256_fmadd_ps(qv[g], kv, acc[i][g]);
+            }
         }
     }
     for (int i = 0; i < kP; ++i)
         for (int g = 0; g < kNG; ++g) p[g * ld + i] = hsum(acc[i][g]);
 }
 
-// o_g[d .. d + 8 kTD) += sum_j p[g * ld + j] * v_j[d ..] over n positions; kNG x kTD chains.
-template <int kNG, int kTD>
-void pv_tile(const float* p, int ld, const uint16_t* v, int64_t row_stride, int n, int hd, float* o) {
+// o_g[d0 .. d0 + 8 kTD) += sum_j p[g * ld + j] * v_j[d0 ..] over n positions (rows of v);
+// o points at element d0 of head 0's output; kNG x kTD chains. 8 kTD divides 32 and d0 is
+// a multiple of it, so the columns lie in one Q8_0 block (one scale per row).
+template <int kNG, int kTD, class Rows>
+void pv_tile(const float* p, int ld, const Rows& v, int d0, int n, int hd, float* o) {
     __m256 acc[kNG][kTD];
     for (int g = 0; g < kNG; ++g)
         for (int c = 0; c < kTD; ++c) acc[g][c] = _mm256_loadu_ps(o + g * hd + 8 * c);
     for (int j = 0; j < n; ++j) {
         __m256 pb[kNG];
         for (int g = 0; g < kNG; ++g) pb[g] = _mm256_broadcast_ss(p + g * ld + j);
+        const __m256 sc = v.scale(j, d0);
         for (int c = 0; c < kTD; ++c) {
-            const __m256 vv = load_h(v + j * row_stride + 8 * c);
+            const __m256 vv = v.load(j, d0 + 8 * c, sc);
             for (int g = 0; g < kNG; ++g) acc[g][c] = _mm256_fmadd_ps(pb[g], vv, acc[g][c]);
         }
     }
@@ -203,13 +263,15 @@ void pv_tile(const float* p, int ld, const uint16_t* v, int64_t row_stride, int 
 // One pass over positions [p0, p1) of the sequence's blocks for kNG query heads
 // [h0, h0 + kNG) sharing kv head kvh (flash-attention style online softmax: running max m
 // and sum l per head; each block's scores rescale the accumulated output once). K/V rows
-// are converted from fp16 once and used by all kNG heads. part == nullptr: writes the
-// normalized output to a.out; else the partial result (see OpKernels::attention_partial).
-template <int kNG>
+// are converted (from fp16 or Q8_0, by Rows) once and used by all kNG heads. part == nullptr:
+// writes the normalized output to a.out; else the partial result (see
+// OpKernels::attention_partial).
+template <int kNG, class Rows>
 void attend_group(const PagedAttentionArgs& a, int t, int h0, int kvh, int p0, int p1, float* part, AttnScratch& s) {
     const int hd = a.head_dim, bs = a.block_size;
     const int seq = a.token_seq[t];
-    const int64_t row_stride = static_cast<int64_t>(a.n_kv_head) * hd;  // elements between positions
+    const int64_t pos_bytes = static_cast<int64_t>(row_bytes(a.cache_type, static_cast<int64_t>(a.n_kv_head) * hd));
+    const int64_t head_bytes = pos_bytes / a.n_kv_head;  // one kv head's slice of a position
     float m[kNG], l[kNG];
     for (int g = 0; g < kNG; ++g) {
         m[g] = -INFINITY;
@@ -222,13 +284,13 @@ void attend_group(const PagedAttentionArgs& a, int t, int h0, int kvh, int p0, i
     for (int b = p0 / bs; b * bs < p1; ++b) {
         const int j0 = std::max(0, p0 - b * bs);               // first position of the block in range
         const int n_valid = std::min(bs, p1 - b * bs) - j0;    // positions of the block in range
-        const int64_t base = ((static_cast<int64_t>(table[b]) * bs + j0) * a.n_kv_head + kvh) * hd;
-        const uint16_t* kb = a.k_cache + base;  // [block_size, (n_kv_head,) head_dim]
-        const uint16_t* vb = a.v_cache + base;
+        const int64_t base = (static_cast<int64_t>(table[b]) * bs + j0) * pos_bytes + kvh * head_bytes;
+        const Rows kb{static_cast<const uint8_t*>(a.k_cache) + base, pos_bytes};  // [n_valid, (n_kv_head,) head_dim]
+        const Rows vb{static_cast<const uint8_t*>(a.v_cache) + base, pos_bytes};
         constexpr int kP = kNG <= 2 ? 4 : 2;  // positions per score tile
         int jp = 0;
-        for (; jp + kP <= n_valid; jp += kP) qk_tile<kNG, kP>(s.q, kb + jp * row_stride, row_stride, hd, s.p + jp, bs);
-        for (; jp < n_valid; ++jp) qk_tile<kNG, 1>(s.q, kb + jp * row_stride, row_stride, hd, s.p + jp, bs);
+        for (; jp + kP <= n_valid; jp += kP) qk_tile<kNG, kP>(s.q, kb.skip(jp), hd, s.p + jp, bs);
+        for (; jp < n_valid; ++jp) qk_tile<kNG, 1>(s.q, kb.skip(jp), hd, s.p + jp, bs);
         for (int g = 0; g < kNG; ++g) {
             float* p = &s.p[g * bs];  // [n_valid]
             float bmax = p[0];
@@ -258,8 +320,8 @@ void attend_group(const PagedAttentionArgs& a, int t, int h0, int kvh, int p0, i
         }
         constexpr int kTD = kNG <= 2 ? 4 : 2;  // 8-float column chunks per value tile
         int d = 0;
-        for (; d + 8 * kTD <= hd; d += 8 * kTD) pv_tile<kNG, kTD>(s.p, bs, vb + d, row_stride, n_valid, hd, s.o + d);
-        for (; d < hd; d += 8) pv_tile<kNG, 1>(s.p, bs, vb + d, row_stride, n_valid, hd, s.o + d);
+        for (; d + 8 * kTD <= hd; d += 8 * kTD) pv_tile<kNG, kTD>(s.p, bs, vb, d, n_valid, hd, s.o + d);
+        for (; d < hd; d += 8) pv_tile<kNG, 1>(s.p, bs, vb, d, n_valid, hd, s.o + d);
     }
     if (part) {
         for (int g = 0; g < kNG; ++g) {
@@ -278,6 +340,7 @@ void attend_group(const PagedAttentionArgs& a, int t, int h0, int kvh, int p0, i
 }
 
 // Heads [h0, h1) over positions [p0, p1), in runs of at most 4 heads of one GQA group.
+template <class Rows>
 void attend(const PagedAttentionArgs& a, int t, int h0, int h1, int p0, int p1, float* part) {
     constexpr int kMaxNG = 4;
     const size_t n_hd = static_cast<size_t>(kMaxNG) * a.head_dim;
@@ -289,10 +352,10 @@ void attend(const PagedAttentionArgs& a, int t, int h0, int h1, int p0, int p1, 
         const int ng = std::min(std::min(kMaxNG, h1 - h), (kvh + 1) * group - h);  // never past the group
         float* ph = part ? part + static_cast<int64_t>(h - h0) * (a.head_dim + 2) : nullptr;
         switch (ng) {
-            case 1: attend_group<1>(a, t, h, kvh, p0, p1, ph, s); break;
-            case 2: attend_group<2>(a, t, h, kvh, p0, p1, ph, s); break;
-            case 3: attend_group<3>(a, t, h, kvh, p0, p1, ph, s); break;
-            default: attend_group<4>(a, t, h, kvh, p0, p1, ph, s); break;
+            case 1: attend_group<1, Rows>(a, t, h, kvh, p0, p1, ph, s); break;
+            case 2: attend_group<2, Rows>(a, t, h, kvh, p0, p1, ph, s); break;
+            case 3: attend_group<3, Rows>(a, t, h, kvh, p0, p1, ph, s); break;
+            default: attend_group<4, Rows>(a, t, h, kvh, p0, p1, ph, s); break;
         }
         h += ng;
     }
@@ -303,7 +366,8 @@ void attention_heads(const PagedAttentionArgs& a, int t, int h0, int h1) {
         scalar_op_kernels().attention_heads(a, t, h0, h1);
         return;
     }
-    attend(a, t, h0, h1, 0, a.token_pos[t] + 1, nullptr);
+    if (a.cache_type == DType::Q8_0) attend<Q8Rows>(a, t, h0, h1, 0, a.token_pos[t] + 1, nullptr);
+    else attend<F16Rows>(a, t, h0, h1, 0, a.token_pos[t] + 1, nullptr);
 }
 
 void attention_partial(const PagedAttentionArgs& a, int t, int h0, int h1, int p0, int p1, float* part) {
@@ -311,14 +375,15 @@ void attention_partial(const PagedAttentionArgs& a, int t, int h0, int h1, int p
         scalar_op_kernels().attention_partial(a, t, h0, h1, p0, p1, part);
         return;
     }
-    attend(a, t, h0, h1, p0, p1, part);
+    if (a.cache_type == DType::Q8_0) attend<Q8Rows>(a, t, h0, h1, p0, p1, part);
+    else attend<F16Rows>(a, t, h0, h1, p0, p1, part);
 }
 
 }  // namespace
 
 const OpKernels& avx2_op_kernels() {
-    static const OpKernels k{rms_norm_row, rope_token,  softmax_row,     swiglu_range,
-                             add_range,    to_fp16_row, attention_heads, attention_partial};
+    static const OpKernels k{rms_norm_row, rope_token,  softmax_row, swiglu_range,    add_range,
+                             to_fp16_row,  to_q8_0_row, attention_heads, attention_partial};
     return k;
 }
 

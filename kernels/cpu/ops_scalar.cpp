@@ -60,23 +60,38 @@ void to_fp16_row(const float* x, uint16_t* dst, int n) {
     for (int i = 0; i < n; ++i) dst[i] = fp32_to_fp16(x[i]);
 }
 
+void to_q8_0_row(const float* x, void* dst, int n) { quantize_row(DType::Q8_0, x, dst, n); }
+
+// dst [head_dim] = one cached K or V row (see paged_row) as floats.
+void load_kv_row(const PagedAttentionArgs& a, const uint8_t* row, float* dst) {
+    if (a.cache_type == DType::F16) {
+        const auto* h = reinterpret_cast<const uint16_t*>(row);
+        for (int d = 0; d < a.head_dim; ++d) dst[d] = fp16_to_fp32(h[d]);
+    } else {
+        dequantize_row(a.cache_type, row, dst, a.head_dim);
+    }
+}
+
 // Two passes per head: scores of every visible position, softmax, weighted sum of values.
 void attention_heads(const PagedAttentionArgs& a, int t, int h0, int h1) {
     const int group = a.n_head / a.n_kv_head;
     const int seq = a.token_seq[t];
     const int n_ctx = a.token_pos[t] + 1;
+    const size_t pos_bytes = row_bytes(a.cache_type, static_cast<int64_t>(a.n_kv_head) * a.head_dim);
     thread_local std::vector<double> scores;  // [n_ctx]
     thread_local std::vector<double> acc;     // [head_dim]
+    thread_local std::vector<float> row;      // [head_dim] one dequantized K or V row
     scores.resize(static_cast<size_t>(n_ctx));
     acc.resize(static_cast<size_t>(a.head_dim));
+    row.resize(static_cast<size_t>(a.head_dim));
     for (int h = h0; h < h1; ++h) {
         const int kvh = h / group;
         const float* q = a.q + (static_cast<int64_t>(t) * a.n_head + h) * a.head_dim;  // [head_dim]
         double mx = -INFINITY;
         for (int p = 0; p < n_ctx; ++p) {
-            const uint16_t* k = paged_row(a.k_cache, a, seq, p, kvh);  // [head_dim]
+            load_kv_row(a, paged_row(a.k_cache, a, pos_bytes, seq, p, kvh), row.data());
             double dot = 0.0;
-            for (int d = 0; d < a.head_dim; ++d) dot += static_cast<double>(q[d]) * fp16_to_fp32(k[d]);
+            for (int d = 0; d < a.head_dim; ++d) dot += static_cast<double>(q[d]) * row[d];
             scores[p] = dot * a.scale;
             mx = std::max(mx, scores[p]);
         }
@@ -85,8 +100,8 @@ void attention_heads(const PagedAttentionArgs& a, int t, int h0, int h1) {
         for (int p = 0; p < n_ctx; ++p) {
             const double w = std::exp(scores[p] - mx);
             sum += w;
-            const uint16_t* v = paged_row(a.v_cache, a, seq, p, kvh);  // [head_dim]
-            for (int d = 0; d < a.head_dim; ++d) acc[d] += w * fp16_to_fp32(v[d]);
+            load_kv_row(a, paged_row(a.v_cache, a, pos_bytes, seq, p, kvh), row.data());
+            for (int d = 0; d < a.head_dim; ++d) acc[d] += w * row[d];
         }
         float* out = a.out + (static_cast<int64_t>(t) * a.n_head + h) * a.head_dim;  // [head_dim]
         for (int d = 0; d < a.head_dim; ++d) out[d] = static_cast<float>(acc[d] / sum);
@@ -98,17 +113,20 @@ void attention_heads(const PagedAttentionArgs& a, int t, int h0, int h1) {
 void attention_partial(const PagedAttentionArgs& a, int t, int h0, int h1, int p0, int p1, float* part) {
     const int group = a.n_head / a.n_kv_head;
     const int seq = a.token_seq[t];
+    const size_t pos_bytes = row_bytes(a.cache_type, static_cast<int64_t>(a.n_kv_head) * a.head_dim);
     thread_local std::vector<double> scores;  // [p1 - p0]
+    thread_local std::vector<float> row;      // [head_dim] one dequantized K or V row
     scores.resize(static_cast<size_t>(p1 - p0));
+    row.resize(static_cast<size_t>(a.head_dim));
     for (int h = h0; h < h1; ++h) {
         const int kvh = h / group;
         const float* q = a.q + (static_cast<int64_t>(t) * a.n_head + h) * a.head_dim;  // [head_dim]
         float* rec = part + static_cast<int64_t>(h - h0) * (a.head_dim + 2);           // [head_dim + 2]
         double mx = -INFINITY;
         for (int p = p0; p < p1; ++p) {
-            const uint16_t* k = paged_row(a.k_cache, a, seq, p, kvh);  // [head_dim]
+            load_kv_row(a, paged_row(a.k_cache, a, pos_bytes, seq, p, kvh), row.data());
             double dot = 0.0;
-            for (int d = 0; d < a.head_dim; ++d) dot += static_cast<double>(q[d]) * fp16_to_fp32(k[d]);
+            for (int d = 0; d < a.head_dim; ++d) dot += static_cast<double>(q[d]) * row[d];
             scores[p - p0] = dot * a.scale;
             mx = std::max(mx, scores[p - p0]);
         }
@@ -117,8 +135,8 @@ void attention_partial(const PagedAttentionArgs& a, int t, int h0, int h1, int p
         for (int p = p0; p < p1; ++p) {
             const double w = std::exp(scores[p - p0] - mx);
             sum += w;
-            const uint16_t* v = paged_row(a.v_cache, a, seq, p, kvh);  // [head_dim]
-            for (int d = 0; d < a.head_dim; ++d) rec[d] += static_cast<float>(w * fp16_to_fp32(v[d]));
+            load_kv_row(a, paged_row(a.v_cache, a, pos_bytes, seq, p, kvh), row.data());
+            for (int d = 0; d < a.head_dim; ++d) rec[d] += static_cast<float>(w * row[d]);
         }
         rec[a.head_dim] = static_cast<float>(mx);
         rec[a.head_dim + 1] = static_cast<float>(sum);
@@ -157,8 +175,8 @@ void rope_angles(int32_t pos, int n_rot, float freq_base, float* cos_sin) {
 }
 
 const OpKernels& scalar_op_kernels() {
-    static const OpKernels k{rms_norm_row, rope_token,  softmax_row,     swiglu_range,
-                             add_range,    to_fp16_row, attention_heads, attention_partial};
+    static const OpKernels k{rms_norm_row, rope_token,  softmax_row, swiglu_range,    add_range,
+                             to_fp16_row,  to_q8_0_row, attention_heads, attention_partial};
     return k;
 }
 

@@ -186,12 +186,18 @@ void CudaBackend::add_bias(const float* x, const float* bias, float* y, int n_ro
     check_launch("add_bias");
 }
 
+// Only F16 K/V caches have kernels here (supports_kv says so); the engine refuses any
+// other cache type on this backend before it gets this far.
 void CudaBackend::kv_store(const KvStoreArgs& a) {
+    if (a.cache_type != DType::F16)
+        fatal("kv_store: no kernels for a " + std::string(dtype_name(a.cache_type)) + " K/V cache (F16 only)");
     launch_kv_store(a, m_stream);
     check_launch("kv_store");
 }
 
 void CudaBackend::paged_attention(const PagedAttentionArgs& a) {
+    if (a.cache_type != DType::F16)
+        fatal("paged_attention: no kernels for a " + std::string(dtype_name(a.cache_type)) + " K/V cache (F16 only)");
     if (a.head_dim > kMaxHeadDim || a.head_dim <= 0)
         fatal("paged_attention: head_dim " + std::to_string(a.head_dim) + " is outside 1.." +
               std::to_string(kMaxHeadDim));

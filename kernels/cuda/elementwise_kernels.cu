@@ -143,7 +143,8 @@ void launch_add_bias(const float* x, const float* bias, float* y, int n_rows, in
 void launch_kv_store(const KvStoreArgs& a, cudaStream_t stream) {
     const int64_t total = static_cast<int64_t>(a.n_tokens) * a.kv_dim;
     if (total <= 0) return;
-    kv_store_kernel<<<grid_for(total), kThreads, 0, stream>>>(a.k, a.v, a.k_cache, a.v_cache, a.slot_mapping,
+    kv_store_kernel<<<grid_for(total), kThreads, 0, stream>>>(a.k, a.v, static_cast<uint16_t*>(a.k_cache),
+                                                              static_cast<uint16_t*>(a.v_cache), a.slot_mapping,
                                                               a.n_tokens, a.kv_dim);
 }
 

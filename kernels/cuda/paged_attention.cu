@@ -29,8 +29,8 @@ struct WarpState {
 __device__ __forceinline__ void attend_position(const PagedAttentionArgs& a, const float* q_s, int64_t slot,
                                                 int kvh, int lane, WarpState& st) {
     const int64_t row = (slot * a.n_kv_head + kvh) * a.head_dim;
-    const uint16_t* k = a.k_cache + row;  // [head_dim] fp16
-    const uint16_t* v = a.v_cache + row;  // [head_dim] fp16
+    const uint16_t* k = static_cast<const uint16_t*>(a.k_cache) + row;  // [head_dim] fp16 (F16 cache only)
+    const uint16_t* v = static_cast<const uint16_t*>(a.v_cache) + row;  // [head_dim] fp16
     float dot = 0.0f;
 #pragma unroll
     for (int j = 0; j < kPerLane; ++j) {
