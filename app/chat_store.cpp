@@ -8,6 +8,7 @@
 #include <QJsonObject>
 #include <QSaveFile>
 #include <QUuid>
+#include <algorithm>
 
 namespace kvs::app {
 
@@ -15,7 +16,8 @@ namespace {
 QJsonObject settings_json(const ChatSettings& s) {
     return {{"temperature", s.temperature}, {"top_k", s.topK},       {"top_p", s.topP},
             {"min_p", s.minP},              {"repeat_penalty", s.repeatPenalty},
-            {"max_tokens", s.maxTokens},    {"seed", s.seed},        {"system_prompt", s.systemPrompt}};
+            {"max_tokens", s.maxTokens},    {"seed", s.seed},        {"system_prompt", s.systemPrompt},
+            {"speculative", s.speculative}, {"spec_k", s.specK},     {"spec_adaptive", s.specAdaptive}};
 }
 
 ChatSettings settings_from(const QJsonObject& o) {
@@ -28,6 +30,9 @@ ChatSettings settings_from(const QJsonObject& o) {
     s.maxTokens = o.value("max_tokens").toInt(s.maxTokens);
     s.seed = static_cast<qint64>(o.value("seed").toDouble(static_cast<double>(s.seed)));
     s.systemPrompt = o.value("system_prompt").toString();
+    s.speculative = o.value("speculative").toString();
+    s.specK = std::clamp(o.value("spec_k").toInt(s.specK), 1, 8);
+    s.specAdaptive = o.value("spec_adaptive").toBool(false);
     return s;
 }
 }  // namespace

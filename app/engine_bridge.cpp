@@ -1,11 +1,13 @@
 #include "app/engine_bridge.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "engine/model/model.h"
 #include "engine/model/model_registry.h"
 #include "engine/runtime/engine.h"
 #include "engine/runtime/engine_loop.h"
+#include "engine/speculative/draft_runner.h"
 #include "engine/telemetry/latency_stats.h"
 #include "engine/telemetry/snapshot_ring.h"
 #include "engine/tokenizer/chat_template.h"
@@ -15,6 +17,45 @@ namespace kvs::app {
 
 namespace {
 using Clock = std::chrono::steady_clock;
+
+// The int4 self-draft is a re-quantized copy of every linear: built at load (seconds for a
+// small model), only for models up to this size so a large model loads without the wait
+// and the extra memory.
+constexpr int64_t kInt4DraftMaxWeightBytes = 1LL << 30;
+
+struct DraftSet {
+    std::vector<std::pair<std::string, std::shared_ptr<const Model>>> drafts;
+    std::string layerSkip;  // its name, empty when there is none
+    QString note;           // drafts that could not be made, and why
+};
+
+// Draft models for speculative decoding, made from the target: its first third of layers
+// (shares the weights: free), and the int4 self-draft for small models.
+DraftSet make_drafts(const std::shared_ptr<Model>& model) {
+    DraftSet d;
+    const int n_layer = model->config.n_layer;
+    if (n_layer >= 2) {
+        const std::string name = "layer-skip:" + std::to_string(std::max(1, n_layer / 3));
+        auto m = make_draft_model(name, model);
+        if (m) {
+            d.drafts.emplace_back(name, m.value());
+            d.layerSkip = name;
+        } else {
+            d.note += QString::fromStdString(m.message()) + "; ";
+        }
+    } else {
+        d.note += QStringLiteral("layer-skip needs a model of at least 2 layers; ");
+    }
+    if (model->weight_bytes <= kInt4DraftMaxWeightBytes) {
+        auto m = make_draft_model("int4", model);
+        if (m) d.drafts.emplace_back("int4", m.value());
+        else d.note += QString::fromStdString(m.message()) + "; ";
+    } else {
+        d.note += QStringLiteral("the int4 self-draft is only built for models up to %1 MiB of weights; ")
+                      .arg(kInt4DraftMaxWeightBytes >> 20);
+    }
+    return d;
+}
 }  // namespace
 
 // Per request, on the engine thread: what the final summary and the metrics report.
@@ -56,8 +97,14 @@ void EngineBridge::loadModel(const QString& nameOrPath) {
         return;
     }
     auto tokenizer = std::make_shared<const Tokenizer>(std::move(tok.value()));
+    DraftSet drafts = make_drafts(model.value());
+    {
+        std::lock_guard<std::mutex> lk(m_mu);
+        m_layerSkipName = drafts.layerSkip;
+        m_draftNote = drafts.note;
+    }
     QString backend;
-    const QString err = startEngine(model.value(), tokenizer, EngineSettings{}, &backend);
+    const QString err = startEngine(model.value(), tokenizer, std::move(drafts.drafts), EngineSettings{}, &backend);
     if (!err.isEmpty()) {
         Q_EMIT modelLoadFailed(err);
         return;
@@ -73,8 +120,9 @@ void EngineBridge::loadModel(const QString& nameOrPath) {
 }
 
 QString EngineBridge::startEngine(std::shared_ptr<Model> model, std::shared_ptr<const Tokenizer> tokenizer,
-                                  const EngineSettings& es, QString* backend) {
+                                  Drafts drafts, const EngineSettings& es, QString* backend) {
     EngineOptions eo;
+    eo.drafts = drafts;
     eo.max_model_len = std::min(4096, std::max(256, model->config.n_ctx_train));
     eo.block_size = es.blockSize;
     eo.prefix_caching = es.prefixCaching;
@@ -102,6 +150,7 @@ QString EngineBridge::startEngine(std::shared_ptr<Model> model, std::shared_ptr<
         orphaned.swap(m_inFlight);
         m_model = std::move(model);
         m_tokenizer = std::move(tokenizer);
+        m_drafts = std::move(drafts);
         m_loop = std::move(loop);
         m_ring = ring;
         m_kvBytesPerBlock = block_bytes;
@@ -115,17 +164,19 @@ QString EngineBridge::startEngine(std::shared_ptr<Model> model, std::shared_ptr<
 void EngineBridge::configureEngine(const EngineSettings& settings) {
     std::shared_ptr<Model> model;
     std::shared_ptr<const Tokenizer> tok;
+    Drafts drafts;
     {
         std::lock_guard<std::mutex> lk(m_mu);
         model = m_model;
         tok = m_tokenizer;
+        drafts = m_drafts;
     }
     if (!model) {
         Q_EMIT modelLoadFailed(tr("no model is loaded"));
         return;
     }
     QString backend;
-    const QString err = startEngine(model, tok, settings, &backend);
+    const QString err = startEngine(model, tok, std::move(drafts), settings, &backend);
     if (!err.isEmpty()) {
         Q_EMIT modelLoadFailed(err);
         return;
@@ -160,6 +211,12 @@ qint64 EngineBridge::submitChat(const QList<ChatTurn>& turns, const ChatSettings
         Q_EMIT requestFailed(0, tr("no model is loaded"));
         return 0;
     }
+    const QString missing = missingDraft(s.speculative);
+    if (!missing.isEmpty()) {
+        lk.unlock();
+        Q_EMIT requestFailed(0, missing);
+        return 0;
+    }
     std::vector<ChatMessage> msgs;
     if (!s.systemPrompt.isEmpty()) msgs.push_back({"system", s.systemPrompt.toStdString()});
     for (const auto& t : turns) msgs.push_back({t.role.toStdString(), t.content.toStdString()});
@@ -175,6 +232,7 @@ qint64 EngineBridge::submitChat(const QList<ChatTurn>& turns, const ChatSettings
     req.params.repeat_penalty = static_cast<float>(s.repeatPenalty);
     req.params.max_tokens = s.maxTokens;
     if (s.seed >= 0) req.params.seed = static_cast<uint64_t>(s.seed);
+    req.spec = specParams(s.speculative, s.specK, s.specAdaptive);
     auto stats = std::make_shared<ReplyStats>();
     // Runs on the engine thread; the signals are queued to the GUI thread.
     req.on_event = [this, stats](const TokenEvent& ev) {
@@ -207,10 +265,11 @@ qint64 EngineBridge::submitChat(const QList<ChatTurn>& turns, const ChatSettings
 }
 
 QVector<qint64> EngineBridge::injectSynthetic(int n, int promptLen, int outputLen, int priority, quint64 seed,
-                                              int sharedPrefix) {
+                                              int sharedPrefix, const QString& speculative, int specK) {
     std::lock_guard<std::mutex> lk(m_mu);
     QVector<qint64> ids;
     if (!m_loop || n <= 0 || promptLen <= 0 || outputLen <= 0) return ids;
+    const SpecParams spec = specParams(speculative, specK, false);
     const int n_vocab = m_model->config.n_vocab;
     const int first = std::min(32, n_vocab - 1);  // above the special tokens of the usual vocabularies
     auto draw = [&](uint64_t& x) {
@@ -231,19 +290,88 @@ QVector<qint64> EngineBridge::injectSynthetic(int n, int promptLen, int outputLe
         req.params.max_tokens = outputLen;
         req.params.ignore_eos = true;
         req.priority = priority;
-        auto stats = std::make_shared<ReplyStats>();
-        req.on_event = [this, stats](const TokenEvent& ev) {
-            if (ev.token >= 0 && stats->n_tokens++ == 0) stats->first = Clock::now();
-            if (!ev.finished) return;
-            forget(ev.id);
-            if (ev.finish_reason == FinishReason::rejected) Q_EMIT requestFailed(ev.id, QString::fromStdString(ev.error));
-            else recordLatency(*stats);
-        };
-        const qint64 id = m_loop->submit(std::move(req));
-        m_inFlight.insert(id);
+        req.spec = spec;
+        const qint64 id = submitSynthetic(std::move(req));
         ids.push_back(id);
     }
     return ids;
+}
+
+qint64 EngineBridge::submitSynthetic(GenerationRequest req) {
+    auto stats = std::make_shared<ReplyStats>();
+    req.on_event = [this, stats](const TokenEvent& ev) {
+        if (ev.token >= 0 && stats->n_tokens++ == 0) stats->first = Clock::now();
+        if (!ev.finished) return;
+        forget(ev.id);
+        if (ev.finish_reason == FinishReason::rejected) Q_EMIT requestFailed(ev.id, QString::fromStdString(ev.error));
+        else recordLatency(*stats);
+    };
+    const qint64 id = m_loop->submit(std::move(req));
+    m_inFlight.insert(id);
+    return id;
+}
+
+qint64 EngineBridge::injectText(const QString& text, int outputLen, int priority, const QString& speculative, int specK) {
+    std::lock_guard<std::mutex> lk(m_mu);
+    if (!m_loop || text.isEmpty() || outputLen <= 0) return 0;
+    const auto& vocab = m_model->vocab;
+    const ChatFormat fmt = detect_chat_format(vocab.chat_template, vocab);
+    const std::string prompt = apply_chat_template(fmt, {{"user", text.toStdString()}}, true,
+                                                   default_system_prompt(vocab.chat_template));
+    GenerationRequest req;
+    req.prompt = m_tokenizer->encode(prompt, true, true);
+    req.params.temperature = 0;
+    req.params.max_tokens = outputLen;
+    req.priority = priority;
+    req.spec = specParams(speculative, specK, false);
+    return submitSynthetic(std::move(req));
+}
+
+SpecParams EngineBridge::specParams(const QString& choice, int k, bool adaptive) const {
+    SpecParams p;
+    if (choice.isEmpty()) return p;
+    p.proposer = choice == "layer-skip" ? m_layerSkipName : choice.toStdString();
+    p.k = std::clamp(k, 1, 8);
+    p.adaptive = adaptive;
+    p.k_min = 1;
+    p.k_max = 8;
+    return p;
+}
+
+QString EngineBridge::missingDraft(const QString& choice) const {
+    if (choice.isEmpty() || choice == "ngram") return {};
+    const std::string name = specParams(choice, 1, false).proposer;
+    for (const auto& d : m_drafts)
+        if (d.first == name) return {};
+    return tr("speculative decoding with %1 is not available for this model: %2").arg(choice, m_draftNote);
+}
+
+QStringList EngineBridge::draftChoices() const {
+    std::lock_guard<std::mutex> lk(m_mu);
+    QStringList v;
+    for (const auto& d : m_drafts) v << (d.first == m_layerSkipName ? QStringLiteral("layer-skip") : QString::fromStdString(d.first));
+    return v;
+}
+
+std::shared_ptr<const SpecSnapshot> EngineBridge::specSnapshot() const {
+    std::lock_guard<std::mutex> lk(m_mu);
+    return m_loop ? m_loop->spec_snapshot() : nullptr;
+}
+
+QStringList EngineBridge::tokenPieces(const std::vector<int32_t>& ids) const {
+    std::shared_ptr<const Tokenizer> tok;
+    {
+        std::lock_guard<std::mutex> lk(m_mu);
+        tok = m_tokenizer;
+    }
+    QStringList out;
+    if (!tok) return out;
+    out.reserve(static_cast<int>(ids.size()));
+    for (int32_t id : ids) {
+        const std::string p = tok->token_to_piece(id);
+        out << QString::fromUtf8(p.data(), static_cast<int>(p.size()));
+    }
+    return out;
 }
 
 void EngineBridge::cancel(qint64 requestId) {

@@ -17,6 +17,8 @@
 
 namespace kvs {
 struct Model;
+struct SpecParams;
+struct GenerationRequest;
 class EngineLoop;
 class SnapshotRing;
 class Tokenizer;
@@ -41,6 +43,11 @@ struct ChatSettings {
     int maxTokens = 512;
     qint64 seed = -1;        // -1: the engine's default seed
     QString systemPrompt;    // empty: the model's default system prompt
+    // Speculative decoding: "" (off), "ngram" (prompt lookup), "layer-skip" (the first third
+    // of the target's layers as the draft) or "int4" (the target re-quantized to Q4_0).
+    QString speculative;
+    int specK = 4;           // drafts per step, 1..8
+    bool specAdaptive = false;  // k moves within 1..8 with the acceptance
 };
 
 class EngineBridge : public QObject {
@@ -56,8 +63,12 @@ public:
     // Lesson mode: n requests of random prompt tokens that generate exactly outputLen
     // tokens each (end-of-generation ignored). Returns their ids (empty without a model).
     // sharedPrefix: that many tokens, the same in every call, come before each prompt.
+    // speculative / specK: as in ChatSettings.
     QVector<qint64> injectSynthetic(int n, int promptLen, int outputLen, int priority, quint64 seed,
-                                    int sharedPrefix = 0);
+                                    int sharedPrefix = 0, const QString& speculative = {}, int specK = 4);
+    // Lesson mode: one greedy chat request whose user message is `text`, at most outputLen
+    // tokens. Returns its id (0 without a model).
+    qint64 injectText(const QString& text, int outputLen, int priority, const QString& speculative = {}, int specK = 4);
     // Lesson controls of the engine thread.
     void pause();
     void resume();
@@ -73,6 +84,13 @@ public:
     int64_t kvBytesPerBlock() const;
     // Text of token ids with the loaded model's tokenizer (control tokens shown as is).
     QString decodeTokens(const std::vector<int32_t>& ids) const;
+    // Each token's own piece of text (one string per id).
+    QStringList tokenPieces(const std::vector<int32_t>& ids) const;
+    // Speculative decoding telemetry after the newest step that changed it (null before a
+    // model is loaded).
+    std::shared_ptr<const SpecSnapshot> specSnapshot() const;
+    // The draft models the engine has, by the names ChatSettings::speculative uses.
+    QStringList draftChoices() const;
     std::vector<StepRecord> stepsAfter(int64_t step) const;
     int64_t weightBytes() const;
 
@@ -94,10 +112,17 @@ Q_SIGNALS:
 
 private:
     void forget(qint64 id);
+    // ChatSettings::speculative -> the engine's SpecParams (m_mu held).
+    SpecParams specParams(const QString& choice, int k, bool adaptive) const;
+    // Why a choice cannot run on this model (m_mu held); empty when it can.
+    QString missingDraft(const QString& choice) const;
+    // Submits a lesson request that reports its latencies (m_mu held, m_loop set).
+    qint64 submitSynthetic(GenerationRequest req);
     void recordLatency(const ReplyStats& st);  // TTFT and TPOT of a finished request, for the metrics
     // Builds an engine for m_model with the settings and swaps it in; the error, or "".
-    QString startEngine(std::shared_ptr<Model> model, std::shared_ptr<const Tokenizer> tok, const EngineSettings& s,
-                        QString* backend);
+    using Drafts = std::vector<std::pair<std::string, std::shared_ptr<const Model>>>;
+    QString startEngine(std::shared_ptr<Model> model, std::shared_ptr<const Tokenizer> tok, Drafts drafts,
+                        const EngineSettings& s, QString* backend);
 
     mutable std::mutex m_mu;  // guards everything below
     std::shared_ptr<Model> m_model;
@@ -107,6 +132,10 @@ private:
     std::set<qint64> m_inFlight;
     std::vector<std::pair<double, double>> m_latencies;  // ring of (ttft, tpot), newest last
     int64_t m_kvBytesPerBlock = 0;
+    // Draft models of m_model (name -> model), given to every engine built for it.
+    std::vector<std::pair<std::string, std::shared_ptr<const Model>>> m_drafts;
+    std::string m_layerSkipName;  // "layer-skip:N", empty when the model has too few layers
+    QString m_draftNote;          // why a draft is missing, for the error a request gets
 };
 
 }  // namespace kvs::app

@@ -21,6 +21,26 @@ bool get_int(const QJsonObject& o, const char* key, int lo, int hi, int* out, co
     *out = v.toInt();
     return true;
 }
+
+// inject.text and inject.spec.
+bool parse_injection_extras(const QJsonObject& inj, const QString& where, LessonInjection* out, QString* error) {
+    if (inj.contains("text")) {
+        out->text = inj.value("text").toString();
+        if (out->text.isEmpty()) {
+            *error = where + ".text must be a non-empty string";
+            return false;
+        }
+    }
+    if (!inj.contains("spec")) return true;
+    const QJsonObject spec = inj.value("spec").toObject();
+    const QString proposer = spec.value("proposer").toString();
+    if (proposer != "ngram" && proposer != "layer-skip" && proposer != "int4") {
+        *error = QString("%1.spec.proposer must be \"ngram\", \"layer-skip\" or \"int4\", not \"%2\"").arg(where, proposer);
+        return false;
+    }
+    out->speculative = proposer;
+    return get_int(spec, "k", 1, 8, &out->specK, where + ".spec", error);
+}
 }  // namespace
 
 bool parse_lesson(const QByteArray& json, Lesson* out, QString* error) {
@@ -80,6 +100,7 @@ bool parse_lesson(const QByteArray& json, Lesson* out, QString* error) {
             !get_int(inj, "priority", -100, 100, &le.inject.priority, iw, error) ||
             !get_int(inj, "shared_prefix", 0, 4096, &le.inject.sharedPrefix, iw, error))
             return false;
+        if (!parse_injection_extras(inj, iw, &le.inject, error)) return false;
         if (le.caption.isEmpty() && le.inject.n == 0) {
             *error = where + " has neither a caption nor requests to inject";
             return false;

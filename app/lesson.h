@@ -8,7 +8,11 @@
 //          "engine": {"kv_blocks", "max_seqs", "step_budget", "block_size", "policy":
 //                     "continuous"|"static", "preemption": "recompute"|"swap", "prefix_caching"},
 //          "events": [{"at_step", "caption", "inject": {"n", "prompt", "output",
-//                                                       "priority", "shared_prefix"}}]}
+//                                                       "priority", "shared_prefix",
+//                                                       "text", "spec": {"proposer", "k"}}}]}
+// inject.text: n greedy chat requests with this user message (instead of random tokens);
+// inject.spec: speculative decoding for the injected requests, proposer "ngram" (prompt
+// lookup), "layer-skip" or "int4" (ChatSettings::speculative), k 1..8.
 #include <QString>
 #include <QStringList>
 #include <QVector>
@@ -32,6 +36,9 @@ struct LessonInjection {
     int output = 16;           // tokens each generates
     int priority = 0;
     int sharedPrefix = 0;      // tokens every request of the lesson starts with
+    QString text;              // non-empty: a chat request with this user message
+    QString speculative;       // "" (off), "ngram", "layer-skip", "int4"
+    int specK = 4;
 };
 
 struct LessonEvent {

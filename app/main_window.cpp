@@ -29,8 +29,10 @@
 #include <QVBoxLayout>
 
 #include "app/model_manager.h"
+#include "app/speculative_form.h"
 #include "app/view_convert.h"
 #include "ui/chat_view.h"
+#include "ui/draft_acceptance_view.h"
 #include "ui/kv_block_map.h"
 #include "ui/memory_planner.h"
 #include "ui/metrics_view.h"
@@ -108,6 +110,8 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
     tabifyDockWidget(engineDock, timelineDock);
     tabifyDockWidget(engineDock, metricsDock);
     tabifyDockWidget(engineDock, plannerDock);
+    m_draftView = new ui::DraftAcceptanceView(this);
+    tabifyDockWidget(engineDock, addDock(tr("Draft acceptance"), "draftAcceptanceDock", m_draftView, Qt::RightDockWidgetArea));
     engineDock->raise();
     connect(m_blockMap, &ui::KvBlockMapView::requestSelected, m_timeline, &ui::SlotTimelineView::setSelectedRequest);
     // Hovering a block shows the text it holds: that request's tokens of this table slot.
@@ -199,6 +203,8 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
         if (!m_loadingModel.isEmpty()) QSettings().setValue("model/last", m_loadingModel);
         m_ready = true;
         for (auto* v : std::as_const(m_views)) v->setReady(true);
+        m_specForm->setAvailableDrafts(m_bridge->draftChoices());
+        m_specStep = -1;
     });
     connect(m_bridge, &EngineBridge::modelLoadFailed, this, [this](const QString& msg) {
         m_loadProgress->hide();
@@ -211,6 +217,8 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
         statusBar()->showMessage(tr("Engine: %1").arg(d), 10000);
         m_timeline->clear();
         m_lastStep = -1;
+        m_specStep = -1;
+        m_lessonIdleAt = -1;
         if (m_lessonNext >= 0 && !m_lessonStarted) {
             m_lessonStarted = true;
             m_bridge->pause();
@@ -424,6 +432,10 @@ void MainWindow::onSend(const QString& convId, const QString& text) {
         m_live[convId].requestId = id;
         m_requestConv.insert(id, convId);
         m_requestLabel.insert(id, c.title.left(24));
+        if (!c.settings.speculative.isEmpty()) {  // show how its drafts fare
+            m_draftView->setSelectedRequest(id);
+            if (auto* d = findChild<QDockWidget*>("draftAcceptanceDock")) d->raise();
+        }
     }
 }
 
@@ -465,6 +477,7 @@ QWidget* MainWindow::buildSettingsForm() {
     m_system->setObjectName("systemPrompt");
     m_system->setPlaceholderText(tr("System prompt (empty: the model's default)"));
     m_system->setMaximumHeight(m_system->fontMetrics().lineSpacing() * 5);
+    m_specForm = new SpeculativeForm(w);
     f->addRow(tr("Temperature"), m_temp);
     f->addRow(tr("Top-k"), m_topK);
     f->addRow(tr("Top-p"), m_topP);
@@ -472,6 +485,7 @@ QWidget* MainWindow::buildSettingsForm() {
     f->addRow(tr("Repeat penalty"), m_repeat);
     f->addRow(tr("Max tokens"), m_maxTokens);
     f->addRow(tr("Seed"), m_seed);
+    f->addRow(tr("Speculative"), m_specForm);
     f->addRow(m_system);
     return w;
 }
@@ -487,6 +501,7 @@ void MainWindow::loadSettingsIntoForm() {
     m_maxTokens->setValue(s.maxTokens);
     m_seed->setValue(static_cast<int>(s.seed));
     m_system->setPlainText(s.systemPrompt);
+    m_specForm->load(s);
 }
 
 void MainWindow::storeFormSettings() {
@@ -501,6 +516,7 @@ void MainWindow::storeFormSettings() {
     s.maxTokens = m_maxTokens->value();
     s.seed = m_seed->value();
     s.systemPrompt = m_system->toPlainText();
+    m_specForm->store(&s);
 }
 
 QWidget* MainWindow::buildEnginePanel() {
@@ -580,8 +596,9 @@ QWidget* MainWindow::buildEnginePanel() {
     return w;
 }
 
-void MainWindow::injectRequests(int n, int promptLen, int outputLen, int priority, int sharedPrefix) {
-    const auto ids = m_bridge->injectSynthetic(n, promptLen, outputLen, priority, m_injectSeed++, sharedPrefix);
+void MainWindow::injectRequests(int n, int promptLen, int outputLen, int priority, int sharedPrefix,
+                                const QString& speculative, int specK) {
+    const auto ids = m_bridge->injectSynthetic(n, promptLen, outputLen, priority, m_injectSeed++, sharedPrefix, speculative, specK);
     for (qint64 id : ids) m_requestLabel.insert(id, tr("synthetic %1").arg(id));
     if (ids.isEmpty()) statusBar()->showMessage(tr("No model is loaded: nothing injected"), 5000);
 }
@@ -606,8 +623,13 @@ void MainWindow::runLessonEvents(qint64 step) {
     if (m_lessonNext < 0 || !m_lessonStarted) return;
     while (m_lessonNext < m_lesson.events.size() && m_lesson.events[m_lessonNext].atStep <= step) {
         const LessonEvent& e = m_lesson.events[m_lessonNext++];
-        if (e.inject.n > 0)
-            injectRequests(e.inject.n, e.inject.prompt, e.inject.output, e.inject.priority, e.inject.sharedPrefix);
+        const LessonInjection& in = e.inject;
+        for (int i = 0; i < in.n && !in.text.isEmpty(); ++i) {
+            const qint64 id = m_bridge->injectText(in.text, in.output, in.priority, in.speculative, in.specK);
+            if (id > 0) m_requestLabel.insert(id, tr("lesson %1").arg(id));
+        }
+        if (in.n > 0 && in.text.isEmpty())
+            injectRequests(in.n, in.prompt, in.output, in.priority, in.sharedPrefix, in.speculative, in.specK);
         if (!e.caption.isEmpty())
             m_caption->setText(tr("<b>%1</b> · step %2<br>%3")
                                    .arg(m_lesson.title.toHtmlEscaped())
@@ -617,11 +639,26 @@ void MainWindow::runLessonEvents(qint64 step) {
     if (m_lessonNext >= m_lesson.events.size()) m_lessonNext = -1;  // all events ran
 }
 
+// A lesson whose requests all finished before its next injection's step would wait forever
+// (an idle engine runs no steps): run the events up to that injection now, once per idle.
+void MainWindow::lessonIdleAdvance() {
+    if (m_lessonNext < 0 || !m_lessonStarted || m_lastStep < 0 || m_lessonIdleAt == m_lastStep) return;
+    const ui::StepPoint& s = m_frame.step;
+    if (s.step != m_lastStep || s.running > 0 || s.waiting > 0 || s.swapped > 0) return;
+    for (int j = m_lessonNext; j < m_lesson.events.size(); ++j) {
+        if (m_lesson.events[j].inject.n == 0) continue;
+        m_lessonIdleAt = m_lastStep;
+        runLessonEvents(m_lesson.events[j].atStep);
+        return;
+    }
+}
+
 void MainWindow::poll() {
     QElapsedTimer timer;
     timer.start();
+    pollSpec();
     const auto snaps = m_bridge->snapshotsAfter(m_lastStep);
-    if (snaps.empty()) return;
+    if (snaps.empty()) return lessonIdleAdvance();
     auto label = [this](RequestId id) { return m_requestLabel.value(id); };
     // Every step since the last poll goes to the timeline; the newest to the other views.
     for (const auto& snap : snaps) m_timeline->appendStep(to_step_point(snap->step), to_request_rows(*snap, label));
@@ -680,6 +717,16 @@ void MainWindow::poll() {
         }
     }
     finishPoll(timer);
+}
+
+void MainWindow::pollSpec() {
+    if (m_specClock.isValid() && m_specClock.elapsed() < 200) return;
+    const auto spec = m_bridge->specSnapshot();
+    if (!spec || spec->step == m_specStep) return;
+    m_specClock.start();
+    m_specStep = spec->step;
+    auto label = [this](RequestId id) { return m_requestLabel.value(id); };
+    m_draftView->setFrame(to_spec_frame(*spec, label, [this](const std::vector<int32_t>& ids) { return m_bridge->tokenPieces(ids); }));
 }
 
 void MainWindow::finishPoll(const QElapsedTimer& timer) {

@@ -33,9 +33,12 @@ class KvBlockMapView;
 class SlotTimelineView;
 class MetricsView;
 class MemoryPlannerView;
+class DraftAcceptanceView;
 }
 
 namespace kvs::app {
+
+class SpeculativeForm;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -66,7 +69,10 @@ public:
     bool playLesson(const QString& name, QString* error);
     QString lessonCaption() const;
     // Lesson mode: inject n synthetic requests (see EngineBridge::injectSynthetic).
-    void injectRequests(int n, int promptLen, int outputLen, int priority, int sharedPrefix = 0);
+    void injectRequests(int n, int promptLen, int outputLen, int priority, int sharedPrefix = 0,
+                        const QString& speculative = {}, int specK = 4);
+    // Speculative decoding: the Draft acceptance dock (follows the chat's last speculative reply).
+    ui::DraftAcceptanceView* draftView() const { return m_draftView; }
 
 public Q_SLOTS:
     void newChat();
@@ -94,6 +100,7 @@ private:
     void storeFormSettings();
     void poll();
     void finishPoll(const QElapsedTimer& timer);  // status bar figures and poll timing
+    void pollSpec();  // the draft acceptance view, at most 5 times a second
     void openModel();
     void loadModelPath(const QString& path);
     QDockWidget* addDock(const QString& title, const QString& name, QWidget* w, Qt::DockWidgetArea area);
@@ -123,12 +130,16 @@ private:
     QSpinBox* m_maxTokens;
     QSpinBox* m_seed;
     QPlainTextEdit* m_system;
+    SpeculativeForm* m_specForm;
     // engine panel
     QTableWidget* m_requests;
     ui::KvBlockMapView* m_blockMap;
     ui::SlotTimelineView* m_timeline;
     ui::MetricsView* m_metrics;
     ui::MemoryPlannerView* m_planner;
+    ui::DraftAcceptanceView* m_draftView;
+    qint64 m_specStep = -1;          // the spec snapshot the draft view shows
+    QElapsedTimer m_specClock;
     QPushButton* m_pauseButton;
     QTimer m_pollTimer;
     ui::EngineFrame m_frame;
@@ -143,6 +154,8 @@ private:
     int m_lessonNext = -1;   // -1: no lesson
     bool m_lessonStarted = false;
     QLabel* m_caption;
+    qint64 m_lessonIdleAt = -1;  // the step after which lessonIdleAdvance() last ran events
+    void lessonIdleAdvance();
     void runLessonEvents(qint64 step);  // a model chosen with File ▸ Open model, remembered once loaded
 
     QThread m_engineThread;

@@ -92,4 +92,71 @@ ui::EngineFrame to_frame(const EngineSnapshot& s, const std::function<QString(Re
     return f;
 }
 
+ui::TokenFate to_fate(TokenFate f) {
+    switch (f) {
+        case TokenFate::plain: return ui::TokenFate::Plain;
+        case TokenFate::accepted: return ui::TokenFate::Accepted;
+        case TokenFate::corrected: return ui::TokenFate::Corrected;
+        case TokenFate::bonus: return ui::TokenFate::Bonus;
+        case TokenFate::rejected: return ui::TokenFate::Rejected;
+        case TokenFate::discarded: return ui::TokenFate::Discarded;
+    }
+    return ui::TokenFate::Plain;
+}
+
+QString proposer_label(const std::string& proposer) {
+    return proposer == "ngram" ? QStringLiteral("prompt lookup") : QString::fromStdString(proposer);
+}
+
+ui::SpecFrame to_spec_frame(const SpecSnapshot& s, const std::function<QString(RequestId)>& label,
+                            const std::function<QStringList(const std::vector<int32_t>&)>& pieces, int maxTokens) {
+    auto vec = [](const std::vector<int64_t>& v) { return QVector<qint64>(v.begin(), v.end()); };
+    ui::SpecFrame f;
+    f.step = s.step;
+    for (const auto& rp : s.requests) {
+        const SpecRequestView& r = *rp;
+        ui::SpecRequestFrame q;
+        q.id = r.id;
+        q.label = label ? label(r.id) : QString();
+        if (q.label.isEmpty()) q.label = QStringLiteral("req %1").arg(r.id);
+        q.proposer = proposer_label(r.proposer);
+        q.k = r.k;
+        q.adaptive = r.adaptive;
+        q.finished = r.finished;
+        const SpecStats& st = r.stats;
+        q.verifySteps = st.verify_steps;
+        q.drafted = st.drafted;
+        q.evaluated = st.evaluated;
+        q.accepted = st.accepted;
+        q.discarded = st.discarded;
+        q.bonus = st.bonus;
+        q.emitted = st.emitted;
+        q.sumK = st.sum_k;
+        q.posEvaluated = vec(st.pos_evaluated);
+        q.posAccepted = vec(st.pos_accepted);
+        q.acceptedLenHist = vec(st.accepted_len_hist);
+        q.draftMs = st.draft_ms;
+        q.verifyMs = st.verify_ms;
+        q.decodeTokPerS = r.rate.tok_per_s;
+        q.decodeSolo = r.rate.solo;
+        const size_t from = r.fates.size() > static_cast<size_t>(maxTokens) ? r.fates.size() - static_cast<size_t>(maxTokens) : 0;
+        std::vector<int32_t> ids;
+        for (size_t i = from; i < r.fates.size(); ++i) ids.push_back(r.fates[i].token);
+        const QStringList texts = pieces ? pieces(ids) : QStringList();
+        q.tokens.reserve(static_cast<int>(ids.size()));
+        for (size_t i = from; i < r.fates.size(); ++i) {
+            const SpecTokenEvent& e = r.fates[i];
+            const int j = static_cast<int>(i - from);
+            q.tokens.push_back({j < texts.size() ? texts[j] : QString(), to_fate(e.fate), e.draft_pos, e.step});
+        }
+        f.requests.push_back(std::move(q));
+    }
+    if (s.plain_baseline.id != 0) {
+        f.baselineTokPerS = s.plain_baseline.tok_per_s;
+        f.baselineLabel = label ? label(s.plain_baseline.id) : QString();
+        if (f.baselineLabel.isEmpty()) f.baselineLabel = QStringLiteral("req %1").arg(s.plain_baseline.id);
+    }
+    return f;
+}
+
 }  // namespace kvs::app

@@ -5,12 +5,14 @@
 #include <QPushButton>
 #include <QStandardPaths>
 #include <QTemporaryDir>
+#include <QTextDocument>
 #include <QtTest>
 
 #include "app/lesson.h"
 #include "app/main_window.h"
 #include "tests/support/tiny_model.h"
 #include "ui/chat_view.h"
+#include "ui/draft_acceptance_view.h"
 #include "ui/kv_block_map.h"
 
 using kvs::app::Lesson;
@@ -51,6 +53,11 @@ private Q_SLOTS:
         QTest::newRow("bad policy") << QByteArray(R"({"title":"t","engine":{"policy":"fifo"},"events":[{"caption":"x"}]})")
                                     << "engine.policy";
         QTest::newRow("negative n") << QByteArray(R"({"title":"t","events":[{"inject":{"n":-1}}]})") << "events[0].inject.n";
+        QTest::newRow("bad spec proposer")
+            << QByteArray(R"({"title":"t","events":[{"inject":{"n":1,"spec":{"proposer":"magic"}}}]})") << "events[0].inject.spec.proposer";
+        QTest::newRow("spec k too big")
+            << QByteArray(R"({"title":"t","events":[{"inject":{"n":1,"spec":{"proposer":"ngram","k":9}}}]})") << "events[0].inject.spec.k";
+        QTest::newRow("empty text") << QByteArray(R"({"title":"t","events":[{"inject":{"n":1,"text":""}}]})") << "events[0].inject.text";
         QTest::newRow("empty event") << QByteArray(R"({"title":"t","events":[{"at_step":3}]})") << "events[0]";
     }
     void brokenLessonsNameTheField() {
@@ -95,6 +102,33 @@ private Q_SLOTS:
                                  60000);
         QVERIFY2(w.lessonCaption().contains("recompute"), qPrintable(w.lessonCaption()));  // the last caption
         QVERIFY(w.grab().save(m_dir.filePath("lesson.png")));
+    }
+
+    void playSpeculativeLesson() {
+        // Its requests are chat messages with speculative decoding: the Draft acceptance dock
+        // ends up with both, by their proposers, and every injected request finishes.
+        const QString model = m_dir.filePath("tiny-spec.gguf");
+        QVERIFY(kvs::test::write_tiny_gguf(model.toStdString(), kvs::test::TinyModelSpec{}).is_ok());
+        kvs::app::MainWindow w(model, nullptr, m_dir.filePath("chats-spec.json"));
+        w.resize(1400, 900);
+        w.show();
+        QTRY_VERIFY_WITH_TIMEOUT(w.chatView()->findChild<QPushButton*>("sendButton")->isEnabled(), 20000);
+        QString err;
+        QVERIFY2(w.playLesson("05_speculative.json", &err), qPrintable(err));
+        auto* pause = w.findChild<QPushButton*>("pauseButton");
+        QTRY_VERIFY_WITH_TIMEOUT(pause->isChecked(), 10000);
+        QVERIFY2(w.lessonCaption().contains("prompt lookup"), qPrintable(w.lessonCaption()));
+        QTest::mouseClick(pause, Qt::LeftButton);  // resume
+        auto* view = w.findChild<kvs::ui::DraftAcceptanceView*>();
+        QVERIFY(view);
+        QTRY_VERIFY_WITH_TIMEOUT(view->frame().requests.size() == 2 && view->frame().requests[0].finished &&
+                                     view->frame().requests[1].finished,
+                                 60000);
+        QCOMPARE(view->frame().requests[0].proposer, QString("prompt lookup"));
+        QCOMPARE(view->frame().requests[1].proposer, QString("layer-skip:1"));  // a third of 2 layers, at least 1
+        QCOMPARE(view->frame().requests[1].k, 3);
+        QVERIFY(view->frame().requests[1].verifySteps > 0);  // a draft model always proposes
+        QVERIFY(!view->document()->isEmpty());
     }
 };
 

@@ -2,7 +2,10 @@
 // The real main window, offscreen: load a tiny generated model, send a prompt, watch the
 // reply stream in, stop a long reply, and survive a bad model file. Saves screenshots
 // under the build tree (tests/output/).
+#include <QComboBox>
+#include <QDoubleSpinBox>
 #include <QFileInfo>
+#include <QTextDocument>
 #include <QLabel>
 #include <QListWidget>
 #include <QPlainTextEdit>
@@ -26,6 +29,7 @@
 #include "tests/support/test_paths.h"
 #include "tests/support/tiny_model.h"
 #include "ui/chat_view.h"
+#include "ui/draft_acceptance_view.h"
 
 class TestMainWindow : public QObject {
     Q_OBJECT
@@ -235,6 +239,49 @@ private Q_SLOTS:
               static_cast<long long>(gaps[gaps.size() / 2]), static_cast<long long>(gaps[gaps.size() * 99 / 100]),
               static_cast<long long>(worst_gap));
         QVERIFY(w.grab().save(QString::fromStdString(kvs::test::output_path("main_window_64_requests.png"))));
+    }
+
+    void speculativeChatMatchesPlain() {
+        // Greedy: the same prompt with prompt lookup on streams exactly the text it streams
+        // without it, the choice is saved with the chat, and the Draft acceptance dock shows
+        // the reply's tokens with their fates.
+        kvs::app::MainWindow w(m_model, nullptr, chats("spec"));
+        w.resize(1400, 900);
+        w.show();
+        auto* temp = w.findChild<QDoubleSpinBox*>("temperature");
+        auto* mode = w.findChild<QComboBox*>("speculativeMode");
+        QVERIFY(temp && mode);
+        const QString prompt = "Repeat after me: one two three four, one two three four, one two three four.";
+        const auto replyDone = [&w] {
+            const auto& c = w.store().conversations();
+            return !c.isEmpty() && c[0].turns.size() == 2 && w.chatView()->findChild<QPushButton*>("sendButton")->isEnabled();
+        };
+        temp->setValue(0);
+        mode->setCurrentIndex(0);
+        send(w, prompt);
+        QTRY_VERIFY_WITH_TIMEOUT(replyDone(), 60000);
+        const QString plain = w.store().conversations()[0].turns[1].content;
+        QVERIFY(!plain.isEmpty());
+        w.newChat();  // keeps temperature 0
+        mode->setCurrentIndex(mode->findData("ngram"));
+        send(w, prompt);
+        QTRY_VERIFY_WITH_TIMEOUT(replyDone(), 60000);
+        QCOMPARE(w.store().conversations()[0].turns[1].content, plain);
+        QCOMPARE(w.store().conversations()[0].settings.speculative, QString("ngram"));
+        QCOMPARE(w.store().conversations()[1].settings.speculative, QString());
+        // The dock: the reply's request, its output tokens in order, drafts verified.
+        auto* view = w.draftView();
+        QTRY_VERIFY_WITH_TIMEOUT(!view->frame().requests.isEmpty() && view->frame().requests.back().finished, 5000);
+        QVERIFY(!view->document()->isEmpty());
+        const auto& r = view->frame().requests.back();
+        QCOMPARE(view->shownRequest(), r.id);
+        QCOMPARE(r.proposer, QString("prompt lookup"));
+        QString output;
+        for (const auto& t : r.tokens)
+            if (t.fate != kvs::ui::TokenFate::Rejected && t.fate != kvs::ui::TokenFate::Discarded) output += t.text;
+        QVERIFY2(output.startsWith(plain), qPrintable(output.left(200) + " | " + plain.left(200)));
+        QVERIFY2(r.verifySteps > 0, "prompt lookup never proposed a draft on a repetitive prompt");
+        QVERIFY(w.grab().save(QString::fromStdString(kvs::test::output_path("main_window_speculative.png"))));
     }
 
     void darkThemeIsRemembered() {

@@ -98,4 +98,57 @@ struct MetricsPoint {
     qint64 weightBytes = 0, kvBytes = 0, scratchBytes = 0;
 };
 
+// ---- speculative decoding ----------------------------------------------------------------
+
+// What happened to a token of a speculative request (engine/telemetry/spec_stats.h).
+enum class TokenFate {
+    Plain,      // an ordinary decode (no drafts that step)
+    Accepted,   // a draft token the target kept
+    Corrected,  // the target's own token at the first rejected position
+    Bonus,      // the target's extra token after a fully accepted draft
+    Rejected,   // a draft token refused: not part of the output
+    Discarded,  // a draft after the rejection, never judged: not part of the output
+};
+
+struct FateToken {
+    QString text;                 // the token's piece of text
+    TokenFate fate = TokenFate::Plain;
+    int draftPos = 0;             // 1..k for draft tokens, 0 otherwise
+    qint64 step = 0;              // engine step
+};
+
+// One speculative request. Counts as in engine/telemetry/spec_stats.h: evaluated = drafts
+// the acceptance rule judged (up to and including the first rejection).
+struct SpecRequestFrame {
+    qint64 id = 0;
+    QString label;                // e.g. "chat 2"
+    QString proposer;             // "prompt lookup", "layer-skip:10", "int4", ...
+    int k = 0;                    // drafts per step asked for (the start when adaptive)
+    bool adaptive = false;
+    bool finished = false;
+    qint64 verifySteps = 0, drafted = 0, evaluated = 0, accepted = 0, discarded = 0, bonus = 0, emitted = 0;
+    qint64 sumK = 0;              // drafts summed over verify steps
+    QVector<qint64> posEvaluated; // [k_max] by draft position (index 0 = position 1)
+    QVector<qint64> posAccepted;  // [k_max]
+    QVector<qint64> acceptedLenHist;  // [k_max + 1] verify steps by drafts accepted
+    double draftMs = 0, verifyMs = 0;
+    QVector<FateToken> tokens;    // in order, the newest few thousand
+    double decodeTokPerS = 0;     // 0: not measured yet
+    bool decodeSolo = true;       // no other request shared its decode steps
+
+    double alpha() const { return evaluated ? double(accepted) / double(evaluated) : 0.0; }
+    double meanAccepted() const { return verifySteps ? double(accepted) / double(verifySteps) : 0.0; }
+    double tokensPerPass() const { return verifySteps ? double(emitted) / double(verifySteps) : 0.0; }
+    double meanK() const { return verifySteps ? double(sumK) / double(verifySteps) : 0.0; }
+};
+
+struct SpecFrame {
+    qint64 step = -1;
+    QVector<SpecRequestFrame> requests;  // by id
+    // The plain decode speed measured in this session (0: none yet): the last finished
+    // request without drafts that decoded alone.
+    double baselineTokPerS = 0;
+    QString baselineLabel;
+};
+
 }  // namespace kvs::ui

@@ -3,11 +3,14 @@
 // cancel, pause, resume, single-step, and arbitrary work posted to the engine thread.
 // The GUI's bridge and the future local server talk to the engine only through this.
 // Token events are delivered on the engine thread (the caller forwards them: the Qt
-// bridge turns them into queued signals).
+// bridge turns them into queued signals). Speculative decoding telemetry (per request stats,
+// token fates, decode rates) is copied after each step into an immutable SpecSnapshot that
+// any thread may read (spec_snapshot()).
 #include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -42,10 +45,29 @@ public:
     bool paused() const { return m_paused; }
     int64_t steps_run() const { return m_steps; }
     std::string last_error() const;  // the last failed step's message, empty if none
+    // Speculative decoding after the newest step that changed it (never null; thread-safe).
+    std::shared_ptr<const SpecSnapshot> spec_snapshot() const;
 
 private:
     void run();
     using Command = std::function<void(Engine&)>;
+    // Engine thread only: what track_step() keeps between steps.
+    struct Track {
+        SpecParams spec;
+        int n_first = -1;          // output tokens when the first one was seen (-1: none yet)
+        double t_first_ms = 0;
+        int n_last = 0;
+        double t_last_ms = 0;
+        bool solo = true;
+        DecodeRate rate() const;
+    };
+    void track_step(const StepResult& res);
+    void publish_spec(int64_t step);
+
+    std::map<RequestId, Track> m_tracks;                                   // unfinished requests
+    std::map<RequestId, std::shared_ptr<const SpecRequestView>> m_spec_views;  // the newest 64
+    DecodeRate m_baseline;
+    std::shared_ptr<const SpecSnapshot> m_spec_snap;                     // guarded by m_mu
 
     std::unique_ptr<Engine> m_engine;
     mutable std::mutex m_mu;

@@ -12,11 +12,14 @@
 // SnapshotRing (telemetry/snapshot_ring.h) as shared_ptr<const EngineSnapshot>: from then
 // on nobody writes it, so readers on other threads need no lock to look at it.
 #include <cstdint>
+#include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
 #include "engine/kv_cache/kv_cache_manager.h"
 #include "engine/scheduler/request.h"
+#include "engine/telemetry/spec_stats.h"
 
 namespace kvs {
 
@@ -153,6 +156,42 @@ struct EngineSnapshot {
     int64_t total_swap_in_blocks = 0;
     int64_t total_cow_copies = 0;
     double prefix_hit_rate = 0;          // kv_stats.hit_tokens / query_tokens (prefix_hit_rate())
+};
+
+// ---- speculative decoding --------------------------------------------------------------
+// Published by EngineLoop (engine/runtime/engine_loop.h) after each step that changed it,
+// beside the EngineSnapshot ring; immutable once published, like the snapshots.
+
+// How fast a request decoded: output tokens after its first, per second of the steps that
+// made them. solo: no other request was in any of those steps (a batch slows each of its
+// requests, so only solo rates compare with each other).
+struct DecodeRate {
+    RequestId id = 0;
+    int n_tokens = 0;          // output tokens after the first that the rate is over
+    double tok_per_s = 0;      // 0 until two output tokens
+    bool solo = true;
+};
+
+// One request that decodes speculatively.
+struct SpecRequestView {
+    RequestId id = 0;
+    std::string proposer;               // SpecParams::proposer: "ngram" or a draft model's name
+    int k = 0;                          // drafts per step asked for (the start value when adaptive)
+    bool adaptive = false;
+    bool finished = false;
+    SpecStats stats;
+    std::vector<SpecTokenEvent> fates;  // its token fates in order (Engine::spec_events: the last 4096)
+    DecodeRate rate;
+};
+
+struct SpecSnapshot {
+    int64_t step = -1;                                          // the engine step it follows
+    std::vector<std::shared_ptr<const SpecRequestView>> requests;  // by id; the newest 64
+    SpecStats totals;                                           // every request since the engine started
+    std::vector<std::string> drafts;                            // draft models the engine has
+    // The last finished plain (non-speculative) request that decoded alone, at least 8
+    // tokens: the baseline a speculative request's speed-up is measured against (id 0: none).
+    DecodeRate plain_baseline;
 };
 
 // ---- helpers that build the parts above from the KV side --------------------------------
