@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <deque>
+#include <optional>
 #include <numeric>
 #include <unordered_set>
 
@@ -292,8 +293,7 @@ double Engine::propose_drafts() {
     return ms_between(t0, Clock::now());
 }
 
-std::vector<int32_t> Engine::verify_chunk(Req& r, const ScheduledChunk& ch, float* logits, int64_t step,
-                                          double verify_ms) {
+VerifyResult Engine::verify_chunk(Req& r, const ScheduledChunk& ch, float* logits, double verify_ms) {
     const int n_vocab = m_model->config.n_vocab;
     const std::span<const DraftToken> drafts(r.drafts.data(), static_cast<size_t>(ch.num_spec));
     VerifyResult v = verify_drafts(r.sampler, logits, n_vocab, r.history, drafts, m_accept_rule);
@@ -303,20 +303,33 @@ std::vector<int32_t> Engine::verify_chunk(Req& r, const ScheduledChunk& ch, floa
     one.record(ch.num_spec, v.n_accepted, v.bonus);
     one.verify_ms = verify_ms;
     m_spec_totals.add(one);
-    for (int j = 0; j < ch.num_spec; ++j) {
-        const int32_t t = drafts[static_cast<size_t>(j)].token;
-        const TokenFate f = j < v.n_accepted ? TokenFate::accepted
-                                             : (j == v.n_accepted ? TokenFate::rejected : TokenFate::discarded);
-        r.add_fate({t, f, j + 1, step});
-        if (f == TokenFate::rejected) r.add_fate({v.tokens.back(), TokenFate::corrected, 0, step});
-    }
-    if (v.bonus) r.add_fate({v.tokens.back(), TokenFate::bonus, 0, step});
     if (r.runner) r.runner->rollback(r.id, ch.start_pos + 1 + v.n_accepted);
     if (r.spec.adaptive) {  // grow after a full acceptance, shrink to what was accepted + 1
         r.spec_k = v.bonus ? std::min(r.spec_k + 1, r.spec.k_max)
                            : std::max(r.spec.k_min, std::min(r.spec_k, v.n_accepted + 1));
     }
-    return v.tokens;
+    return v;
+}
+
+void Engine::record_fates(Req& r, const ScheduledChunk& ch, const VerifyResult& v, size_t n_kept, int64_t step) {
+    // Only what was streamed: an end-of-generation token or a stop string may have cut
+    // the verified tokens short.
+    for (size_t j = 0; j < n_kept; ++j) {
+        const int32_t t = v.tokens[j];
+        if (static_cast<int>(j) < v.n_accepted) {
+            r.add_fate({t, TokenFate::accepted, static_cast<int>(j) + 1, step});
+            continue;
+        }
+        if (v.bonus) {
+            r.add_fate({t, TokenFate::bonus, 0, step});
+            break;
+        }
+        const int rejected = v.n_accepted;  // the draft refused at this position, then the rest unjudged
+        r.add_fate({r.drafts[static_cast<size_t>(rejected)].token, TokenFate::rejected, rejected + 1, step});
+        for (int d = rejected + 1; d < ch.num_spec; ++d)
+            r.add_fate({r.drafts[static_cast<size_t>(d)].token, TokenFate::discarded, d + 1, step});
+        r.add_fate({t, TokenFate::corrected, 0, step});
+    }
 }
 
 Result<StepResult> Engine::step() {
@@ -384,6 +397,7 @@ Result<StepResult> Engine::step() {
     // Sample (or verify) each request that reached its last token.
     const int n_vocab = m_model->config.n_vocab;
     std::vector<std::vector<int32_t>> emitted(out.chunks.size());
+    std::vector<std::optional<VerifyResult>> verified(out.chunks.size());
     std::vector<BeamGroup*> groups;
     for (size_t i = 0; i < out.chunks.size(); ++i) {
         if (first_logit[i] < 0) continue;
@@ -394,13 +408,13 @@ Result<StepResult> Engine::step() {
             beam_collect(r, row);
             if (std::find(groups.begin(), groups.end(), r.beam.get()) == groups.end()) groups.push_back(r.beam.get());
         } else if (ch.num_spec > 0) {
-            emitted[i] = verify_chunk(r, ch, row, out.step, res.forward_ms);
+            verified[i] = verify_chunk(r, ch, row, res.forward_ms);
+            emitted[i] = verified[i]->tokens;
             res.record.spec_drafted += ch.num_spec;
             res.record.spec_accepted += static_cast<int>(emitted[i].size()) - 1;
             res.record.spec_emitted += static_cast<int>(emitted[i].size());
         } else {
             emitted[i] = {r.sampler.sample(row, n_vocab, r.history)};
-            if (r.spec.enabled()) r.add_fate({emitted[i][0], TokenFate::plain, 0, out.step});
         }
     }
 
@@ -427,6 +441,8 @@ Result<StepResult> Engine::step() {
             }
             events[i].push_back(std::move(ev));
         }
+        if (verified[i]) record_fates(r, out.chunks[i], *verified[i], emitted[i].size(), out.step);
+        else if (r.spec.enabled() && !emitted[i].empty()) r.add_fate({emitted[i][0], TokenFate::plain, 0, out.step});
     }
     res.finished = m_sched->update(out, emitted);  // length limits
     for (BeamGroup* g : groups)

@@ -179,8 +179,8 @@ private:
     void finish(RequestId id, FinishReason why);
     void publish(StepResult& res, double t_start_ms);
     double propose_drafts();  // returns the ms it took
-    std::vector<int32_t> verify_chunk(Req& r, const ScheduledChunk& ch, float* logits, int64_t step,
-                                      double verify_ms);
+    VerifyResult verify_chunk(Req& r, const ScheduledChunk& ch, float* logits, double verify_ms);
+    void record_fates(Req& r, const ScheduledChunk& ch, const VerifyResult& v, size_t n_kept, int64_t step);
     void release_drafts(RequestId id);
 
     std::shared_ptr<const Model> m_model;
