@@ -20,12 +20,6 @@ namespace kvs::ui {
 
 namespace {
 
-QFont scaled(const QFont& f, double k) {
-    QFont s = f;
-    if (f.pointSizeF() > 0) s.setPointSizeF(f.pointSizeF() * k);
-    else if (f.pixelSize() > 0) s.setPixelSize(std::max(8, int(f.pixelSize() * k)));
-    return s;
-}
 
 bool isDraftOnly(TokenFate f) { return f == TokenFate::Rejected || f == TokenFate::Discarded; }
 
@@ -79,7 +73,7 @@ DraftAcceptanceView::DraftAcceptanceView(QWidget* parent) : QWidget(parent) {
     m_counts = new QLabel(this);
     m_counts->setObjectName("counts");
     m_counts->setForegroundRole(QPalette::PlaceholderText);
-    m_counts->setFont(scaled(font(), 0.85));
+    m_counts->setFont(scaledFont(font(), 0.85));
     m_counts->setWordWrap(true);
     m_counts->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
@@ -151,13 +145,13 @@ DraftAcceptanceView::DraftAcceptanceView(QWidget* parent) : QWidget(parent) {
 
 QLabel* DraftAcceptanceView::addFigure(int col, const QString& caption, const char* name, const QString& tip) {
     auto* cap = new QLabel(caption, this);
-    cap->setFont(scaled(font(), 0.85));
+    cap->setFont(scaledFont(font(), 0.85));
     cap->setForegroundRole(QPalette::PlaceholderText);
     cap->setToolTip(tip);
     m_captions << cap;
     auto* value = new QLabel(QStringLiteral("–"), this);
     value->setObjectName(QLatin1String(name));
-    QFont big = scaled(font(), 1.2);
+    QFont big = scaledFont(font(), 1.2);
     big.setBold(true);
     value->setFont(big);
     value->setToolTip(tip);
@@ -401,7 +395,7 @@ void DraftAcceptanceView::fillPlots(const SpecRequestFrame* r) {
 
 void DraftAcceptanceView::restyle() {
     const QPalette pal = palette();
-    const QFont small = scaled(font(), 0.85);
+    const QFont small = scaledFont(font(), 0.85);
     m_plot->setBackground(pal.color(QPalette::Base));
     for (QCPAxisRect* r : {m_histRect, m_posRect}) {
         styleAxes(r, pal, small);

@@ -19,13 +19,6 @@ namespace kvs::ui {
 
 namespace {
 
-QFont scaled(const QFont& f, double k) {
-    QFont s = f;
-    if (f.pointSizeF() > 0) s.setPointSizeF(f.pointSizeF() * k);
-    else if (f.pixelSize() > 0) s.setPixelSize(std::max(8, int(f.pixelSize() * k)));
-    return s;
-}
-
 double orNaN(double v) { return v > 0 ? v : qQNaN(); }
 
 const QColor kRate(0x3E, 0xA8, 0x4F);
@@ -41,12 +34,12 @@ MetricsView::MetricsView(QWidget* parent) : QWidget(parent) {
     auto* tiles = new QGridLayout;
     const auto tile = [&](int col, const QString& caption, const char* name, const QString& tip) {
         auto* cap = new QLabel(caption, this);
-        cap->setFont(scaled(font(), 0.85));
+        cap->setFont(scaledFont(font(), 0.85));
         cap->setForegroundRole(QPalette::PlaceholderText);
         m_captions << cap;
         auto* value = new QLabel(QStringLiteral("–"), this);
         value->setObjectName(QLatin1String(name));
-        QFont big = scaled(font(), 1.35);
+        QFont big = scaledFont(font(), 1.35);
         big.setBold(true);
         value->setFont(big);
         value->setToolTip(tip);
@@ -168,7 +161,7 @@ void MetricsView::buildPlots() {
 void MetricsView::stylePlots() {
     const QPalette pal = palette();
     const QColor text = pal.color(QPalette::Text), base = pal.color(QPalette::Base);
-    const QFont small = scaled(font(), 0.85);
+    const QFont small = scaledFont(font(), 0.85);
     m_plot->setBackground(base);
     for (QCPAxisRect* r : m_plot->axisRects()) {
         styleAxes(r, pal, small);

@@ -12,6 +12,14 @@
 
 namespace kvs::ui {
 
+// The font scaled by k (point or pixel sized), at least 8 px: captions and big figures.
+inline QFont scaledFont(const QFont& f, double k) {
+    QFont s = f;
+    if (f.pointSizeF() > 0) s.setPointSizeF(f.pointSizeF() * k);
+    else if (f.pixelSize() > 0) s.setPixelSize(std::max(8, int(f.pixelSize() * k)));
+    return s;
+}
+
 // The views' plot look, from the palette: axes, ticks and tick labels in the text colour
 // (axes faded towards the background), a faint grid without a zero line, no sub-ticks.
 inline void styleAxes(QCPAxisRect* rect, const QPalette& pal, const QFont& small) {
