@@ -5,7 +5,7 @@
 
 namespace kvs {
 namespace {
-constexpr std::array<DTypeInfo, 15> kTypes = {{
+constexpr std::array<DTypeInfo, 16> kTypes = {{
     {DType::F32, "F32", 1, 4, true},
     {DType::F16, "F16", 1, 2, true},
     {DType::Q4_0, "Q4_0", 32, 2 + 16, true},
@@ -22,6 +22,7 @@ constexpr std::array<DTypeInfo, 15> kTypes = {{
     // blocks of 32 int8 after a float scale per row (32: the activation block it pairs with)
     {DType::I8_ROW, "I8_ROW", 32, 32, true, false, 4},
     {DType::I4_G128, "I4_G128", 128, 2 + 1 + 1 + 64, true, false, 0},
+    {DType::I4_G64, "I4_G64", 64, 2 + 1 + 1 + 32, true, false, 0},
 }};
 }  // namespace
 
@@ -41,6 +42,16 @@ const DTypeInfo& dtype_info(DType t) {
 size_t row_bytes(DType t, int64_t n) {
     const auto& i = dtype_info(t);
     return i.row_header + static_cast<size_t>(n / i.block_size) * i.block_bytes;
+}
+
+int i4_group_size(DType t) {
+    return t == DType::I4_G128 ? 128 : t == DType::I4_G64 ? 64 : 0;
+}
+
+std::optional<DType> i4_type_for_group(int group) {
+    if (group == 128) return DType::I4_G128;
+    if (group == 64) return DType::I4_G64;
+    return std::nullopt;
 }
 
 }  // namespace kvs

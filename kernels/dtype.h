@@ -1,7 +1,7 @@
 #pragma once
 // Element types of weights and caches. The numeric values of the GGML types are GGML's
 // type ids, so a GGUF tensor's type field converts with dtype_info(uint32_t). KV Scope's
-// own formats (I8_ROW, I4_G128) have ids from 1000 up, outside GGML's range, and
+// own formats (I8_ROW, I4_G128, I4_G64) have ids from 1000 up, outside GGML's range, and
 // dtype_info(uint32_t) rejects them: a GGUF file can never claim one.
 #include <cstddef>
 #include <cstdint>
@@ -27,6 +27,7 @@ enum class DType : uint32_t {
     // KV Scope's own weight formats (layouts in kernels/cpu/quant_blocks.h):
     I8_ROW = 1000,   // per output channel: float scale, then n_in int8; w = scale * q
     I4_G128 = 1001,  // groups of 128: fp16 d, uint8 zero z, nibbles; w = d * (q - z) (AWQ / GPTQ)
+    I4_G64 = 1002,   // the same with groups of 64 (rows of 576, 64-multiples that 128 does not divide)
 };
 
 struct DTypeInfo {
@@ -47,5 +48,10 @@ inline std::string_view dtype_name(DType t) { return dtype_info(t).name; }
 // Bytes used by a row of n elements (n must be a multiple of the block size):
 // row_header + n / block_size * block_bytes.
 size_t row_bytes(DType t, int64_t n);
+
+// The group size of an asymmetric 4-bit group type (I4_G128: 128, I4_G64: 64), 0 for any
+// other type; and the I4 type holding groups of `group` (nullopt unless 64 or 128).
+int i4_group_size(DType t);
+std::optional<DType> i4_type_for_group(int group);
 
 }  // namespace kvs

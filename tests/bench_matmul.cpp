@@ -1,7 +1,8 @@
 // ctest-labels: bench
 // Matmul throughput on the default model's shapes (SmolLM2-135M: n_embd 576, n_ff 1536,
-// vocab 49152) for Q4_1 / Q8_0 / Q4_0 / F16 / I8_ROW / I4_G128 weights (I4_G128 only where
-// n_in is a multiple of 128: not 576, so 1536x512 stands in for 1536x576): decode GEMV (1 token, weights
+// vocab 49152) for Q4_1 / Q8_0 / Q4_0 / F16 / I8_ROW / I4_G128 / I4_G64 weights (I4_G128
+// only where n_in is a multiple of 128: not 576, so 1536x512 stands in for 1536x576;
+// I4_G64 runs the real 1536x576 and 576x1536): decode GEMV (1 token, weights
 // rotated through copies larger than the last-level cache, so GB/s is memory
 // bandwidth) and prompt GEMM (512 tokens, GFLOP/s). Prints a table and writes
 // bench_matmul.json to the test output folder. Never fails on slowness. Times are the
@@ -125,7 +126,8 @@ private Q_SLOTS:
 void BenchMatmul::bench() {
     const SimdLevel level = detect_simd();
     const double budget = qEnvironmentVariableIsSet("KVS_BENCH_QUICK") ? 0.05 : 0.2;
-    const DType all_types[] = {DType::Q4_1, DType::Q8_0, DType::Q4_0, DType::F16, DType::I8_ROW, DType::I4_G128};
+    const DType all_types[] = {DType::Q4_1, DType::Q8_0, DType::Q4_0, DType::F16, DType::I8_ROW, DType::I4_G128,
+                               DType::I4_G64};
     // KVS_BENCH_TYPES=Q4_1,F16 limits the table to those types
     const std::string only = qEnvironmentVariable("KVS_BENCH_TYPES").toStdString();
     std::vector<DType> types;
@@ -136,7 +138,7 @@ void BenchMatmul::bench() {
     std::vector<Result> results;
     ThreadPool pool1(1), pool2(2);
     std::printf("\nmatmul benchmark, simd %s (GB/s = weight bytes / time)\n", simd_name(level));
-    std::printf("%-5s %-5s %7s %6s %5s %3s %10s %9s %8s\n", "op", "type", "n_out", "n_in", "tok", "thr", "ms", "GFLOP/s",
+    std::printf("%-5s %-7s %7s %6s %5s %3s %10s %9s %8s\n", "op", "type", "n_out", "n_in", "tok", "thr", "ms", "GFLOP/s",
                 "GB/s");
     for (DType t : types)
         for (const auto& s : shapes) {
@@ -145,7 +147,7 @@ void BenchMatmul::bench() {
             results.push_back(run(pool2, level, t, s[0], s[1], 512, budget));
             for (size_t i = results.size() - 3; i < results.size(); ++i) {
                 const Result& r = results[i];
-                std::printf("%-5s %-5s %7lld %6lld %5d %3d %10.3f %9.1f %8.2f\n", r.op.c_str(), r.type.c_str(),
+                std::printf("%-5s %-7s %7lld %6lld %5d %3d %10.3f %9.1f %8.2f\n", r.op.c_str(), r.type.c_str(),
                             static_cast<long long>(r.n_out), static_cast<long long>(r.n_in), r.n_tokens, r.n_threads,
                             r.ms, r.gflops, r.gbs);
             }

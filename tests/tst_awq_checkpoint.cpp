@@ -1,8 +1,9 @@
 // ctest-labels: unit
 // AutoAWQ checkpoints: the GEMM word packing against hand-built words; a checkpoint made
 // by tests/tools/make_awq_checkpoint.py (numpy + safetensors, AutoAWQ's packing
-// reimplemented) loads with every dequantized weight equal to the script's float
-// reference, runs a forward pass close to the reference model's, and broken
+// reimplemented) with group_size 128 or 64 loads (as I4_G128 / I4_G64) with every
+// dequantized weight equal to the script's float reference, runs a forward pass close
+// to the reference model's, and broken
 // checkpoints give errors naming the file, field or tensor. Skips the script-based rows
 // when Python with numpy and safetensors is not installed.
 #include <QtTest>
@@ -44,8 +45,10 @@ QString run_python(const QStringList& args) {
 
 const std::string kScript = std::string(KVS_FIXTURE_DIR) + "/../tools/make_awq_checkpoint.py";
 
-// The tiny float model the checkpoints are made from: every linear's n_in a multiple of 128.
-test::TinyModelSpec tiny_spec() {
+// The tiny float models the checkpoints are made from: "128", every linear's n_in a
+// multiple of 128; "192", n_embd 192 and n_ff 320 (multiples of 64 but not of 128, as
+// SmolLM2-135M's 576 is): only group_size 64 fits it.
+test::TinyModelSpec tiny_spec(const std::string& which = "128") {
     test::TinyModelSpec s;
     s.n_embd = 128;
     s.n_head = 2;
@@ -53,6 +56,12 @@ test::TinyModelSpec tiny_spec() {
     s.n_ff = 256;
     s.tied = true;
     s.seed = 11;
+    if (which == "192") {
+        s.n_embd = 192;  // head_dim 64, kv_dim 64
+        s.n_head = 3;
+        s.n_ff = 320;
+        s.seed = 12;
+    }
     return s;
 }
 
@@ -92,30 +101,53 @@ private Q_SLOTS:
     void initTestCase();
     void pack_word_data();
     void pack_word();
+    void weights_equal_reference_data();
     void weights_equal_reference();
+    void logits_close_to_reference_data();
     void logits_close_to_reference();
+    void group_size_must_divide_inputs();
     void legacy_quant_config();
     void bad_checkpoints_data();
     void bad_checkpoints();
     void integer_tensors_without_awq_config();
 
 private:
-    // Makes an AWQ folder (+ its reference) from the tiny float folder; "" or the error.
-    QString make(const std::string& awq, const std::string& ref, const QStringList& extra = {});
-    std::string m_src;
+    // Makes an AWQ folder (+ its reference) from a tiny float folder (m_src by default);
+    // "" or the error.
+    QString make(const std::string& awq, const std::string& ref, const QStringList& extra = {},
+                 const std::string& src = {});
+    // Makes (once) the checkpoint of one row of weights_equal_reference_data.
+    QString make_row(const QString& src, int group, std::string* awq, std::string* ref);
+    std::string m_src, m_src192;
     QString m_skip;  // why the script-based tests cannot run
 };
 
-QString TstAwqCheckpoint::make(const std::string& awq, const std::string& ref, const QStringList& extra) {
-    return run_python(QStringList{QString::fromStdString(kScript), QString::fromStdString(m_src),
+QString TstAwqCheckpoint::make(const std::string& awq, const std::string& ref, const QStringList& extra,
+                               const std::string& src) {
+    return run_python(QStringList{QString::fromStdString(kScript), QString::fromStdString(src.empty() ? m_src : src),
                                   QString::fromStdString(awq), QString::fromStdString(ref)} +
                       extra);
+}
+
+QString TstAwqCheckpoint::make_row(const QString& src, int group, std::string* awq, std::string* ref) {
+    const std::string tag = "awq_gemm_" + src.toStdString() + "_g" + std::to_string(group);
+    *awq = test::output_path(tag);
+    *ref = test::output_path(tag + "_ref");
+    if (fs::exists(*awq + "/model.safetensors") && fs::exists(*ref + "/model.safetensors")) return {};
+    return make(*awq, *ref, {"--group", QString::number(group)}, src == "192" ? m_src192 : m_src);
 }
 
 void TstAwqCheckpoint::initTestCase() {
     m_src = test::output_path("awq_src");
     fs::remove_all(m_src);
     QVERIFY(test::write_tiny_safetensors_folder(m_src, tiny_spec()).is_ok());
+    m_src192 = test::output_path("awq_src192");
+    fs::remove_all(m_src192);
+    QVERIFY(test::write_tiny_safetensors_folder(m_src192, tiny_spec("192")).is_ok());
+    for (const char* d : {"awq_gemm_128_g128", "awq_gemm_128_g64", "awq_gemm_192_g64"}) {  // made afresh per run
+        fs::remove_all(test::output_path(d));
+        fs::remove_all(test::output_path(std::string(d) + "_ref"));
+    }
     const QString probe = run_python({"-c", "import numpy, safetensors"});
     if (!probe.isEmpty())
         m_skip = "needs Python with numpy and safetensors (installer/setup.sh makes the venv): " + probe;
@@ -146,18 +178,35 @@ void TstAwqCheckpoint::pack_word() {
     for (int k = 0; k < 8; ++k) QCOMPARE(int(back[k]), values[k]);
 }
 
+void TstAwqCheckpoint::weights_equal_reference_data() {
+    QTest::addColumn<QString>("src");  // tiny_spec(src)
+    QTest::addColumn<int>("group");
+    QTest::addColumn<int>("type");     // the DType the linears load as
+    QTest::newRow("n_embd 128, group 128") << "128" << 128 << int(DType::I4_G128);
+    QTest::newRow("n_embd 128, group 64") << "128" << 64 << int(DType::I4_G64);
+    QTest::newRow("n_embd 192, group 64") << "192" << 64 << int(DType::I4_G64);
+}
+
 void TstAwqCheckpoint::weights_equal_reference() {
     if (!m_skip.isEmpty()) QSKIP(qPrintable(m_skip));
-    const std::string awq = test::output_path("awq_gemm"), ref = test::output_path("awq_gemm_ref");
-    const QString err = make(awq, ref);
+    QFETCH(QString, src);
+    QFETCH(int, group);
+    QFETCH(int, type);
+    std::string awq, ref;
+    const QString err = make_row(src, group, &awq, &ref);
     QVERIFY2(err.isEmpty(), qPrintable(err));
+    auto cfg = read_awq_config(awq);
+    QVERIFY2(cfg.is_ok() && cfg.value(), cfg.message().c_str());
+    QCOMPARE(cfg.value()->group_size, group);
     auto a = load_model(awq);
     QVERIFY2(a.is_ok(), a.message().c_str());
     auto r = load_model(ref);
     QVERIFY2(r.is_ok(), r.message().c_str());
     const Model& m = *a.value();
+    const auto t = static_cast<DType>(type);
     QCOMPARE(m.format, std::string("safetensors (AWQ)"));
-    QCOMPARE(m.tensor_types.at("I4_G128"), 7 * m.config.n_layer);
+    QCOMPARE(m.config.n_embd, tiny_spec(src.toStdString()).n_embd);
+    QCOMPARE(m.tensor_types.at(std::string(dtype_name(t))), 7 * m.config.n_layer);
     int n_checked = 0;
     for (size_t il = 0; il < m.layers.size(); ++il) {
         const LayerWeights& la = m.layers[il];
@@ -166,7 +215,7 @@ void TstAwqCheckpoint::weights_equal_reference() {
             {&la.wq, &lr.wq}, {&la.wk, &lr.wk}, {&la.wv, &lr.wv}, {&la.wo, &lr.wo},
             {&la.w_gate, &lr.w_gate}, {&la.w_up, &lr.w_up}, {&la.w_down, &lr.w_down}};
         for (const auto& [wa, wr] : pairs) {
-            QVERIFY(wa->dtype == DType::I4_G128);
+            QVERIFY(wa->dtype == t);
             QVERIFY(wr->dtype == DType::F32);
             QCOMPARE(wa->n_in, wr->n_in);
             QCOMPARE(wa->n_out, wr->n_out);
@@ -180,13 +229,23 @@ void TstAwqCheckpoint::weights_equal_reference() {
     QCOMPARE(n_checked, 7 * m.config.n_layer);
 }
 
+void TstAwqCheckpoint::logits_close_to_reference_data() {
+    QTest::addColumn<QString>("src");
+    QTest::addColumn<int>("group");
+    QTest::newRow("n_embd 128, group 128") << "128" << 128;
+    QTest::newRow("n_embd 192, group 64") << "192" << 64;
+}
+
 void TstAwqCheckpoint::logits_close_to_reference() {
     if (!m_skip.isEmpty()) QSKIP(qPrintable(m_skip));
-    const std::string awq = test::output_path("awq_gemm"), ref = test::output_path("awq_gemm_ref");
-    if (!fs::exists(awq + "/model.safetensors")) QVERIFY(make(awq, ref).isEmpty());
+    QFETCH(QString, src);
+    QFETCH(int, group);
+    std::string awq, ref;
+    const QString err = make_row(src, group, &awq, &ref);
+    QVERIFY2(err.isEmpty(), qPrintable(err));
     auto a = load_model(awq);
     auto r = load_model(ref);
-    auto f = load_model(m_src);
+    auto f = load_model(src == "192" ? m_src192 : m_src);
     QVERIFY2(a.is_ok() && r.is_ok() && f.is_ok(), (a.message() + " / " + r.message() + " / " + f.message()).c_str());
     const auto la = last_logits(a.value()), lr = last_logits(r.value()), lf = last_logits(f.value());
     QCOMPARE(la.size(), size_t(a.value()->config.n_vocab));
@@ -204,6 +263,30 @@ void TstAwqCheckpoint::logits_close_to_reference() {
     QVERIFY2(diff <= 0.02 * scale, qPrintable(QString("max |AWQ - reference| %1, max |reference| %2").arg(diff).arg(scale)));
     // ...and the 4-bit quantization itself changes the logits visibly (the check can fail).
     QVERIFY2(qdiff > diff, qPrintable(QString("float vs reference %1, AWQ vs reference %2").arg(qdiff).arg(diff)));
+}
+
+// A group-128 config on the 192-wide model: the script refuses to make it, so the config
+// of a valid group-64 checkpoint is edited to claim 128; the loader names the linear.
+void TstAwqCheckpoint::group_size_must_divide_inputs() {
+    if (!m_skip.isEmpty()) QSKIP(qPrintable(m_skip));
+    std::string awq, ref;
+    QVERIFY(make_row("192", 64, &awq, &ref).isEmpty());
+    const std::string bad = test::output_path("awq_192_claims_128");
+    fs::remove_all(bad);
+    fs::create_directories(bad);
+    for (const auto& e : fs::directory_iterator(awq)) fs::copy_file(e.path(), fs::path(bad) / e.path().filename());
+    QFile cfg(QString::fromStdString(bad + "/config.json"));
+    QVERIFY(cfg.open(QIODevice::ReadOnly));
+    QByteArray text = cfg.readAll();
+    cfg.close();
+    QVERIFY(text.contains("\"group_size\": 64"));
+    text.replace("\"group_size\": 64", "\"group_size\": 128");
+    QVERIFY(cfg.open(QIODevice::WriteOnly | QIODevice::Truncate));
+    cfg.write(text);
+    cfg.close();
+    auto m = load_model(bad);
+    QVERIFY(!m.is_ok());
+    QVERIFY2(m.message().find("in divisible by the group size 128") != std::string::npos, m.message().c_str());
 }
 
 void TstAwqCheckpoint::legacy_quant_config() {
@@ -225,7 +308,7 @@ void TstAwqCheckpoint::bad_checkpoints_data() {
     QTest::addColumn<QString>("defect");
     QTest::addColumn<QStringList>("expected");  // pieces of the error message
     QTest::newRow("bits 3") << "bits3" << QStringList{"config.json quantization_config", "bits = 3", "4-bit"};
-    QTest::newRow("group 64") << "group64" << QStringList{"group_size = 64", "only group_size 128"};
+    QTest::newRow("group 32") << "group32" << QStringList{"group_size = 32", "only group_size 128 or 64"};
     QTest::newRow("gemv") << "gemv" << QStringList{"version 'gemv' is not supported", "GEMM"};
     QTest::newRow("missing qzeros") << "missing_qzeros"
                                     << QStringList{"missing tensor 'model.layers.0.mlp.down_proj.qzeros'",

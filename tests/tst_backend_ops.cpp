@@ -103,7 +103,8 @@ void check_error(const std::vector<float>& got, const std::vector<double>& ref, 
 double tol_for(const QString& backend, double cpu_tol, double gpu_tol) { return is_cpu(backend) ? cpu_tol : gpu_tol; }
 
 const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,   DType::Q5_0, DType::Q5_1,
-                              DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::I8_ROW, DType::I4_G128};
+                              DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::I8_ROW, DType::I4_G128,
+                              DType::I4_G64};
 
 // ---------------------------------------------------------------- paged attention scenario
 
@@ -572,7 +573,7 @@ void TestBackendOps::embedding_data() {
     QTest::addColumn<int>("n_tokens");
     for (const char* b : kBackends)
         for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_1, DType::Q4_K, DType::Q6_K,
-                        DType::I8_ROW, DType::I4_G128})
+                        DType::I8_ROW, DType::I4_G128, DType::I4_G64})
             for (int n_tokens : {3, 40})
                 QTest::addRow("%s/%s/%d", b, dtype_name(t).data(), n_tokens) << QString(b) << int(t) << n_tokens;
 }
@@ -680,12 +681,15 @@ void TestBackendOps::matmul_data() {
     QTest::addColumn<int>("n_tokens");
     QTest::addColumn<int>("n_in");
     QTest::addColumn<int>("n_out");
-    const struct { int n_tokens, n_in, n_out; } shapes[] = {{1, 256, 64}, {5, 512, 33}, {3, 1024, 96}, {70, 256, 40}};
+    // n_in 576 (SmolLM2-135M's n_embd, 4.5 x 128) for the types whose blocks divide it
+    const struct { int n_tokens, n_in, n_out; } shapes[] = {{1, 256, 64}, {5, 512, 33},  {3, 1024, 96},
+                                                            {70, 256, 40}, {1, 576, 52}, {9, 576, 41}};
     for (const char* b : kBackends)
         for (DType t : kWeightTypes)
             for (const auto& s : shapes)
-                QTest::addRow("%s/%s/%dx%dx%d", b, dtype_name(t).data(), s.n_tokens, s.n_in, s.n_out)
-                    << QString(b) << int(t) << s.n_tokens << s.n_in << s.n_out;
+                if (s.n_in % dtype_info(t).block_size == 0)
+                    QTest::addRow("%s/%s/%dx%dx%d", b, dtype_name(t).data(), s.n_tokens, s.n_in, s.n_out)
+                        << QString(b) << int(t) << s.n_tokens << s.n_in << s.n_out;
 }
 
 // y = x . W^T against sum(dequant(W) * x) in double. Quantized weights multiply

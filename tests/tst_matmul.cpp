@@ -22,9 +22,10 @@ using namespace kvs::cpu;
 namespace {
 
 const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,   DType::Q5_0, DType::Q5_1,
-                              DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::I8_ROW, DType::I4_G128};
+                              DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::I8_ROW, DType::I4_G128,
+                              DType::I4_G64};
 
-bool is_int_format(DType t) { return t == DType::I8_ROW || t == DType::I4_G128; }
+bool is_int_format(DType t) { return t == DType::I8_ROW || i4_group_size(t) != 0; }
 
 std::vector<float> gaussian(size_t n, uint32_t seed, float mean = 0.0f) {
     std::mt19937 rng(seed);
@@ -85,8 +86,8 @@ void TestMatmul::vec_dot_matches_dequantized_data() {
     QTest::addColumn<int>("n");
     for (DType t : kWeightTypes)
         for (SimdLevel l : levels())
-            for (int n : {128, 256, 576, 1536})
-                if (fits(t, n) && (n != 128 || is_int_format(t)))
+            for (int n : {64, 128, 192, 256, 576, 1536})
+                if (fits(t, n) && (n == 256 || n == 576 || n == 1536 || is_int_format(t)))
                     QTest::addRow("%s/%s/%d", dtype_name(t).data(), simd_name(l), n) << int(t) << int(l) << n;
 }
 
@@ -130,8 +131,10 @@ void TestMatmul::matmul_matches_reference_data() {
     };
     // n_in 100 (float types only) exercises the tail after the last 8-wide step
     const Shape shapes[] = {{1, 256, 33}, {3, 576, 100}, {7, 1536, 33}, {64, 512, 100}, {5, 256, 1}, {3, 100, 17}, {1, 100, 5}};
-    // I8_ROW / I4_G128 also over n_in 128 .. 1536 (multiples of 128) and odd n_out
-    const Shape int_shapes[] = {{1, 128, 7}, {3, 384, 35}, {7, 640, 13}, {64, 1152, 21}, {1, 1536, 61}, {64, 128, 3}};
+    // I8_ROW / I4_G128 / I4_G64 also over n_in 64 .. 1536 (multiples of 128, and of 64 only:
+    // 576 is SmolLM2-135M's n_embd, 4.5 groups of 128) and odd n_out
+    const Shape int_shapes[] = {{1, 128, 7},   {3, 384, 35},  {7, 640, 13}, {64, 1152, 21}, {1, 1536, 61}, {64, 128, 3},
+                                {1, 576, 61},  {5, 576, 195}, {64, 576, 21}, {3, 192, 35}, {9, 64, 5},  {1, 64, 9}};
     for (DType t : kWeightTypes)
         for (SimdLevel l : levels())
             for (int th : {1, 2})
@@ -140,7 +143,7 @@ void TestMatmul::matmul_matches_reference_data() {
                         QTest::addRow("%s/%s/t%d/%dx%dx%d", dtype_name(t).data(), simd_name(l), th, s.n_tokens, s.n_in,
                                       s.n_out)
                             << int(t) << int(l) << th << s.n_tokens << s.n_in << s.n_out;
-    for (DType t : {DType::I8_ROW, DType::I4_G128})
+    for (DType t : {DType::I8_ROW, DType::I4_G128, DType::I4_G64})
         for (SimdLevel l : levels())
             for (int th : {1, 2})
                 for (const Shape& s : int_shapes)
@@ -191,8 +194,12 @@ void TestMatmul::matmul_matches_reference() {
 void TestMatmul::result_independent_of_batch_and_threads_data() {
     QTest::addColumn<int>("type");
     QTest::addColumn<int>("level");
+    QTest::addColumn<int>("n_in");
     for (DType t : kWeightTypes)
-        for (SimdLevel l : levels()) QTest::addRow("%s/%s", dtype_name(t).data(), simd_name(l)) << int(t) << int(l);
+        for (SimdLevel l : levels())
+            for (int n_in : {512, 576})  // 576: the 64-multiple rows only the 64-element groups fit
+                if (fits(t, n_in) && (n_in == 512 || is_int_format(t)))
+                    QTest::addRow("%s/%s/%d", dtype_name(t).data(), simd_name(l), n_in) << int(t) << int(l) << n_in;
 }
 
 // Token t of a 9-token call equals the same token alone, with 1 or 2 threads, bit for
@@ -200,8 +207,9 @@ void TestMatmul::result_independent_of_batch_and_threads_data() {
 void TestMatmul::result_independent_of_batch_and_threads() {
     QFETCH(int, type);
     QFETCH(int, level);
+    QFETCH(int, n_in);
     const auto t = static_cast<DType>(type);
-    const int n_in = 512, n_out = 70, n_tokens = 9;
+    const int n_out = 70, n_tokens = 9;
     const TestWeights w = make_weights(t, n_out, n_in, 300u + static_cast<uint32_t>(type));
     const auto x = gaussian(static_cast<size_t>(n_tokens) * n_in, 13u);
     ThreadPool one(1), two(2);

@@ -2,7 +2,7 @@
 // GGML block formats: fp16/bf16 conversion, dequantization of hand-built blocks against
 // hand-computed values, agreement with the `gguf` Python package (fixture written by
 // tests/tools/make_quant_fixtures.py), and quantize -> dequantize error bounds. KV Scope's
-// own I4_G128 / I8_ROW: ids GGUF cannot claim, hand-built rows, per-element error bounds,
+// own I4_G128 / I4_G64 / I8_ROW: ids GGUF cannot claim, hand-built rows, per-element error bounds,
 // and the pack / unpack helpers engine/quant uses.
 #include <QtTest>
 
@@ -66,7 +66,9 @@ private Q_SLOTS:
     void int_format_ids();
     void int_error_bound_data();
     void int_error_bound();
+    void i4_pack_unpack_data();
     void i4_pack_unpack();
+    void i4_g128_splits_into_g64();
     void i8_pack();
 };
 
@@ -249,6 +251,26 @@ void TestQuantFormats::dequant_hand_blocks_data() {
         }
         QTest::newRow("I4_G128") << int(DType::I4_G128) << QByteArray(reinterpret_cast<char*>(b.data()), 136) << e;
     }
+    {  // I4_G64: three groups of 64 in 36-byte blocks; d = 0.5, 0.25, 2; z = 8, 3, 0; q(e) = (5 * e + 1) % 16
+        std::vector<uint8_t> b(108, 0);
+        auto q = [](int el) { return (5 * el + 1) % 16; };
+        const uint16_t d16[3] = {0x3800, 0x3400, 0x4000};
+        const int z[3] = {8, 3, 0};
+        const float d[3] = {0.5f, 0.25f, 2.0f};
+        std::vector<float> e(192);
+        for (int g = 0; g < 3; ++g) {
+            uint8_t* blk = &b[36 * g];
+            put16(b, 36 * g, d16[g]);
+            blk[2] = static_cast<uint8_t>(z[g]);
+            for (int sb = 0; sb < 2; ++sb)  // byte 4 + 16 sb + j: element 32 sb + j low, 32 sb + j + 16 high
+                for (int j = 0; j < 16; ++j) {
+                    const int e0 = 64 * g + 32 * sb + j;
+                    blk[4 + 16 * sb + j] = static_cast<uint8_t>(q(e0) | (q(e0 + 16) << 4));
+                }
+            for (int i = 0; i < 64; ++i) e[64 * g + i] = d[g] * static_cast<float>(q(64 * g + i) - z[g]);
+        }
+        QTest::newRow("I4_G64") << int(DType::I4_G64) << QByteArray(reinterpret_cast<char*>(b.data()), 108) << e;
+    }
     {  // I8_ROW: float scale 0.01, q = (3 * e % 255) - 127 over 64 elements
         std::vector<uint8_t> b(4 + 64);
         const float scale = 0.01f;
@@ -368,6 +390,7 @@ void TestQuantFormats::roundtrip_error_data() {
     QTest::newRow("Q4_K") << int(DType::Q4_K) << 0.11;
     QTest::newRow("I8_ROW") << int(DType::I8_ROW) << 0.012;
     QTest::newRow("I4_G128") << int(DType::I4_G128) << 0.15;
+    QTest::newRow("I4_G64") << int(DType::I4_G64) << 0.13;
 }
 
 void TestQuantFormats::roundtrip_error() {
@@ -440,6 +463,7 @@ void TestQuantFormats::activation_types() {
     QCOMPARE(activation_type(DType::BF16), DType::F32);
     QCOMPARE(activation_type(DType::I8_ROW), DType::Q8_0);
     QCOMPARE(activation_type(DType::I4_G128), DType::Q8_1);
+    QCOMPARE(activation_type(DType::I4_G64), DType::Q8_1);
 }
 
 // KV Scope's own formats have ids outside GGML's range: a GGUF type field can never name
@@ -447,6 +471,7 @@ void TestQuantFormats::activation_types() {
 void TestQuantFormats::int_format_ids() {
     QVERIFY(!dtype_info(uint32_t{1000}).has_value());
     QVERIFY(!dtype_info(uint32_t{1001}).has_value());
+    QVERIFY(!dtype_info(uint32_t{1002}).has_value());
     QVERIFY(dtype_info(uint32_t{3}).has_value());  // Q4_1 still parses
     QCOMPARE(QString::fromLatin1(dtype_name(DType::I8_ROW).data()), QString("I8_ROW"));
     QCOMPARE(QString::fromLatin1(dtype_name(DType::I4_G128).data()), QString("I4_G128"));
@@ -454,6 +479,17 @@ void TestQuantFormats::int_format_ids() {
     QVERIFY(dtype_info(DType::I4_G128).weight_type && dtype_info(DType::I8_ROW).weight_type);
     QCOMPARE(row_bytes(DType::I4_G128, 128), size_t{68});         // 4.25 bits per weight
     QCOMPARE(row_bytes(DType::I4_G128, 1536), size_t{12 * 68});
+    QCOMPARE(QString::fromLatin1(dtype_name(DType::I4_G64).data()), QString("I4_G64"));
+    QVERIFY(!dtype_info(DType::I4_G64).ggml && dtype_info(DType::I4_G64).weight_type);
+    QCOMPARE(dtype_info(DType::I4_G64).block_size, 64);
+    QCOMPARE(row_bytes(DType::I4_G64, 64), size_t{36});           // 4.5 bits per weight
+    QCOMPARE(row_bytes(DType::I4_G64, 576), size_t{9 * 36});      // SmolLM2-135M's n_embd
+    QCOMPARE(row_bytes(DType::I4_G64, 1536), size_t{24 * 36});
+    QCOMPARE(i4_group_size(DType::I4_G128), 128);
+    QCOMPARE(i4_group_size(DType::I4_G64), 64);
+    QCOMPARE(i4_group_size(DType::Q4_1), 0);
+    QVERIFY(i4_type_for_group(64) == DType::I4_G64 && i4_type_for_group(128) == DType::I4_G128);
+    QVERIFY(!i4_type_for_group(32) && !i4_type_for_group(0));
     QCOMPARE(row_bytes(DType::I8_ROW, 576), size_t{4 + 576});     // scale + one byte per weight
     QCOMPARE(row_bytes(DType::I8_ROW, 32), size_t{36});
     QCOMPARE(row_bytes(DType::Q4_1, 64), size_t{40});             // GGML types unchanged
@@ -462,7 +498,7 @@ void TestQuantFormats::int_format_ids() {
 void TestQuantFormats::int_error_bound_data() {
     QTest::addColumn<int>("type");
     QTest::addColumn<QString>("kind");
-    for (DType t : {DType::I4_G128, DType::I8_ROW})
+    for (DType t : {DType::I4_G128, DType::I4_G64, DType::I8_ROW})
         for (const char* k : {"gaussian", "positive", "negative", "constant", "spike", "zero_mixed", "tiny"})
             QTest::addRow("%s/%s", dtype_name(t).data(), k) << int(t) << QString(k);
 }
@@ -488,11 +524,12 @@ void TestQuantFormats::int_error_bound() {
     std::vector<float> y(static_cast<size_t>(n));
     quantize_row(t, x.data(), q.data(), n);
     dequantize_row(t, q.data(), y.data(), n);
-    const int group = t == DType::I4_G128 ? 128 : static_cast<int>(n);
+    const bool i4 = i4_group_size(t) != 0;
+    const int group = i4 ? i4_group_size(t) : static_cast<int>(n);
     for (int64_t g = 0; g < n / group; ++g) {
         float step;
-        if (t == DType::I4_G128) {
-            const uint8_t* blk = q.data() + 68 * g;
+        if (i4) {
+            const uint8_t* blk = q.data() + (4 + group / 2) * g;
             uint16_t d16;
             std::memcpy(&d16, blk, 2);
             step = fp16_to_fp32(d16);
@@ -522,49 +559,105 @@ void TestQuantFormats::int_error_bound() {
         for (int64_t i = 0; i < n; ++i) QCOMPARE(y[i], x[i]);
 }
 
+void TestQuantFormats::i4_pack_unpack_data() {
+    QTest::addColumn<int>("type");
+    QTest::newRow("I4_G128") << int(DType::I4_G128);
+    QTest::newRow("I4_G64") << int(DType::I4_G64);
+}
+
 // AWQ checkpoints bring their own per-group scales, zero points and 4-bit quants.
 void TestQuantFormats::i4_pack_unpack() {
+    QFETCH(int, type);
+    const auto t = static_cast<DType>(type);
+    const int group = i4_group_size(t), n_groups = 256 / group;
+    const size_t block = 4 + static_cast<size_t>(group) / 2;
     const int64_t n = 256;
-    const float d[2] = {0.0125f, 2.0f};  // 0.0125 is not an fp16 value: stored rounded
-    const int z[2] = {0, 15};
+    const float d_in[4] = {0.0125f, 2.0f, 0.75f, 0.0f};  // 0.0125 is not an fp16 value: stored rounded
+    const int z_in[4] = {0, 15, 7, 9};
+    std::vector<float> d(d_in, d_in + n_groups);
+    std::vector<int> z(z_in, z_in + n_groups);
     std::vector<uint8_t> q(static_cast<size_t>(n));
     for (int64_t i = 0; i < n; ++i) q[i] = static_cast<uint8_t>((i * 5 + i / 16) % 16);
-    std::vector<uint8_t> row(row_bytes(DType::I4_G128, n));
-    QVERIFY(pack_i4_g128_row(d, z, q.data(), n, row.data()));
+    std::vector<uint8_t> row(row_bytes(t, n));
+    QCOMPARE(row.size(), block * static_cast<size_t>(n_groups));
+    QVERIFY(pack_i4_row(t, d.data(), z.data(), q.data(), n, row.data()));
     std::vector<float> y(static_cast<size_t>(n));
-    dequantize_row(DType::I4_G128, row.data(), y.data(), n);
-    const float d_stored[2] = {fp16_to_fp32(fp32_to_fp16(0.0125f)), 2.0f};
+    dequantize_row(t, row.data(), y.data(), n);
+    std::vector<float> d_stored(static_cast<size_t>(n_groups));
+    for (int g = 0; g < n_groups; ++g) d_stored[g] = g == 0 ? fp16_to_fp32(fp32_to_fp16(0.0125f)) : d_in[g];
     QVERIFY(d_stored[0] != 0.0125f);
-    for (int64_t i = 0; i < n; ++i) QCOMPARE(y[i], d_stored[i / 128] * static_cast<float>(q[i] - z[i / 128]));
-    float d2[2];
-    int z2[2];
+    for (int64_t i = 0; i < n; ++i) QCOMPARE(y[i], d_stored[i / group] * static_cast<float>(q[i] - z[i / group]));
+    std::vector<float> d2(static_cast<size_t>(n_groups));
+    std::vector<int> z2(static_cast<size_t>(n_groups));
     std::vector<uint8_t> q2(static_cast<size_t>(n));
-    unpack_i4_g128_row(row.data(), n, d2, z2, q2.data());
-    for (int g = 0; g < 2; ++g) {
+    unpack_i4_row(t, row.data(), n, d2.data(), z2.data(), q2.data());
+    for (int g = 0; g < n_groups; ++g) {
         QCOMPARE(d2[g], d_stored[g]);
         QCOMPARE(z2[g], z[g]);
+        QCOMPARE(int(row[block * g + 2]), z[g]);  // header: fp16 d, z, pad 0
+        QCOMPARE(int(row[block * g + 3]), 0);
     }
     QVERIFY(q2 == q);
-    // the nibble layout, byte by byte: group 1, sub-block 2, j = 3 holds elements 128+64+3 and +16
-    QCOMPARE(int(row[68 + 4 + 32 + 3]), int(q[195] | (q[211] << 4)));
+    // the nibble layout, byte by byte: group 1, sub-block 1, j = 3 holds elements group + 32 + 3 and + 16
+    QCOMPARE(int(row[block + 4 + 16 + 3]), int(q[group + 35] | (q[group + 51] << 4)));
+    if (t == DType::I4_G128) {  // the old spellings still work
+        std::vector<uint8_t> old(row.size());
+        QVERIFY(pack_i4_g128_row(d.data(), z.data(), q.data(), n, old.data()));
+        QVERIFY(old == row);
+    }
 
     // quantize_i4_group's outputs pack to the row quantize_row writes
     const auto x = gaussian(static_cast<size_t>(n), 5u);
-    float dq[2];
-    int zq[2];
+    std::vector<float> dq(static_cast<size_t>(n_groups));
+    std::vector<int> zq(static_cast<size_t>(n_groups));
     std::vector<uint8_t> qq(static_cast<size_t>(n)), a(row.size()), b(row.size());
-    for (int g = 0; g < 2; ++g) quantize_i4_group(x.data() + 128 * g, 128, &dq[g], &zq[g], qq.data() + 128 * g);
-    QVERIFY(pack_i4_g128_row(dq, zq, qq.data(), n, a.data()));
-    quantize_row(DType::I4_G128, x.data(), b.data(), n);
+    for (int g = 0; g < n_groups; ++g)
+        quantize_i4_group(x.data() + group * g, group, &dq[g], &zq[g], qq.data() + group * g);
+    QVERIFY(pack_i4_row(t, dq.data(), zq.data(), qq.data(), n, a.data()));
+    quantize_row(t, x.data(), b.data(), n);
     QVERIFY(a == b);
 
     // out-of-range inputs are refused and nothing is written
     std::vector<uint8_t> untouched(row.size(), 0xAB), dst = untouched;
-    const int bad_z[2] = {0, 16};
-    QVERIFY(!pack_i4_g128_row(d, bad_z, q.data(), n, dst.data()));
+    std::vector<int> bad_z = z;
+    bad_z[1] = 16;
+    QVERIFY(!pack_i4_row(t, d.data(), bad_z.data(), q.data(), n, dst.data()));
+    std::vector<float> bad_d = d;
+    bad_d[n_groups - 1] = INFINITY;
+    QVERIFY(!pack_i4_row(t, bad_d.data(), z.data(), q.data(), n, dst.data()));
+    QVERIFY(!pack_i4_row(DType::Q4_1, d.data(), z.data(), q.data(), n, dst.data()));
     q[7] = 16;
-    QVERIFY(!pack_i4_g128_row(d, z, q.data(), n, dst.data()));
+    QVERIFY(!pack_i4_row(t, d.data(), z.data(), q.data(), n, dst.data()));
     QVERIFY(dst == untouched);
+}
+
+// A group of 128 is two groups of 64 with the same d and z: an I4_G128 row re-packed
+// that way as I4_G64 dequantizes to the same floats (how a mixed 64 / 128 model is saved
+// as one group-64 AWQ folder).
+void TestQuantFormats::i4_g128_splits_into_g64() {
+    const int64_t n = 640;
+    const auto x = gaussian(static_cast<size_t>(n), 21u);
+    std::vector<uint8_t> r128(row_bytes(DType::I4_G128, n)), r64(row_bytes(DType::I4_G64, n));
+    quantize_row(DType::I4_G128, x.data(), r128.data(), n);
+    float d[5];
+    int z[5];
+    std::vector<uint8_t> q(static_cast<size_t>(n));
+    unpack_i4_row(DType::I4_G128, r128.data(), n, d, z, q.data());
+    float d64[10];
+    int z64[10];
+    for (int g = 0; g < 10; ++g) d64[g] = d[g / 2], z64[g] = z[g / 2];
+    QVERIFY(pack_i4_row(DType::I4_G64, d64, z64, q.data(), n, r64.data()));
+    std::vector<float> y128(static_cast<size_t>(n)), y64(static_cast<size_t>(n));
+    dequantize_row(DType::I4_G128, r128.data(), y128.data(), n);
+    dequantize_row(DType::I4_G64, r64.data(), y64.data(), n);
+    QVERIFY(y128 == y64);
+    // and group-64 RTN fits this row more tightly (each half's step is at most the whole's)
+    quantize_row(DType::I4_G64, x.data(), r64.data(), n);
+    dequantize_row(DType::I4_G64, r64.data(), y64.data(), n);
+    double e128 = 0, e64 = 0;
+    for (int64_t i = 0; i < n; ++i)
+        e128 += (y128[i] - x[i]) * double(y128[i] - x[i]), e64 += (y64[i] - x[i]) * double(y64[i] - x[i]);
+    QVERIFY(e64 < e128);
 }
 
 void TestQuantFormats::i8_pack() {

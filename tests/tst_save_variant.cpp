@@ -1,8 +1,9 @@
 // ctest-labels: unit
 // save_variant(): GGML variants of a GGUF model saved as GGUF load back with identical
 // weight bytes, the source's metadata and tensor order (and gguf-py, the reference
-// reader llama.cpp ships, reads them when Python is installed); INT4 (I4_G128) variants
-// of a safetensors model saved as AutoAWQ folders load back identical, and an AutoAWQ
+// reader llama.cpp ships, reads them when Python is installed); INT4 (I4_G128, I4_G64,
+// or a mix, saved as group 64) variants of a safetensors model saved as AutoAWQ folders
+// load back identical, and an AutoAWQ
 // checkpoint re-saved keeps its packed tensors byte for byte; unsupported combinations
 // give errors that say why.
 #include <QtTest>
@@ -10,6 +11,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <optional>
 
 #include <nlohmann/json.hpp>
 
@@ -60,7 +62,9 @@ bool same_bytes(const WeightView& a, const WeightView& b) {
 
 // A variant with every linear re-encoded as I4_G128 (the INT4 lab schemes' type), built
 // here from the kernels' own quantize_row so this test does not depend on the schemes.
-std::shared_ptr<Model> i4_variant(std::shared_ptr<Model> src) {
+// `first_layer_type` re-encodes layer 0 in another type (a mixed model).
+std::shared_ptr<Model> i4_variant(std::shared_ptr<Model> src, DType type = DType::I4_G128,
+                                  std::optional<DType> first_layer_type = std::nullopt) {
     struct Keep {
         std::shared_ptr<Model> source;
         std::vector<std::vector<uint8_t>> buffers;
@@ -71,15 +75,16 @@ std::shared_ptr<Model> i4_variant(std::shared_ptr<Model> src) {
     auto m = std::make_shared<Model>(*src);
     for (LayerWeights& l : m->layers)
         for (WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) {
-            const size_t rb = row_bytes(DType::I4_G128, w->n_in), src_rb = row_bytes(w->dtype, w->n_in);
+            const DType t = &l == &m->layers[0] && first_layer_type ? *first_layer_type : type;
+            const size_t rb = row_bytes(t, w->n_in), src_rb = row_bytes(w->dtype, w->n_in);
             std::vector<uint8_t> out(rb * size_t(w->n_out));  // [n_out, rb]
             std::vector<float> row(size_t(w->n_in));           // [n_in]
             for (int64_t r = 0; r < w->n_out; ++r) {
                 cpu::dequantize_row(w->dtype, static_cast<const uint8_t*>(w->data) + size_t(r) * src_rb, row.data(), w->n_in);
-                cpu::quantize_row(DType::I4_G128, row.data(), out.data() + size_t(r) * rb, w->n_in);
+                cpu::quantize_row(t, row.data(), out.data() + size_t(r) * rb, w->n_in);
             }
             keep->buffers.push_back(std::move(out));
-            *w = WeightView{DType::I4_G128, keep->buffers.back().data(), w->n_in, w->n_out};
+            *w = WeightView{t, keep->buffers.back().data(), w->n_in, w->n_out};
         }
     m->storage = keep;
     return m;
@@ -102,6 +107,7 @@ class TstSaveVariant : public QObject {
 private Q_SLOTS:
     void gguf_round_trip_data();
     void gguf_round_trip();
+    void awq_folder_round_trip_data();
     void awq_folder_round_trip();
     void awq_checkpoint_resaved_byte_for_byte();
     void refused_data();
@@ -195,7 +201,21 @@ void TstSaveVariant::gguf_round_trip() {
     QVERIFY2(lines[0].contains("token_embd.weight=Q8_0"), qPrintable(lines[0]));
 }
 
+void TstSaveVariant::awq_folder_round_trip_data() {
+    QTest::addColumn<int>("type");        // every linear's type
+    QTest::addColumn<int>("layer0_type"); // layer 0's linears' type
+    QTest::addColumn<int>("group");       // group_size the folder must say
+    QTest::newRow("I4_G128") << int(DType::I4_G128) << int(DType::I4_G128) << 128;
+    QTest::newRow("I4_G64") << int(DType::I4_G64) << int(DType::I4_G64) << 64;
+    QTest::newRow("mixed: layer 0 I4_G64, rest I4_G128") << int(DType::I4_G128) << int(DType::I4_G64) << 64;
+}
+
+// Saved and loaded back: the same bytes when every linear has the folder's group size;
+// I4_G128 linears saved in a group-64 folder load as I4_G64 with the same weights.
 void TstSaveVariant::awq_folder_round_trip() {
+    QFETCH(int, type);
+    QFETCH(int, layer0_type);
+    QFETCH(int, group);
     test::TinyModelSpec spec = spec_128();
     spec.tied = false;
     spec.arch = "qwen2";  // biases too
@@ -205,7 +225,7 @@ void TstSaveVariant::awq_folder_round_trip() {
     QVERIFY(test::write_tiny_safetensors_folder(src_dir, spec).is_ok());
     auto src = load_model(src_dir);
     QVERIFY2(src.is_ok(), src.message().c_str());
-    auto v = i4_variant(src.value());
+    auto v = i4_variant(src.value(), DType(type), DType(layer0_type));
     auto saved = save_variant(*v, out);
     QVERIFY2(saved.is_ok(), saved.message().c_str());
     QCOMPARE(saved.value().format, std::string("awq"));
@@ -214,7 +234,7 @@ void TstSaveVariant::awq_folder_round_trip() {
     std::ifstream cfg(out + "/config.json");
     const auto j = nlohmann::json::parse(cfg);
     QCOMPARE(j["quantization_config"]["quant_method"].get<std::string>(), std::string("awq"));
-    QCOMPARE(j["quantization_config"]["group_size"].get<int>(), 128);
+    QCOMPARE(j["quantization_config"]["group_size"].get<int>(), group);
     QCOMPARE(j["quantization_config"]["version"].get<std::string>(), std::string("gemm"));
 
     auto back = load_model(out);
@@ -223,7 +243,20 @@ void TstSaveVariant::awq_folder_round_trip() {
     QCOMPARE(b.format, std::string("safetensors (AWQ)"));
     const auto lv = linears(*v), lb = linears(b);
     QCOMPARE(lb.size(), lv.size());
-    for (size_t i = 0; i < lv.size(); ++i) QVERIFY2(same_bytes(*lv[i], *lb[i]), qPrintable(QString("linear %1").arg(i)));
+    for (size_t i = 0; i < lv.size(); ++i) {
+        QCOMPARE(int(lb[i]->dtype), int(*i4_type_for_group(group)));
+        if (lv[i]->dtype == lb[i]->dtype) {
+            QVERIFY2(same_bytes(*lv[i], *lb[i]), qPrintable(QString("linear %1").arg(i)));
+            continue;
+        }
+        const size_t rv = row_bytes(lv[i]->dtype, lv[i]->n_in), rb = row_bytes(lb[i]->dtype, lb[i]->n_in);
+        std::vector<float> a(size_t(lv[i]->n_in)), b(a.size());  // [n_in]
+        for (int64_t r = 0; r < lv[i]->n_out; ++r) {
+            cpu::dequantize_row(lv[i]->dtype, static_cast<const uint8_t*>(lv[i]->data) + r * rv, a.data(), lv[i]->n_in);
+            cpu::dequantize_row(lb[i]->dtype, static_cast<const uint8_t*>(lb[i]->data) + r * rb, b.data(), lb[i]->n_in);
+            QVERIFY2(a == b, qPrintable(QString("linear %1 row %2").arg(i).arg(r)));
+        }
+    }
     QVERIFY(same_bytes(v->token_embd, b.token_embd));
     QVERIFY(same_bytes(v->output, b.output));
     QVERIFY(b.config.attn_bias);

@@ -1,6 +1,7 @@
 #include "engine/model/awq_checkpoint.h"
 
 #include <algorithm>
+#include <cassert>
 #include <cctype>
 #include <cstring>
 #include <filesystem>
@@ -116,10 +117,10 @@ Status check_awq_config(const AwqConfig& c) {
     if (c.bits != 4)
         return Status::error(c.source + ": bits = " + std::to_string(c.bits) +
                              " is not supported (KV Scope runs 4-bit AWQ checkpoints only)");
-    if (c.group_size != kAwqGroupSize)
+    if (!i4_type_for_group(c.group_size))
         return Status::error(c.source + ": group_size = " + std::to_string(c.group_size) +
-                             " is not supported (KV Scope runs AWQ weights as I4_G128, groups of 128 inputs; "
-                             "only group_size 128 fits)");
+                             " is not supported (KV Scope runs AWQ weights as I4_G128 or I4_G64, groups of 128 "
+                             "or 64 inputs; only group_size 128 or 64 fits)");
     if (!c.zero_point)
         return Status::error(c.source + ": zero_point = false is not supported (expected asymmetric AWQ, "
                              "zero_point true)");
@@ -245,35 +246,44 @@ AwqPacked pack_awq_linear(const AwqLinear& l) {
 }
 
 Result<std::vector<uint8_t>> awq_linear_to_i4(const AwqLinear& l) {
-    if (l.group_size != kAwqGroupSize || l.n_in % kAwqGroupSize != 0)
-        return Status::error("AWQ linear '" + l.module + "': I4_G128 needs groups of 128 inputs (group size " +
+    const std::optional<DType> t = i4_type_for_group(l.group_size);
+    if (!t || l.n_in % l.group_size != 0)
+        return Status::error("AWQ linear '" + l.module + "': I4_G128 / I4_G64 need groups of 128 or 64 inputs (group size " +
                              std::to_string(l.group_size) + ", " + std::to_string(l.n_in) + " inputs)");
-    const int64_t n_groups = l.n_in / kAwqGroupSize;
-    const size_t rb = row_bytes(DType::I4_G128, l.n_in);
+    const int64_t n_groups = l.n_in / l.group_size;
+    const size_t rb = row_bytes(*t, l.n_in);
     std::vector<uint8_t> out(rb * size_t(l.n_out));  // [n_out, rb]
     for (int64_t r = 0; r < l.n_out; ++r)
-        if (!cpu::pack_i4_g128_row(&l.scales[size_t(r * n_groups)], &l.zeros[size_t(r * n_groups)],
-                                   &l.q[size_t(r * l.n_in)], l.n_in, out.data() + size_t(r) * rb))
+        if (!cpu::pack_i4_row(*t, &l.scales[size_t(r * n_groups)], &l.zeros[size_t(r * n_groups)],
+                              &l.q[size_t(r * l.n_in)], l.n_in, out.data() + size_t(r) * rb))
             return Status::error("AWQ linear '" + l.module + "': output channel " + std::to_string(r) +
                                  " has a scale that is not finite");
     return out;
 }
 
-AwqLinear awq_linear_from_i4(const std::string& module, const WeightView& w) {
+AwqLinear awq_linear_from_i4(const std::string& module, const WeightView& w, int group_size) {
+    const int own = i4_group_size(w.dtype);
+    assert(own != 0 && (group_size == 0 || (group_size <= own && own % group_size == 0)));
     AwqLinear l;
     l.module = module;
     l.n_in = w.n_in;
     l.n_out = w.n_out;
-    l.group_size = kAwqGroupSize;
-    const int64_t n_groups = w.n_in / kAwqGroupSize;
-    const size_t rb = row_bytes(DType::I4_G128, w.n_in);
+    l.group_size = group_size == 0 ? own : group_size;
+    const int64_t n_own = w.n_in / own, split = own / l.group_size, n_groups = n_own * split;
+    const size_t rb = row_bytes(w.dtype, w.n_in);
     l.q.resize(size_t(w.n_out * w.n_in));
     l.zeros.resize(size_t(w.n_out * n_groups));
     l.scales.resize(size_t(w.n_out * n_groups));
-    for (int64_t r = 0; r < w.n_out; ++r)
-        cpu::unpack_i4_g128_row(static_cast<const uint8_t*>(w.data) + size_t(r) * rb, w.n_in,
-                                &l.scales[size_t(r * n_groups)], &l.zeros[size_t(r * n_groups)],
-                                &l.q[size_t(r * w.n_in)]);
+    std::vector<float> d(static_cast<size_t>(n_own));  // [n_own] one row's groups as stored
+    std::vector<int> z(static_cast<size_t>(n_own));
+    for (int64_t r = 0; r < w.n_out; ++r) {
+        cpu::unpack_i4_row(w.dtype, static_cast<const uint8_t*>(w.data) + size_t(r) * rb, w.n_in, d.data(), z.data(),
+                           &l.q[size_t(r * w.n_in)]);
+        for (int64_t g = 0; g < n_groups; ++g) {
+            l.scales[size_t(r * n_groups + g)] = d[size_t(g / split)];
+            l.zeros[size_t(r * n_groups + g)] = z[size_t(g / split)];
+        }
+    }
     return l;
 }
 
@@ -303,7 +313,8 @@ Result<std::vector<AwqTensor>> convert_awq_linears(const SafetensorsSet& set, co
         if (!linear) return linear.status();
         auto rows = awq_linear_to_i4(linear.value());
         if (!rows) return rows.status();
-        out.push_back(AwqTensor{module + ".weight", {dims->first, dims->second}, std::move(rows).value()});
+        out.push_back(AwqTensor{module + ".weight", {dims->first, dims->second}, *i4_type_for_group(awq.group_size),
+                                std::move(rows).value()});
         for (const char* suffix : {".qweight", ".qzeros", ".scales"}) consumed.push_back(module + suffix);
     }
     return out;

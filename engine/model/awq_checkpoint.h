@@ -14,8 +14,9 @@
 // "zero_point": true, "version": "gemm"} or, in older checkpoints, quant_config.json
 // {"w_bit", "q_group_size", "zero_point", "version"}.
 //
-// KV Scope runs these as I4_G128 weights (groups of 128 along the input dim, fp16 scale,
-// zero point): only group_size 128 fits that format, so other group sizes are refused.
+// KV Scope runs these as I4_G128 or I4_G64 weights (groups of 128 or 64 along the input
+// dim, fp16 scale, zero point): group_size 128 and 64 fit those formats, other group sizes
+// are refused.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -29,7 +30,7 @@ namespace kvs {
 
 inline constexpr int kAwqOrder[8] = {0, 2, 4, 6, 1, 3, 5, 7};
 inline constexpr int kAwqReverseOrder[8] = {0, 4, 1, 5, 2, 6, 3, 7};
-inline constexpr int kAwqGroupSize = 128;  // the only group size I4_G128 holds
+inline constexpr int kAwqGroupSize = 128;  // AutoAWQ's default group size (I4_G128); 64 is I4_G64
 
 // values[k] (0..15) of 8 neighbouring columns -> one packed word, and back.
 uint32_t awq_pack_word(const uint8_t values[8]);
@@ -47,8 +48,8 @@ struct AwqConfig {
 // else quant_config.json. nullopt when the folder is not an AWQ checkpoint; an error
 // when it says AWQ but a field is missing or has the wrong JSON type.
 Result<std::optional<AwqConfig>> read_awq_config(const std::string& dir);
-// Refuses settings KV Scope cannot run (bits != 4, group_size != 128, no zero point,
-// a packing other than GEMM), naming the file and field.
+// Refuses settings KV Scope cannot run (bits != 4, group_size other than 128 or 64, no
+// zero point, a packing other than GEMM), naming the file and field.
 Status check_awq_config(const AwqConfig& c);
 
 // One quantized linear, unpacked, in KV Scope's [n_out rows, n_in] order.
@@ -81,18 +82,23 @@ struct AwqPacked {
 };
 AwqPacked pack_awq_linear(const AwqLinear& l);
 
-// AwqLinear <-> I4_G128 rows ([n_out, row_bytes(I4_G128, n_in)]). The I4 side is exact:
-// the same q, z and fp16 scale per group.
+// AwqLinear <-> I4 rows ([n_out, row_bytes(t, n_in)], t = I4_G128 for group_size 128,
+// I4_G64 for 64). The I4 side is exact: the same q, z and fp16 scale per group.
+// awq_linear_from_i4 writes groups of `group_size` (0: the weight's own group size); 64
+// from an I4_G128 weight gives each half of a group of 128 that group's scale and zero,
+// which dequantizes to the same weights.
 Result<std::vector<uint8_t>> awq_linear_to_i4(const AwqLinear& l);
-AwqLinear awq_linear_from_i4(const std::string& module, const WeightView& w);
+AwqLinear awq_linear_from_i4(const std::string& module, const WeightView& w, int group_size = 0);
 
-// Every quantized linear of an AWQ folder as an I4_G128 tensor named `<module>.weight`,
-// in GGUF order (ne = [n_in, n_out]). `consumed` gets the names of the packed tensors
-// (qweight / qzeros / scales) that the result replaces.
+// Every quantized linear of an AWQ folder as an I4 tensor (I4_G128 or I4_G64, by the
+// config's group_size) named `<module>.weight`, in GGUF order (ne = [n_in, n_out]).
+// `consumed` gets the names of the packed tensors (qweight / qzeros / scales) that the
+// result replaces.
 struct AwqTensor {
     std::string name;               // <module>.weight
     std::vector<int64_t> ne;        // [n_in, n_out]
-    std::vector<uint8_t> data;      // [n_out, row_bytes(I4_G128, n_in)]
+    DType dtype = DType::I4_G128;   // I4_G128 or I4_G64
+    std::vector<uint8_t> data;      // [n_out, row_bytes(dtype, n_in)]
 };
 Result<std::vector<AwqTensor>> convert_awq_linears(const SafetensorsSet& set, const ModelConfig& config,
                                                    const AwqConfig& awq, const std::string& dir,

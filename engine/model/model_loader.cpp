@@ -38,7 +38,7 @@ struct RawTensor {
 struct Storage {
     std::shared_ptr<const void> source;             // GgufFile or SafetensorsSet
     std::vector<std::unique_ptr<float[]>> owned;    // F32 copies of F16/BF16 norms and biases
-    std::vector<std::vector<uint8_t>> owned_bytes;  // converted weights (AWQ linears as I4_G128)
+    std::vector<std::vector<uint8_t>> owned_bytes;  // converted weights (AWQ linears as I4_G128 / I4_G64)
 };
 
 struct Names {
@@ -239,7 +239,7 @@ Result<std::shared_ptr<Model>> load_safetensors_folder(const std::string& dir) {
     model->config.name = fs::path(dir).filename().string();
     if (model->config.name.empty()) model->config.name = fs::path(dir).parent_path().filename().string();
     std::map<std::string, RawTensor> tensors;
-    // An AWQ checkpoint: its packed linears become I4_G128 tensors named <module>.weight.
+    // An AWQ checkpoint: its packed linears become I4_G128 / I4_G64 tensors named <module>.weight.
     auto awq = read_awq_config(dir);
     if (!awq) return awq.status();
     std::set<std::string> consumed;
@@ -251,7 +251,7 @@ Result<std::shared_ptr<Model>> load_safetensors_folder(const std::string& dir) {
         for (AwqTensor& t : linears.value()) {
             storage->owned_bytes.push_back(std::move(t.data));
             const std::vector<uint8_t>& bytes = storage->owned_bytes.back();
-            tensors[t.name] = RawTensor{DType::I4_G128, t.ne, bytes.data(), bytes.size(), t.ne[0] * t.ne[1]};
+            tensors[t.name] = RawTensor{t.dtype, t.ne, bytes.data(), bytes.size(), t.ne[0] * t.ne[1]};
         }
         model->format = "safetensors (AWQ)";
     }

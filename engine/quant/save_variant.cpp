@@ -1,6 +1,7 @@
 // save_variant(): a model's weights to a GGUF file or an AutoAWQ safetensors folder.
 #include "engine/quant/save_variant.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -187,7 +188,7 @@ Status write_safetensors(const fs::path& path, const std::vector<StTensor>& tens
     return Status::ok();
 }
 
-Status write_awq_config(const fs::path& src_dir, const fs::path& out) {
+Status write_awq_config(const fs::path& src_dir, const fs::path& out, int group_size) {
     std::ifstream in(src_dir / "config.json", std::ios::binary);
     if (!in) return Status::error((src_dir / "config.json").string() + ": cannot open");
     std::stringstream ss;
@@ -195,7 +196,7 @@ Status write_awq_config(const fs::path& src_dir, const fs::path& out) {
     json config = json::parse(ss.str(), nullptr, false);
     if (config.is_discarded() || !config.is_object())
         return Status::error((src_dir / "config.json").string() + ": not a valid JSON object");
-    config["quantization_config"] = {{"quant_method", "awq"}, {"bits", 4},         {"group_size", kAwqGroupSize},
+    config["quantization_config"] = {{"quant_method", "awq"}, {"bits", 4},         {"group_size", group_size},
                                      {"zero_point", true},    {"version", "gemm"}, {"modules_to_not_convert", nullptr}};
     std::ofstream o(out / "config.json", std::ios::binary);
     o << config.dump(2) << "\n";
@@ -206,16 +207,22 @@ Status write_awq_config(const fs::path& src_dir, const fs::path& out) {
 Result<SavedModel> save_awq_folder(const Model& m, const std::string& out) {
     std::error_code ec;
     if (!fs::is_directory(m.path, ec) || !fs::exists(fs::path(m.path) / "tokenizer.json", ec))
-        return Status::error(out + ": an INT4 (I4_G128) model is saved as an AutoAWQ safetensors folder, which "
-                             "needs the source's config.json and tokenizer.json; '" + m.path +
+        return Status::error(out + ": an INT4 (I4_G128 / I4_G64) model is saved as an AutoAWQ safetensors folder, "
+                             "which needs the source's config.json and tokenizer.json; '" + m.path +
                              "' is not a Hugging Face folder (a GGUF model's INT4 variant cannot be saved: "
-                             "I4_G128 is not a GGML type; save a GGML scheme such as q4_k as .gguf instead)");
+                             "I4_G128 is not a GGML type, nor is I4_G64; save a GGML scheme such as q4_k as .gguf instead)");
+    // AutoAWQ's config has one group_size: 128 when every linear is I4_G128, else 64 (an
+    // I4_G128 group is written as two groups of 64 with its scale and zero, the same weights)
+    int group_size = kAwqGroupSize;
     for (size_t il = 0; il < m.layers.size(); ++il)
-        for (const Linear& lin : kLinears)
-            if ((m.layers[il].*lin.view).dtype != DType::I4_G128)
+        for (const Linear& lin : kLinears) {
+            const DType t = (m.layers[il].*lin.view).dtype;
+            if (i4_group_size(t) == 0)
                 return Status::error(out + ": layer " + std::to_string(il) + " " + lin.hf + " is " +
-                                     std::string(dtype_name((m.layers[il].*lin.view).dtype)) +
-                                     "; an AWQ folder needs every linear in I4_G128");
+                                     std::string(dtype_name(t)) +
+                                     "; an AWQ folder needs every linear in I4_G128 or I4_G64");
+            group_size = std::min(group_size, i4_group_size(t));
+        }
     for (const WeightView* w : {&m.token_embd, &m.output})
         if (w->dtype != DType::F32 && w->dtype != DType::F16 && w->dtype != DType::BF16)
             return Status::error(out + ": the embedding / output head is " + std::string(dtype_name(w->dtype)) +
@@ -251,15 +258,15 @@ Result<SavedModel> save_awq_folder(const Model& m, const std::string& out) {
         for (const Linear& lin : kLinears) {
             const WeightView& w = l.*lin.view;
             const std::string module = p + lin.hf;
-            packed.push_back(pack_awq_linear(awq_linear_from_i4(module, w)));
+            packed.push_back(pack_awq_linear(awq_linear_from_i4(module, w, group_size)));
             const AwqPacked& a = packed.back();
-            const int64_t n_groups = w.n_in / kAwqGroupSize;
+            const int64_t n_groups = w.n_in / group_size;
             st.push_back({module + ".qweight", "I32", {w.n_in, w.n_out / 8}, a.qweight.data(), a.qweight.size() * 4});
             st.push_back({module + ".qzeros", "I32", {n_groups, w.n_out / 8}, a.qzeros.data(), a.qzeros.size() * 4});
             st.push_back({module + ".scales", "F16", {n_groups, w.n_out}, a.scales.data(), a.scales.size() * 2});
         }
     }
-    KVS_RETURN_IF_ERROR(write_awq_config(m.path, out));
+    KVS_RETURN_IF_ERROR(write_awq_config(m.path, out, group_size));
     for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"})
         if (fs::exists(fs::path(m.path) / f, ec)) {
             fs::copy_file(fs::path(m.path) / f, fs::path(out) / f, fs::copy_options::overwrite_existing, ec);
@@ -279,7 +286,7 @@ Result<SavedModel> save_variant(const Model& model, const std::string& out) {
                 return Status::error(out + ": INT8 per-channel (I8_ROW) variants cannot be saved yet (no file "
                                      "format KV Scope also loads); save a q8_0 GGUF instead");
     if (fs::path(out).extension() == ".gguf") return save_gguf(model, out);
-    if (dominant_linear_type(model) == DType::I4_G128) return save_awq_folder(model, out);
+    if (i4_group_size(dominant_linear_type(model)) != 0) return save_awq_folder(model, out);
     return Status::error(out + ": a " + std::string(dtype_name(dominant_linear_type(model))) +
                          " model is saved as GGUF: give a path ending in .gguf (folders are for INT4 AWQ checkpoints)");
 }

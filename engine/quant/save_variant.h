@@ -8,13 +8,15 @@
 //     new linears' type) and its tensor names and order; tensors the engine does not use
 //     are copied unchanged. llama.cpp reads the result.
 //   AutoAWQ folder (any other `out`, created as a folder): a model whose per-layer linears
-//     are all I4_G128, from a Hugging Face safetensors folder (AWQ or float). It holds
-//     config.json with quantization_config {"quant_method": "awq", "bits": 4,
-//     "group_size": 128, "zero_point": true, "version": "gemm"}, the source's tokenizer
+//     are all I4_G128 / I4_G64, from a Hugging Face safetensors folder (AWQ or float). It
+//     holds config.json with quantization_config {"quant_method": "awq", "bits": 4,
+//     "group_size": 128 or 64, "zero_point": true, "version": "gemm"} (128 when every
+//     linear is I4_G128; 64 when any is I4_G64, the I4_G128 ones written losslessly as
+//     pairs of groups of 64 sharing their scale and zero), the source's tokenizer
 //     files, and model.safetensors (qweight / qzeros / scales per linear, the rest as the
 //     model holds it). vLLM, transformers and AutoAWQ read this layout.
 //
-// Not supported, with an error saying so: I4_G128 / I8_ROW weights of a model loaded from
+// Not supported, with an error saying so: I4_G128 / I4_G64 / I8_ROW weights of a model loaded from
 // GGUF (those types are not GGML types, so no GGUF file can hold them, and an AWQ folder
 // needs the tokenizer.json a GGUF model lacks: save such a model as q4_k / q4_0 GGUF
 // instead); I8_ROW in any format; a safetensors model to GGUF.

@@ -43,7 +43,7 @@ public:
     void copy_to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
     void copy_to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
 
-    // every weight type, GGML's and KV Scope's own (I8_ROW, I4_G128): each has a scalar kernel
+    // every weight type, GGML's and KV Scope's own (I8_ROW, I4_G128, I4_G64): each has a scalar kernel
     bool supports(DType weight_type) const override { return dtype_info(weight_type).weight_type; }
 
     void matmul(const WeightView& w, const float* x, float* y, int n_tokens) override {

@@ -1,7 +1,7 @@
 #pragma once
 // GGML's quantized block layouts, byte for byte as GGUF files store them
-// (ggml/src/ggml-common.h), and KV Scope's own integer formats (I4_G128, I8_ROW, at the
-// end). Private to kernels/cpu: the rest of the program sees only DType and row_bytes().
+// (ggml/src/ggml-common.h), and KV Scope's own integer formats (I4_G128, I4_G64, I8_ROW,
+// at the end). Private to kernels/cpu: the rest of the program sees only DType and row_bytes().
 #include <cstdint>
 
 #include "kernels/dtype.h"
@@ -70,18 +70,26 @@ struct BlockQ8_K {
 // ---- KV Scope's own formats (ids outside GGML's range: never in a GGUF file)
 
 constexpr int kQKG128 = 128;  // elements per I4_G128 group
+constexpr int kQKG64 = 64;    // elements per I4_G64 group
 
-// I4_G128: groups of 128 weights with one scale and one zero point (the format AWQ and
-// GPTQ checkpoints carry, 4.25 bits per weight): w = d * (q - z), q in 0..15, z in 0..15.
-// The 64 nibble bytes are four GGML-style 32-element sub-blocks, so the Q4_0/Q4_1
-// unpacking applies: sub-block b (elements 32b .. 32b+31) uses qs[16b .. 16b+15]; the
-// low nibble of qs[16b + j] is element 32b + j, the high nibble element 32b + j + 16.
-struct BlockI4G128 {
+// I4_G<G>: groups of G = 128 or 64 weights with one scale and one zero point (the format
+// AWQ and GPTQ checkpoints carry; 4.25 bits per weight for G = 128, 4.5 for G = 64):
+// w = d * (q - z), q in 0..15, z in 0..15. The G / 2 nibble bytes are G / 32 GGML-style
+// 32-element sub-blocks, so the Q4_0/Q4_1 unpacking applies: sub-block b (elements
+// 32b .. 32b+31) uses qs[16b .. 16b+15]; the low nibble of qs[16b + j] is element
+// 32b + j, the high nibble element 32b + j + 16.
+template <int G>
+struct BlockI4 {
+    static_assert(G == 64 || G == 128, "I4 groups are 64 or 128 weights");
+    static constexpr int kGroup = G;
+    static constexpr int kSubBlocks = G / 32;
     uint16_t d;        // fp16 scale
     uint8_t z;         // zero point 0..15
     uint8_t pad;       // 0
-    uint8_t qs[64];
+    uint8_t qs[G / 2];
 };
+using BlockI4G128 = BlockI4<128>;
+using BlockI4G64 = BlockI4<64>;
 
 // I8_ROW: one row (output channel) of n_in weights is a little-endian float32 scale
 // followed by n_in int8 values: w[i] = scale * q[i], q in -127..127 (row_bytes = 4 + n_in).
@@ -100,6 +108,7 @@ static_assert(sizeof(BlockQ5_K) == 176);
 static_assert(sizeof(BlockQ6_K) == 210);
 static_assert(sizeof(BlockQ8_K) == 292);
 static_assert(sizeof(BlockI4G128) == 68);
+static_assert(sizeof(BlockI4G64) == 36);
 
 // The 6-bit scale and min of sub-block j (0..7) of a Q4_K/Q5_K block (get_scale_min_k4).
 inline void scale_min_k4(int j, const uint8_t* q, uint8_t* sc, uint8_t* m) {
@@ -124,7 +133,7 @@ inline void pack_scale_min_k4(const uint8_t* sc, const uint8_t* m, uint8_t* q) {
 // The K-quant half of dequantize_row/quantize_row (quant_formats_k.cpp): Q4_K, Q5_K, Q6_K, Q8_K.
 void dequantize_row_k(DType t, const void* src, float* dst, int64_t n);
 void quantize_row_k(DType t, const float* src, void* dst, int64_t n);
-// The I4_G128 / I8_ROW half (quant_formats_int.cpp).
+// The I4_G128 / I4_G64 / I8_ROW half (quant_formats_int.cpp).
 void dequantize_row_int(DType t, const void* src, float* dst, int64_t n);
 void quantize_row_int(DType t, const float* src, void* dst, int64_t n);
 

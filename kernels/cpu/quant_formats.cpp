@@ -76,7 +76,8 @@ DType activation_type(DType weight_type) {
         case DType::I8_ROW: return DType::Q8_0;
         case DType::Q4_1:
         case DType::Q5_1:
-        case DType::I4_G128: return DType::Q8_1;
+        case DType::I4_G128:
+        case DType::I4_G64: return DType::Q8_1;
         case DType::Q4_K:
         case DType::Q5_K:
         case DType::Q6_K: return DType::Q8_K;
@@ -259,7 +260,8 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
         case DType::Q8_0: dequant_q8(static_cast<const BlockQ8_0*>(src), dst, nb); return;
         case DType::Q8_1: dequant_q8(static_cast<const BlockQ8_1*>(src), dst, nb); return;
         case DType::I8_ROW:
-        case DType::I4_G128: dequantize_row_int(t, src, dst, n); return;
+        case DType::I4_G128:
+        case DType::I4_G64: dequantize_row_int(t, src, dst, n); return;
         default: dequantize_row_k(t, src, dst, n); return;
     }
 }
@@ -285,7 +287,8 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
         case DType::Q8_0: quant_q8_0(src, static_cast<BlockQ8_0*>(dst), nb); return;
         case DType::Q8_1: quant_q8_1(src, static_cast<BlockQ8_1*>(dst), nb); return;
         case DType::I8_ROW:
-        case DType::I4_G128: quantize_row_int(t, src, dst, n); return;
+        case DType::I4_G128:
+        case DType::I4_G64: quantize_row_int(t, src, dst, n); return;
         default: quantize_row_k(t, src, dst, n); return;
     }
 }

@@ -1,6 +1,6 @@
 #pragma once
 // GGML block formats (Q4_0 ... Q6_K, Q8_0/Q8_1/Q8_K activations) and KV Scope's integer
-// formats (I8_ROW, I4_G128): fp16/bf16 conversion, dequantization and round-to-nearest
+// formats (I8_ROW, I4_G128, I4_G64): fp16/bf16 conversion, dequantization and round-to-nearest
 // quantization of rows. Scalar, the reference.
 #include <cstddef>
 #include <cstdint>
@@ -22,27 +22,36 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n);
 void quantize_row(DType t, const float* src, void* dst, int64_t n);
 
 // The activation type a weight type's integer dot product pairs with
-// (Q4_0/Q5_0/Q8_0/I8_ROW -> Q8_0, Q4_1/Q5_1/I4_G128 -> Q8_1, K-quants -> Q8_K, floats -> F32).
+// (Q4_0/Q5_0/Q8_0/I8_ROW -> Q8_0, Q4_1/Q5_1/I4_G128/I4_G64 -> Q8_1, K-quants -> Q8_K, floats -> F32).
 DType activation_type(DType weight_type);
 
-// ---- I4_G128 / I8_ROW pieces for engine/quant (RTN, AWQ). Layouts in quant_blocks.h.
-// quantize_row(I4_G128) / quantize_row(I8_ROW) are these applied to every group / the row.
+// ---- I4_G128 / I4_G64 / I8_ROW pieces for engine/quant (RTN, AWQ). Layouts in
+// quant_blocks.h. quantize_row(I4_G*) / quantize_row(I8_ROW) are these applied to every
+// group / the row.
 
 // Round-to-nearest asymmetric 4-bit quantization of one group of n weights (n = 128 for
-// I4_G128). The range [lo, hi] is [min(w), max(w)] widened to include 0 (as GPTQ does, so
-// z always lands in 0..15); d = (hi - lo) / 15 rounded UP to the next fp16 value (the
-// stored precision, so 15 * d still spans the range), z = round(-lo / d), q[i] =
+// I4_G128, 64 for I4_G64). The range [lo, hi] is [min(w), max(w)] widened to include 0 (as
+// GPTQ does, so z always lands in 0..15); d = (hi - lo) / 15 rounded UP to the next fp16
+// value (the stored precision, so 15 * d still spans the range), z = round(-lo / d), q[i] =
 // clamp(round(w[i] / d) + z, 0, 15). Every |w[i] - d * (q[i] - z)| <= d / 2. An all-zero
 // group gives d = 0, z = 0, q = 0. *d is the fp16 value as a float.
 void quantize_i4_group(const float* w, int n, float* d, int* z, uint8_t* q);
 
-// Builds an I4_G128 row of n weights (n a multiple of 128) from given per-group scales
-// d[n / 128] (rounded to fp16 to nearest), zero points z[n / 128] and quants q[n] (one per
-// byte, element order), e.g. an AWQ checkpoint's own scales / zeros / qweight. Returns
-// false, writing nothing, when a z or q is outside 0..15 or a d is not finite.
-bool pack_i4_g128_row(const float* d, const int* z, const uint8_t* q, int64_t n, void* dst);
+// Builds a row of I4 type t (I4_G128 or I4_G64, G = i4_group_size(t)) of n weights (n a
+// multiple of G) from given per-group scales d[n / G] (rounded to fp16 to nearest), zero
+// points z[n / G] and quants q[n] (one per byte, element order), e.g. an AWQ checkpoint's
+// own scales / zeros / qweight. Returns false, writing nothing, when a z or q is outside
+// 0..15, a d is not finite, or t is not an I4 type.
+bool pack_i4_row(DType t, const float* d, const int* z, const uint8_t* q, int64_t n, void* dst);
 // The inverse: per-group d (as stored, fp16 -> float), z, and the quants q[n].
-void unpack_i4_g128_row(const void* src, int64_t n, float* d, int* z, uint8_t* q);
+void unpack_i4_row(DType t, const void* src, int64_t n, float* d, int* z, uint8_t* q);
+// The I4_G128 spellings of the two above.
+inline bool pack_i4_g128_row(const float* d, const int* z, const uint8_t* q, int64_t n, void* dst) {
+    return pack_i4_row(DType::I4_G128, d, z, q, n, dst);
+}
+inline void unpack_i4_g128_row(const void* src, int64_t n, float* d, int* z, uint8_t* q) {
+    unpack_i4_row(DType::I4_G128, src, n, d, z, q);
+}
 
 // Symmetric per-row int8: scale = max|w| / 127 (float32), q[i] = round(w[i] / scale) in
 // -127..127; |w[i] - scale * q[i]| <= scale / 2. An all-zero row gives scale 0, q 0.

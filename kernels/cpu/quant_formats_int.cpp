@@ -1,5 +1,5 @@
-// KV Scope's integer weight formats, scalar reference: I4_G128 (4-bit asymmetric groups
-// of 128, the AWQ / GPTQ format) and I8_ROW (int8 with one float scale per output
+// KV Scope's integer weight formats, scalar reference: I4_G128 / I4_G64 (4-bit asymmetric
+// groups of 128 / 64, the AWQ / GPTQ format; one template over the group size) and I8_ROW (int8 with one float scale per output
 // channel). Layouts in quant_blocks.h; the AVX2 dot products in vec_dot_int_avx2.cpp.
 #include <algorithm>
 #include <cmath>
@@ -18,11 +18,12 @@ uint16_t fp16_round_up(float x) {
     return h;
 }
 
-void dequant_i4_g128(const BlockI4G128* b, float* y, int64_t n_groups) {
-    for (int64_t g = 0; g < n_groups; ++g, y += kQKG128) {
+template <int G>
+void dequant_i4(const BlockI4<G>* b, float* y, int64_t n_groups) {
+    for (int64_t g = 0; g < n_groups; ++g, y += G) {
         const float d = fp16_to_fp32(b[g].d);
         const int z = b[g].z;
-        for (int sb = 0; sb < 4; ++sb)
+        for (int sb = 0; sb < G / 32; ++sb)
             for (int j = 0; j < 16; ++j) {
                 const uint8_t byte = b[g].qs[16 * sb + j];
                 y[32 * sb + j] = d * static_cast<float>((byte & 0xF) - z);
@@ -31,11 +32,53 @@ void dequant_i4_g128(const BlockI4G128* b, float* y, int64_t n_groups) {
     }
 }
 
-// q[128] values 0..15 (element order) -> the nibble layout of quant_blocks.h.
+// q[G] values 0..15 (element order) -> the nibble layout of quant_blocks.h.
+template <int G>
 void pack_nibbles(const uint8_t* q, uint8_t* qs) {
-    for (int sb = 0; sb < 4; ++sb)
+    for (int sb = 0; sb < G / 32; ++sb)
         for (int j = 0; j < 16; ++j)
             qs[16 * sb + j] = static_cast<uint8_t>(q[32 * sb + j] | (q[32 * sb + j + 16] << 4));
+}
+
+template <int G>
+void pack_i4(const float* d, const int* z, const uint8_t* q, int64_t n, void* dst) {
+    auto* b = static_cast<BlockI4<G>*>(dst);
+    for (int64_t g = 0; g < n / G; ++g) {
+        b[g].d = fp32_to_fp16(d[g]);
+        b[g].z = static_cast<uint8_t>(z[g]);
+        b[g].pad = 0;
+        pack_nibbles<G>(q + g * G, b[g].qs);
+    }
+}
+
+template <int G>
+void unpack_i4(const void* src, int64_t n, float* d, int* z, uint8_t* q) {
+    const auto* b = static_cast<const BlockI4<G>*>(src);
+    for (int64_t g = 0; g < n / G; ++g) {
+        d[g] = fp16_to_fp32(b[g].d);
+        z[g] = b[g].z;
+        uint8_t* qg = q + g * G;
+        for (int sb = 0; sb < G / 32; ++sb)
+            for (int j = 0; j < 16; ++j) {
+                qg[32 * sb + j] = b[g].qs[16 * sb + j] & 0xF;
+                qg[32 * sb + j + 16] = b[g].qs[16 * sb + j] >> 4;
+            }
+    }
+}
+
+template <int G>
+void quantize_i4(const float* src, void* dst, int64_t n) {
+    auto* b = static_cast<BlockI4<G>*>(dst);
+    uint8_t q[G];
+    for (int64_t g = 0; g < n / G; ++g) {
+        float d;
+        int z;
+        quantize_i4_group(src + g * G, G, &d, &z, q);
+        b[g].d = fp32_to_fp16(d);  // exact: d is an fp16 value
+        b[g].z = static_cast<uint8_t>(z);
+        b[g].pad = 0;
+        pack_nibbles<G>(q, b[g].qs);
+    }
 }
 
 }  // namespace
@@ -56,34 +99,22 @@ void quantize_i4_group(const float* w, int n, float* d, int* z, uint8_t* q) {
         q[i] = static_cast<uint8_t>(std::clamp(static_cast<int>(std::nearbyint(w[i] / dv)) + zp, 0, 15));
 }
 
-bool pack_i4_g128_row(const float* d, const int* z, const uint8_t* q, int64_t n, void* dst) {
-    const int64_t n_groups = n / kQKG128;
+bool pack_i4_row(DType t, const float* d, const int* z, const uint8_t* q, int64_t n, void* dst) {
+    const int group = i4_group_size(t);
+    if (group == 0) return false;
+    const int64_t n_groups = n / group;
     for (int64_t g = 0; g < n_groups; ++g)
         if (!std::isfinite(d[g]) || z[g] < 0 || z[g] > 15) return false;
     for (int64_t i = 0; i < n; ++i)
         if (q[i] > 15) return false;
-    auto* b = static_cast<BlockI4G128*>(dst);
-    for (int64_t g = 0; g < n_groups; ++g) {
-        b[g].d = fp32_to_fp16(d[g]);
-        b[g].z = static_cast<uint8_t>(z[g]);
-        b[g].pad = 0;
-        pack_nibbles(q + g * kQKG128, b[g].qs);
-    }
+    if (group == kQKG128) pack_i4<kQKG128>(d, z, q, n, dst);
+    else pack_i4<kQKG64>(d, z, q, n, dst);
     return true;
 }
 
-void unpack_i4_g128_row(const void* src, int64_t n, float* d, int* z, uint8_t* q) {
-    const auto* b = static_cast<const BlockI4G128*>(src);
-    for (int64_t g = 0; g < n / kQKG128; ++g) {
-        d[g] = fp16_to_fp32(b[g].d);
-        z[g] = b[g].z;
-        uint8_t* qg = q + g * kQKG128;
-        for (int sb = 0; sb < 4; ++sb)
-            for (int j = 0; j < 16; ++j) {
-                qg[32 * sb + j] = b[g].qs[16 * sb + j] & 0xF;
-                qg[32 * sb + j + 16] = b[g].qs[16 * sb + j] >> 4;
-            }
-    }
+void unpack_i4_row(DType t, const void* src, int64_t n, float* d, int* z, uint8_t* q) {
+    if (t == DType::I4_G128) unpack_i4<kQKG128>(src, n, d, z, q);
+    else if (t == DType::I4_G64) unpack_i4<kQKG64>(src, n, d, z, q);
 }
 
 void quantize_i8_row(const float* w, int64_t n, void* dst) {
@@ -110,7 +141,11 @@ bool pack_i8_row(float scale, const int8_t* q, int64_t n, void* dst) {
 
 void dequantize_row_int(DType t, const void* src, float* dst, int64_t n) {
     if (t == DType::I4_G128) {
-        dequant_i4_g128(static_cast<const BlockI4G128*>(src), dst, n / kQKG128);
+        dequant_i4(static_cast<const BlockI4G128*>(src), dst, n / kQKG128);
+        return;
+    }
+    if (t == DType::I4_G64) {
+        dequant_i4(static_cast<const BlockI4G64*>(src), dst, n / kQKG64);
         return;
     }
     float scale;  // I8_ROW
@@ -120,21 +155,9 @@ void dequantize_row_int(DType t, const void* src, float* dst, int64_t n) {
 }
 
 void quantize_row_int(DType t, const float* src, void* dst, int64_t n) {
-    if (t == DType::I8_ROW) {
-        quantize_i8_row(src, n, dst);
-        return;
-    }
-    auto* b = static_cast<BlockI4G128*>(dst);
-    uint8_t q[kQKG128];
-    for (int64_t g = 0; g < n / kQKG128; ++g) {
-        float d;
-        int z;
-        quantize_i4_group(src + g * kQKG128, kQKG128, &d, &z, q);
-        b[g].d = fp32_to_fp16(d);  // exact: d is an fp16 value
-        b[g].z = static_cast<uint8_t>(z);
-        b[g].pad = 0;
-        pack_nibbles(q, b[g].qs);
-    }
+    if (t == DType::I8_ROW) quantize_i8_row(src, n, dst);
+    else if (t == DType::I4_G128) quantize_i4<kQKG128>(src, dst, n);
+    else if (t == DType::I4_G64) quantize_i4<kQKG64>(src, dst, n);
 }
 
 }  // namespace kvs::cpu

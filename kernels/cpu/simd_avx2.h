@@ -110,17 +110,18 @@ void gemm_q5_k(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_row
 void gemm_q6_k(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_rows, int t0, int t1, float* y,
                int64_t ldy);
 
-// ---- KV Scope's integer formats (vec_dot_int_avx2.cpp)
-void gemm_i4_g128(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_rows, int t0, int t1, float* y,
-                  int64_t ldy);
+// ---- KV Scope's integer formats (vec_dot_int_avx2.cpp). `group` is the I4 group size
+// (i4_group_size: 128 for I4_G128, 64 for I4_G64).
+void gemm_i4(int group, const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_rows, int t0, int t1, float* y,
+             int64_t ldy);
 void gemm_i8_row(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_rows, int t0, int t1, float* y,
                  int64_t ldy);
-// The I4_G128 activation panel (layout in vec_dot.h): its scratch bytes, its layout inside
+// The I4 activation panel (layout in vec_dot.h): its scratch bytes, its layout inside
 // scratch, quantizing tokens [t0, t1) of x into it, and filling a one-token panel from
 // GGML Q8_1 blocks (vec_dot of one row).
-size_t i4_act_bytes(int n_tokens, int64_t n_in);
-ActPanel i4_act_layout(void* scratch, int n_tokens, int64_t n_in);
-void i4_quantize_act(const ActPanel& p, const float* x, int t0, int t1);
-void i4_fill_act(const ActPanel& p, const BlockQ8_1* act_row);
+size_t i4_act_bytes(int group, int n_tokens, int64_t n_in);
+ActPanel i4_act_layout(int group, void* scratch, int n_tokens, int64_t n_in);
+void i4_quantize_act(int group, const ActPanel& p, const float* x, int t0, int t1);
+void i4_fill_act(int group, const ActPanel& p, const BlockQ8_1* act_row);
 
 }  // namespace kvs::cpu::avx2

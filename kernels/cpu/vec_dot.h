@@ -20,8 +20,8 @@ float vec_dot_avx2(DType t, const void* w_row, const void* act_row, int64_t n);
 //  - 32-element weight types (Q4_0/Q4_1/Q5_0/Q5_1/Q8_0) and I8_ROW: int8 quants
 //    contiguous per token plus float scales d and d*sum(q) per block, stored block-major
 //    so a tile of tokens reads its scales with one load.
-//  - I4_G128: Q8_1 blocks of 32 as well, but the quants of each 64 elements (sub-blocks
-//    2p, 2p+1 of a group) are stored in nibble order: [a0..15 of 2p, a0..15 of 2p+1,
+//  - I4_G128 / I4_G64: Q8_1 blocks of 32 as well, but the quants of each 64 elements
+//    (sub-blocks 2p, 2p+1 of the row) are stored in nibble order: [a0..15 of 2p, a0..15 of 2p+1,
 //    a16..31 of 2p, a16..31 of 2p+1], so one 32-byte load of weight nibbles masked low /
 //    shifted high meets its activations; scales as da8 and sg below.
 //  - K-quants: GGML Q8_K blocks per token.
@@ -33,8 +33,8 @@ struct ActPanel {
     const float* d = nullptr;         // [n_in / 32, n_tokens]
     const float* s = nullptr;         // [n_in / 32, n_tokens]
     const float* ds = nullptr;        // [n_in / 32, n_tokens, 2] (d, s) pairs for the one-token kernels
-    const float* da8 = nullptr;       // [n_in / 64, n_tokens, 8] I4_G128: d of sub-block 2p x4, of 2p+1 x4
-    const float* sg = nullptr;        // [n_in / 128, n_tokens] I4_G128: s summed over the group's 4 sub-blocks
+    const float* da8 = nullptr;       // [n_in / 64, n_tokens, 8] I4: d of sub-block 2p x4, of 2p+1 x4
+    const float* sg = nullptr;        // [n_in / G, n_tokens] I4_G<G>: s summed over the group's G / 32 sub-blocks
     const BlockQ8_K* q8k = nullptr;   // [n_tokens, n_in / 256]
     const float* f32 = nullptr;       // [n_tokens, n_in]
 };

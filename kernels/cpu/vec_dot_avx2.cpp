@@ -1,7 +1,7 @@
 // AVX2 kernels for the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) and the
 // float weights (F32, F16, BF16), the activation quantizer, and the entry points of
-// vec_dot.h. K-quant tiles are in vec_dot_kquants_avx2.cpp, I4_G128 / I8_ROW tiles (and
-// the I4_G128 panel) in vec_dot_int_avx2.cpp.
+// vec_dot.h. K-quant tiles are in vec_dot_kquants_avx2.cpp, I4_G128 / I4_G64 / I8_ROW
+// tiles (and the I4 panel) in vec_dot_int_avx2.cpp.
 //
 // A register tile multiplies R weight rows by C tokens: each weight block is decoded
 // once into 32 unsigned bytes and used for C tokens (maddubs + madd + one FMA per pair).
@@ -261,12 +261,12 @@ bool is_kquant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DT
 using namespace avx2;
 
 bool avx2_supports(DType t) {
-    return uses_q8_panel(t) || is_kquant(t) || t == DType::I4_G128 || t == DType::F32 || t == DType::F16 ||
+    return uses_q8_panel(t) || is_kquant(t) || i4_group_size(t) != 0 || t == DType::F32 || t == DType::F16 ||
            t == DType::BF16;
 }
 
 size_t avx2_act_bytes(DType wt, int n_tokens, int64_t n_in) {
-    if (wt == DType::I4_G128) return i4_act_bytes(n_tokens, n_in);
+    if (const int g = i4_group_size(wt)) return i4_act_bytes(g, n_tokens, n_in);
     if (uses_q8_panel(wt)) {
         const size_t nb = static_cast<size_t>(n_in / kQK32);
         return align64(static_cast<size_t>(n_tokens) * static_cast<size_t>(n_in)) +
@@ -277,7 +277,7 @@ size_t avx2_act_bytes(DType wt, int n_tokens, int64_t n_in) {
 }
 
 ActPanel avx2_act_layout(DType wt, void* scratch, const float* x, int n_tokens, int64_t n_in) {
-    if (wt == DType::I4_G128) return i4_act_layout(scratch, n_tokens, n_in);
+    if (const int g = i4_group_size(wt)) return i4_act_layout(g, scratch, n_tokens, n_in);
     ActPanel p;
     p.n_tokens = n_tokens;
     p.n_in = n_in;
@@ -302,8 +302,8 @@ ActPanel avx2_act_layout(DType wt, void* scratch, const float* x, int n_tokens, 
 }
 
 void avx2_quantize_act(DType wt, const ActPanel& p, const float* x, int t0, int t1) {
-    if (wt == DType::I4_G128) {
-        i4_quantize_act(p, x, t0, t1);
+    if (const int g = i4_group_size(wt)) {
+        i4_quantize_act(g, p, x, t0, t1);
     } else if (uses_q8_panel(wt)) {
         const int64_t nb = p.n_in / kQK32;
         auto* qs = const_cast<int8_t*>(p.qs);
@@ -352,7 +352,8 @@ void avx2_gemm(const WeightView& w, const ActPanel& a, int64_t r0, int64_t r1, i
         case DType::Q4_K: return gemm_q4_k(wp, stride, a, n, t0, t1, yp, ldy);
         case DType::Q5_K: return gemm_q5_k(wp, stride, a, n, t0, t1, yp, ldy);
         case DType::Q6_K: return gemm_q6_k(wp, stride, a, n, t0, t1, yp, ldy);
-        case DType::I4_G128: return gemm_i4_g128(wp, stride, a, n, t0, t1, yp, ldy);
+        case DType::I4_G128:
+        case DType::I4_G64: return gemm_i4(i4_group_size(w.dtype), wp, stride, a, n, t0, t1, yp, ldy);
         case DType::I8_ROW: return gemm_i8_row(wp, stride, a, n, t0, t1, yp, ldy);
         case DType::F32:
             return gemv ? drive<TileF<LoadF32>::T, 4, 1>(wp, stride, a, n, t0, t1, yp, ldy)
@@ -374,8 +375,8 @@ float vec_dot_avx2(DType t, const void* w_row, const void* act_row, int64_t n) {
     const size_t bytes = avx2_act_bytes(t, 1, n);
     if (scratch.size() < bytes) scratch.resize(bytes);
     ActPanel p = avx2_act_layout(t, scratch.data(), static_cast<const float*>(act_row), 1, n);
-    if (t == DType::I4_G128) {
-        i4_fill_act(p, static_cast<const BlockQ8_1*>(act_row));
+    if (const int g = i4_group_size(t)) {
+        i4_fill_act(g, p, static_cast<const BlockQ8_1*>(act_row));
     } else if (uses_q8_panel(t)) {
         const int64_t nb = n / kQK32;
         auto* qs = const_cast<int8_t*>(p.qs);

@@ -153,16 +153,18 @@ float dot_q6_k(const BlockQ6_K* w, const BlockQ8_K* a, int64_t n) {
     return sum;
 }
 
-// I4_G128 against Q8_1: per 32-element sub-block k of a group,
+// I4_G128 / I4_G64 against Q8_1: per 32-element sub-block k of a group,
 // d * d_a * sum(q * q_a) - d * z * s_a with s_a = d_a * sum(q_a) (the Q8_1 s field).
-float dot_i4_g128(const BlockI4G128* w, const BlockQ8_1* a, int64_t n) {
+template <int G>
+float dot_i4(const BlockI4<G>* w, const BlockQ8_1* a, int64_t n) {
+    constexpr int n_sub = BlockI4<G>::kSubBlocks;
     float sum = 0.0f;
     int q[32];
-    for (int64_t g = 0; g < n / kQKG128; ++g) {
+    for (int64_t g = 0; g < n / G; ++g) {
         const float d = h2f(w[g].d);
         const float m = -d * static_cast<float>(w[g].z);
-        for (int k = 0; k < 4; ++k) {
-            const BlockQ8_1& y = a[4 * g + k];
+        for (int k = 0; k < n_sub; ++k) {
+            const BlockQ8_1& y = a[n_sub * g + k];
             nibbles(w[g].qs + 16 * k, q);
             int isum = 0;
             for (int j = 0; j < 32; ++j) isum += q[j] * y.qs[j];
@@ -205,8 +207,8 @@ float vec_dot_scalar(DType t, const void* w, const void* act, int64_t n) {
         case DType::Q4_K:
         case DType::Q5_K: return dot_q45_k(t, w, static_cast<const BlockQ8_K*>(act), n);
         case DType::Q6_K: return dot_q6_k(static_cast<const BlockQ6_K*>(w), static_cast<const BlockQ8_K*>(act), n);
-        case DType::I4_G128:
-            return dot_i4_g128(static_cast<const BlockI4G128*>(w), static_cast<const BlockQ8_1*>(act), n);
+        case DType::I4_G128: return dot_i4(static_cast<const BlockI4G128*>(w), static_cast<const BlockQ8_1*>(act), n);
+        case DType::I4_G64: return dot_i4(static_cast<const BlockI4G64*>(w), static_cast<const BlockQ8_1*>(act), n);
         case DType::I8_ROW: return dot_i8_row(w, static_cast<const BlockQ8_0*>(act), n);
         case DType::F32: {
             const auto* p = static_cast<const float*>(w);

@@ -14,12 +14,16 @@ The reference folder has the same config (no quantization_config), tokenizer fil
 non-linear tensors, and each linear as float32 (q - z) * s from the integers and fp16
 scales the checkpoint holds, so a correct loader reproduces it exactly.
 
-    python3 make_awq_checkpoint.py SRC_DIR AWQ_DIR REF_DIR [--group 128] [--legacy]
+    python3 make_awq_checkpoint.py SRC_DIR AWQ_DIR REF_DIR [--group 128|64] [--legacy]
                                    [--defect NAME]
+
+--group is AutoAWQ's q_group_size (128, its default, or 64): every linear's in_features
+must be a multiple of it.
 
 --legacy writes the settings to quant_config.json (older AutoAWQ) instead of
 config.json's quantization_config. --defect makes a broken checkpoint for error tests:
-bits3, group64, gemv, missing_qzeros, qweight_shape, scales_dtype.
+bits3, group32 (the config claims group_size 32), gemv, missing_qzeros, qweight_shape,
+scales_dtype.
 """
 import argparse
 import json
@@ -79,6 +83,8 @@ def main():
     awq_t, ref_t = {}, {}
     first = True
     for name, t in sorted(tensors.items()):
+        if name.endswith(".weight") and name[: -len(".weight")].endswith(LINEARS) and t.shape[1] % a.group:
+            raise SystemExit(f"{name}: in_features {t.shape[1]} is not a multiple of --group {a.group}")
         module = name[: -len(".weight")] if name.endswith(".weight") else None
         if module is None or not module.endswith(LINEARS):
             awq_t[name] = ref_t[name] = t.astype(np.float16)  # AutoAWQ saves the rest in fp16
@@ -111,8 +117,8 @@ def main():
     quant = {"quant_method": "awq", "bits": 4, "group_size": a.group, "zero_point": True, "version": "gemm"}
     if a.defect == "bits3":
         quant["bits"] = 3
-    if a.defect == "group64":
-        quant["group_size"] = 64
+    if a.defect == "group32":
+        quant["group_size"] = 32
     if a.defect == "gemv":
         quant["version"] = "gemv"
     if a.legacy:
