@@ -449,4 +449,9 @@ int64_t EngineBridge::weightBytes() const {
     return m_model ? m_model->weight_bytes : 0;
 }
 
+std::shared_ptr<const Model> EngineBridge::model() const {
+    std::lock_guard<std::mutex> lk(m_mu);
+    return m_model;
+}
+
 }  // namespace kvs::app

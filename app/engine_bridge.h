@@ -93,6 +93,8 @@ public:
     QStringList draftChoices() const;
     std::vector<StepRecord> stepsAfter(int64_t step) const;
     int64_t weightBytes() const;
+    // The loaded model (null before one is loaded), for views that run it beside the engine.
+    std::shared_ptr<const Model> model() const;
 
 public Q_SLOTS:
     void loadModel(const QString& nameOrPath);

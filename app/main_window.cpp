@@ -29,6 +29,7 @@
 #include <QVBoxLayout>
 
 #include "app/model_manager.h"
+#include "app/quant_compare_dock.h"
 #include "app/speculative_form.h"
 #include "app/view_convert.h"
 #include "ui/chat_view.h"
@@ -36,6 +37,7 @@
 #include "ui/kv_block_map.h"
 #include "ui/memory_planner.h"
 #include "ui/metrics_view.h"
+#include "ui/quant_compare_view.h"
 #include "ui/slot_timeline.h"
 
 #include "engine/telemetry/latency_stats.h"
@@ -112,6 +114,8 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
     tabifyDockWidget(engineDock, plannerDock);
     m_draftView = new ui::DraftAcceptanceView(this);
     tabifyDockWidget(engineDock, addDock(tr("Draft acceptance"), "draftAcceptanceDock", m_draftView, Qt::RightDockWidgetArea));
+    m_quantView = new ui::QuantCompareView(this);
+    tabifyDockWidget(engineDock, addDock(tr("Quantization compare"), "quantCompareDock", m_quantView, Qt::RightDockWidgetArea));
     engineDock->raise();
     connect(m_blockMap, &ui::KvBlockMapView::requestSelected, m_timeline, &ui::SlotTimelineView::setSelectedRequest);
     // Hovering a block shows the text it holds: that request's tokens of this table slot.
@@ -196,6 +200,7 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
     m_bridge->moveToThread(&m_engineThread);
     connect(&m_engineThread, &QThread::finished, m_bridge, &QObject::deleteLater);
     m_engineThread.start();
+    m_quantDock = new QuantCompareDock(m_bridge, m_quantView, this);
 
     connect(m_bridge, &EngineBridge::modelLoaded, this, [this](const QString& d) {
         m_loadProgress->hide();

@@ -34,11 +34,13 @@ class SlotTimelineView;
 class MetricsView;
 class MemoryPlannerView;
 class DraftAcceptanceView;
+class QuantCompareView;
 }
 
 namespace kvs::app {
 
 class SpeculativeForm;
+class QuantCompareDock;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -73,6 +75,9 @@ public:
                         const QString& speculative = {}, int specK = 4);
     // Speculative decoding: the Draft acceptance dock (follows the chat's last speculative reply).
     ui::DraftAcceptanceView* draftView() const { return m_draftView; }
+    // The Quantization compare dock: a reference and a quantized variant side by side.
+    ui::QuantCompareView* quantView() const { return m_quantView; }
+    QuantCompareDock* quantDock() const { return m_quantDock; }
 
 public Q_SLOTS:
     void newChat();
@@ -138,6 +143,8 @@ private:
     ui::MetricsView* m_metrics;
     ui::MemoryPlannerView* m_planner;
     ui::DraftAcceptanceView* m_draftView;
+    ui::QuantCompareView* m_quantView;
+    QuantCompareDock* m_quantDock = nullptr;  // its worker thread; made once the bridge exists
     qint64 m_specStep = -1;          // the spec snapshot the draft view shows
     QElapsedTimer m_specClock;
     QPushButton* m_pauseButton;

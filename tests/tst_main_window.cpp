@@ -10,6 +10,7 @@
 #include <QListWidget>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QSpinBox>
 #include <QTemporaryDir>
 #include <QTextBrowser>
 #include <QtTest>
@@ -30,6 +31,8 @@
 #include "tests/support/tiny_model.h"
 #include "ui/chat_view.h"
 #include "ui/draft_acceptance_view.h"
+#include "ui/quant_compare_view.h"
+#include "app/quant_compare_dock.h"
 
 class TestMainWindow : public QObject {
     Q_OBJECT
@@ -300,6 +303,65 @@ private Q_SLOTS:
         QVERIFY(QApplication::palette().color(QPalette::Window).lightness() < 80);
         again.setTheme("system");
         QVERIFY(QApplication::palette().color(QPalette::Window).lightness() > 80);
+    }
+
+    void quantCompareMatchesGreedyChat() {
+        // The Quantization compare dock on a tiny F32 model: its reference (the linears
+        // "dequantized" to F32) is then the chat engine's model itself, so the reference
+        // column must stream exactly the text a plain greedy chat gives for the same prompt
+        // (a Q8_0 model's chat kernels quantize the activations; the F32 reference does not).
+        const QString model = m_dir.filePath("tiny-f32.gguf");
+        kvs::test::TinyModelSpec spec;
+        spec.weight_type = kvs::DType::F32;
+        const auto st = kvs::test::write_tiny_gguf(model.toStdString(), spec);
+        QVERIFY2(st.is_ok(), st.message().c_str());
+        kvs::app::MainWindow w(model, nullptr, chats("quant"));
+        w.resize(1400, 900);
+        w.show();
+        const QString prompt = "Why is the sky blue?";
+        w.findChild<QDoubleSpinBox*>("temperature")->setValue(0);
+        send(w, prompt);
+        QTRY_VERIFY_WITH_TIMEOUT(w.store().conversations()[0].turns.size() == 2 &&
+                                     w.chatView()->findChild<QPushButton*>("sendButton")->isEnabled(), 60000);
+        const QString plain = w.store().conversations()[0].turns[1].content;
+        const int chatMax = w.store().conversations()[0].settings.maxTokens;
+        QVERIFY(!plain.isEmpty());
+
+        auto* view = w.quantView();
+        auto* scheme = view->findChild<QComboBox*>("quantScheme");
+        auto* compare = view->findChild<QPushButton*>("quantCompareButton");
+        QVERIFY(scheme && compare && compare->isEnabled());
+        scheme->setCurrentText("q4_0");
+        view->findChild<QSpinBox*>("quantMaxTokens")->setValue(chatMax);
+        view->setPrompt(prompt);
+        QTest::mouseClick(compare, Qt::LeftButton);
+        QTRY_VERIFY2_WITH_TIMEOUT(view->figure("status").startsWith("Done"), qPrintable(view->figure("status")), 120000);
+        QVERIFY(!view->events().isEmpty());
+        QCOMPARE(view->referenceDocument()->toPlainText(), plain);
+        QVERIFY(!view->variantDocument()->toPlainText().isEmpty());
+        QVERIFY2(view->figure("refLabel").startsWith("reference"), qPrintable(view->figure("refLabel")));
+        QVERIFY2(view->figure("variantLabel").contains("Q4_0"), qPrintable(view->figure("variantLabel")));
+        QVERIFY(view->figure("variantBits").toDouble() > 4 && view->figure("variantBits").toDouble() < 5);
+        QVERIFY(view->figure("refSpeed") != "–" && view->figure("variantSpeed") != "–");
+        QVERIFY(w.grab().save(QString::fromStdString(kvs::test::output_path("main_window_quant_compare.png"))));
+
+        // A scheme this model cannot take (rows of 64 values, groups of 128): a clear
+        // message in the dock, and the window keeps working.
+        scheme->setCurrentText("int4-rtn");
+        QTest::mouseClick(compare, Qt::LeftButton);
+        QTRY_VERIFY2_WITH_TIMEOUT(view->figure("status").contains("int4-rtn cannot be made"),
+                                  qPrintable(view->figure("status")), 30000);
+        QVERIFY2(view->figure("status").contains("128"), qPrintable(view->figure("status")));
+        QVERIFY(compare->isEnabled());
+        scheme->setCurrentText("q8_0");
+        QTest::mouseClick(compare, Qt::LeftButton);
+        QTRY_VERIFY2_WITH_TIMEOUT(view->figure("status").startsWith("Done"), qPrintable(view->figure("status")), 120000);
+        QCOMPARE(view->referenceDocument()->toPlainText(), plain);
+        w.newChat();
+        send(w, prompt);
+        QTRY_VERIFY_WITH_TIMEOUT(w.store().conversations()[0].turns.size() == 2 &&
+                                     w.chatView()->findChild<QPushButton*>("sendButton")->isEnabled(), 60000);
+        QCOMPARE(w.store().conversations()[0].turns[1].content, plain);
     }
 
     void badModelShowsErrorAndKeepsRunning() {

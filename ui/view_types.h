@@ -151,4 +151,34 @@ struct SpecFrame {
     QString baselineLabel;
 };
 
+// ---- quantization compare ----------------------------------------------------------------
+
+// What the user asked the quantization compare view to run.
+struct QuantCompareRequest {
+    QString scheme;               // a QuantScheme spelling: "q4_0", "int8", "int4-awq", ...
+    QString prompt;               // the user message (the chat template is applied to it)
+    int maxTokens = 64;
+    double temperature = 0;       // 0: greedy; > 0: both sides sample with the same seed
+    qint64 seed = 1;
+};
+
+// One model of the comparison: its honest label and its memory.
+struct QuantSideInfo {
+    QString label;                // e.g. "reference (Q4_1 dequantized to F32)", "Q4_0 (RTN)"
+    qint64 weightBytes = 0;       // all weights as held in memory
+    double bitsPerWeight = 0;     // the per-layer linears only (what a scheme changes)
+};
+
+// One generated position of both models (engine/quant/side_by_side.h SideBySideEvent).
+struct QuantTokenEvent {
+    int index = 0;                // 0-based generated position
+    qint32 refToken = -1, variantToken = -1;
+    QString refPiece, variantPiece;  // text that became safe to show at this position
+    double kl = 0;                // KL(reference || variant) in nats
+    bool top1Agree = false;       // the two argmaxes are the same token
+    bool diverged = false;        // the picks differ here or earlier
+    bool teacherForced = false;   // the variant was fed reference tokens it did not pick
+    double refMs = 0, variantMs = 0;  // the forward pass that made this position's logits (index 0: the prompt's)
+};
+
 }  // namespace kvs::ui

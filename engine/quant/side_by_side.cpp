@@ -2,6 +2,7 @@
 #include "engine/quant/side_by_side.h"
 
 #include <algorithm>
+#include <chrono>
 
 #include "engine/quant/eval.h"
 #include "engine/runtime/text_stream.h"
@@ -35,6 +36,14 @@ std::string stop_reason(const TextStep& ref, const TextStep& var, const SideBySi
     if (opt.sampling.max_tokens >= 0 && i + 1 >= opt.sampling.max_tokens) return "max tokens";
     if (ref_runner.n_past() + 1 >= ref_runner.n_ctx()) return "context full";
     return "";
+}
+
+// Runs tokens through one side, adding the pass's wall time in ms to *ms.
+Status timed_eval(Side& side, const std::vector<int32_t>& tokens, double* ms) {
+    const auto t0 = std::chrono::steady_clock::now();
+    Status st = side.runner->eval(tokens, false, &side.logits);
+    *ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
+    return st;
 }
 
 }  // namespace
@@ -75,8 +84,9 @@ Result<SideBySideSummary> SideBySide::run(const Tokenizer& tok, const std::vecto
     m_var->clear();
     Side ref{m_ref.get(), Sampler(opt.sampling), TextStream(&tok, opt.sampling), prompt, {}};
     Side var{m_var.get(), Sampler(opt.sampling), TextStream(&tok, opt.sampling), prompt, {}};
-    KVS_RETURN_IF_ERROR(ref.runner->eval(prompt, false, &ref.logits));
-    KVS_RETURN_IF_ERROR(var.runner->eval(prompt, false, &var.logits));
+    double ref_ms = 0, var_ms = 0;  // the passes that made the current logits
+    KVS_RETURN_IF_ERROR(timed_eval(ref, prompt, &ref_ms));
+    KVS_RETURN_IF_ERROR(timed_eval(var, prompt, &var_ms));
 
     SideBySideSummary sum;
     double kl_sum = 0;
@@ -88,6 +98,8 @@ Result<SideBySideSummary> SideBySide::run(const Tokenizer& tok, const std::vecto
         SideBySideEvent ev;
         ev.index = i;
         ev.teacher_forced = opt.teacher_forced && sum.first_divergence >= 0;
+        ev.ref_ms = ref_ms;
+        ev.variant_ms = var_ms;
         compare_rows(ref.logits, var.logits, n_vocab, ev);
         ev.ref_token = ref.sampler.sample(ref.logits.data(), n_vocab, ref.history);
         ev.variant_token = var.sampler.sample(var.logits.data(), n_vocab, var.history);
@@ -124,8 +136,8 @@ Result<SideBySideSummary> SideBySide::run(const Tokenizer& tok, const std::vecto
         const int32_t var_input = opt.teacher_forced && ev.diverged ? ev.ref_token : ev.variant_token;
         ref.history.push_back(ev.ref_token);
         var.history.push_back(var_input);
-        KVS_RETURN_IF_ERROR(ref.runner->eval({ev.ref_token}, false, &ref.logits));
-        KVS_RETURN_IF_ERROR(var.runner->eval({var_input}, false, &var.logits));
+        KVS_RETURN_IF_ERROR(timed_eval(ref, {ev.ref_token}, &ref_ms));
+        KVS_RETURN_IF_ERROR(timed_eval(var, {var_input}, &var_ms));
     }
     sum.mean_kl = sum.n_steps > 0 ? kl_sum / sum.n_steps : 0;
     return sum;

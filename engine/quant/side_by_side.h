@@ -45,6 +45,9 @@ struct SideBySideEvent {
     bool top1_agree = false;      // the two argmaxes are the same token
     bool diverged = false;        // the picks differ here or at an earlier position
     bool teacher_forced = false;  // the variant's context here holds reference tokens it did not pick
+    // Wall time of the forward pass that produced this position's logits, per side (index 0:
+    // the prompt's pass), in ms: what a view's tokens/s of each model come from.
+    double ref_ms = 0, variant_ms = 0;
 };
 
 struct SideBySideSummary {
