@@ -2,7 +2,9 @@
 // The quantization lab's own schemes: RTN INT8 per channel and INT4 g128 (error bounds
 // checked against bounds computed here), AWQ's pseudo-quantizer against the stored
 // I4_G128 format, AWQ's loss against a naive computation, the calibration collector
-// against a hand-computed layer-0 input, AWQ's folding (exact without quantization),
+// against a hand-computed layer-0 input, AWQ's block forward (the block-output loss)
+// against a naive attention / MLP, duo scaling's weight term and the grid search against
+// hand-computed values, AWQ's folding (exact without quantization),
 // AWQ beating RTN on a tiny model with outlier activation channels, and bad input.
 #include <QtTest>
 
@@ -13,6 +15,7 @@
 
 #include "engine/model/model.h"
 #include "engine/quant/awq.h"
+#include "engine/quant/awq_block.h"
 #include "engine/quant/calibration.h"
 #include "engine/quant/quantize.h"
 #include "engine/quant/rtn.h"
@@ -397,6 +400,109 @@ private Q_SLOTS:
             for (int i = 0; i < n; ++i) {
                 const double want = e[i] * inv * m->layers[0].attn_norm[i];
                 QVERIFY(std::fabs(L0.attn_in[size_t(r) * n + i] - want) <= 1e-5 * (1 + std::fabs(want)));
+            }
+        }
+    }
+
+    // AWQ's block-output loss runs the layer's attention (after o) and MLP (after down) in
+    // float: against a naive causal attention / SwiGLU MLP in double. RoPE is switched off
+    // (n_rot = 0) so the naive side needs none; the backend's RoPE has its own tests.
+    void awq_block_forward_matches_naive_data() {
+        QTest::addColumn<int>("n_kv_head");
+        QTest::newRow("MHA") << 4;
+        QTest::newRow("GQA") << 2;
+    }
+    void awq_block_forward_matches_naive() {
+        QFETCH(int, n_kv_head);
+        auto m = tiny_model("quant_schemes_block.gguf", 128, 4, n_kv_head, 256);
+        QVERIFY(m);
+        ModelConfig c = m->config;
+        c.n_rot = 0;
+        const int T = 19, E = c.n_embd, HD = c.head_dim, QD = c.n_head * HD, KD = c.n_kv_head * HD, F = c.n_ff;
+        const auto x = random_matrix(T, E, 21, false);  // [T, n_embd]
+        const LayerWeights& L = m->layers[1];
+        auto W = [](const WeightView& w) { return static_cast<const float*>(w.data); };
+        auto proj = [&](const float* w, const std::vector<double>& in, int n_in, int n_out) {
+            std::vector<double> out(size_t(T) * n_out, 0.0);
+            for (int t = 0; t < T; ++t)
+                for (int o = 0; o < n_out; ++o)
+                    for (int i = 0; i < n_in; ++i)
+                        out[size_t(t) * n_out + o] += in[size_t(t) * n_in + i] * w[size_t(o) * n_in + i];
+            return out;
+        };
+        const std::vector<double> xd(x.begin(), x.end());
+        auto q = proj(W(L.wq), xd, E, QD), k = proj(W(L.wk), xd, E, KD), v = proj(W(L.wv), xd, E, KD);
+        std::vector<double> att(size_t(T) * QD, 0.0);
+        for (int h = 0; h < c.n_head; ++h) {
+            const int kh = h / (c.n_head / c.n_kv_head);
+            for (int t = 0; t < T; ++t) {
+                std::vector<double> p(size_t(t) + 1);
+                double sum = 0.0;
+                for (int u = 0; u <= t; ++u) {
+                    double d = 0.0;
+                    for (int i = 0; i < HD; ++i) d += q[size_t(t) * QD + h * HD + i] * k[size_t(u) * KD + kh * HD + i];
+                    sum += (p[size_t(u)] = std::exp(d / std::sqrt(double(HD))));
+                }
+                for (int u = 0; u <= t; ++u)
+                    for (int i = 0; i < HD; ++i)
+                        att[size_t(t) * QD + h * HD + i] += p[size_t(u)] / sum * v[size_t(u) * KD + kh * HD + i];
+            }
+        }
+        const auto want_attn = proj(W(L.wo), att, QD, E);
+        auto g = proj(W(L.w_gate), xd, E, F), up = proj(W(L.w_up), xd, E, F);
+        for (size_t i = 0; i < g.size(); ++i) g[i] = g[i] / (1.0 + std::exp(-g[i])) * up[i];
+        const auto want_mlp = proj(W(L.w_down), g, F, E);
+
+        auto be = make_cpu_backend(1);
+        std::vector<float> got_attn(size_t(T) * E), got_mlp(size_t(T) * E);
+        attention_block_forward(*be, c, AttnBlockWeights{W(L.wq), W(L.wk), W(L.wv), W(L.wo)}, x.data(), T,
+                                got_attn.data());
+        mlp_block_forward(*be, c, W(L.w_gate), W(L.w_up), W(L.w_down), x.data(), T, got_mlp.data());
+        for (auto [want, got] : {std::pair{&want_attn, &got_attn}, std::pair{&want_mlp, &got_mlp}}) {
+            double range = 0.0, diff = 0.0;
+            for (size_t i = 0; i < want->size(); ++i) {
+                range = std::max(range, std::fabs((*want)[i]));
+                diff = std::max(diff, std::fabs((*want)[i] - (*got)[i]));
+            }
+            QVERIFY(range > 0.0);
+            QVERIFY2(diff <= 1e-4 * range, qPrintable(QString("max diff %1, range %2").arg(diff).arg(range)));
+        }
+    }
+
+    // Duo scaling's w_mean by hand: rows {1, -2, 4, 0} and {3, 3, -1, 2} in groups of 2;
+    // |w| / group max: {0.5, 1, 1, 0} and {1, 1, 0.5, 1}; mean over rows {0.75, 1, 0.75, 0.5}.
+    void awq_weight_mean_by_hand() {
+        const std::vector<float> a = {1, -2, 4, 0}, b = {3, 3, -1, 2};
+        const auto w = awq_weight_mean({a.data(), b.data()}, {1, 1}, 4, 2);
+        const float want[] = {0.75f, 1.0f, 0.75f, 0.5f};
+        for (int i = 0; i < 4; ++i)
+            QVERIFY2(std::fabs(w[size_t(i)] - want[i]) < 1e-5f, qPrintable(QString::number(w[size_t(i)])));
+    }
+
+    // The grid search with a loss that depends only on alpha (read back from the scales):
+    // x_mean {1, 4}, equal w_mean, so s1 / s0 = 4^alpha; the loss is least at alpha 0.5,
+    // where s = {1, 2} normalised by sqrt(max * min) = {1/sqrt 2, sqrt 2}. With s = 1 the
+    // best, the search keeps s = 1 and reports alpha -1.
+    void awq_grid_search_by_hand() {
+        const std::vector<float> x_mean = {1.0f, 4.0f}, w_mean = {0.5f, 0.5f};
+        for (bool rtn_best : {false, true}) {
+            auto loss = [&](const float* s) {
+                if (!s) return rtn_best ? 0.01 : 1.0;
+                const double alpha = std::log(double(s[1]) / s[0]) / std::log(4.0);
+                return 0.1 + std::fabs(alpha - 0.5);
+            };
+            AwqGroupStats st;
+            const auto s = awq_search_scale_by(x_mean, w_mean, 20, loss, &st);
+            if (rtn_best) {
+                QCOMPARE(st.alpha, -1.0f);
+                QVERIFY(s[0] == 1.0f && s[1] == 1.0f);
+                QCOMPARE(st.loss_best, 0.01);
+            } else {
+                QVERIFY(std::fabs(st.alpha - 0.5f) < 1e-6f);
+                QVERIFY2(std::fabs(s[0] - 1.0f / std::sqrt(2.0f)) < 1e-5f && std::fabs(s[1] - std::sqrt(2.0f)) < 1e-5f,
+                         qPrintable(QString("%1 %2").arg(s[0]).arg(s[1])));
+                QCOMPARE(st.loss_rtn, 1.0);
+                QVERIFY(std::fabs(st.loss_best - 0.1) < 1e-9);
             }
         }
     }

@@ -1,11 +1,14 @@
 // awq_quantize(): calibration, then per layer scale search, folding, clipping and encoding.
 #include "engine/quant/awq.h"
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstring>
 #include <thread>
 
+#include "engine/quant/awq_block.h"
+#include "engine/quant/quantize.h"
 #include "engine/quant/rtn.h"
 
 namespace kvs {
@@ -25,6 +28,8 @@ struct FloatLayer {
     std::vector<float> wq, wk, wv, wo, gate, up, down;  // [n_out, n_in] each
     std::vector<float> attn_norm, ffn_norm;             // [n_embd]
     std::vector<float> bv;                              // [kv_dim] or empty
+    const float* bq = nullptr;                          // [q_dim] or null (the source's)
+    const float* bk = nullptr;                          // [kv_dim] or null (the source's)
 };
 
 // w[:, i] *= s[i]; w [n_out, n_in]
@@ -58,24 +63,76 @@ FloatLayer to_float(const LayerWeights& L, const ModelConfig& c) {
     f.attn_norm.assign(L.attn_norm, L.attn_norm + c.n_embd);
     f.ffn_norm.assign(L.ffn_norm, L.ffn_norm + c.n_embd);
     if (L.bv) f.bv.assign(L.bv, L.bv + c.n_kv_head * c.head_dim);
+    f.bq = L.bq;
+    f.bk = L.bk;
     return f;
+}
+
+// The scales of q/k/v: with AwqLoss::Block scored by the attention block's output over the
+// calibration sequence (o kept in float, as AutoAWQ quantizes only the scaled linears).
+std::vector<float> search_qkv(Backend& be, const ModelConfig& c, const FloatLayer& f, const float* x, int n_rows,
+                              const AwqOptions& opt, AwqGroupStats* st) {
+    const int64_t E = c.n_embd, QD = int64_t(c.n_head) * c.head_dim, KV = int64_t(c.n_kv_head) * c.head_dim;
+    const std::vector<const float*> ws = {f.wq.data(), f.wk.data(), f.wv.data()};
+    const std::vector<int64_t> n_out = {QD, KV, KV};
+    if (opt.loss == AwqLoss::Linear)
+        return awq_search_scale(be, ws, n_out, E, x, n_rows, opt.n_grid, st, opt.group_size, opt.duo_scaling);
+    const AttnBlockWeights ref_w{f.wq.data(), f.wk.data(), f.wv.data(), f.wo.data(), f.bq, f.bk,
+                                 f.bv.empty() ? nullptr : f.bv.data()};
+    std::vector<float> ref(static_cast<size_t>(n_rows * E)), out(ref.size());  // [n_rows, n_embd] each
+    attention_block_forward(be, c, ref_w, x, n_rows, ref.data());
+    auto loss = [&](const float* s) {
+        const auto q = awq_quant_dequant(f.wq.data(), QD, E, s, opt.group_size);
+        const auto k = awq_quant_dequant(f.wk.data(), KV, E, s, opt.group_size);
+        const auto v = awq_quant_dequant(f.wv.data(), KV, E, s, opt.group_size);
+        AttnBlockWeights w = ref_w;
+        w.wq = q.data(), w.wk = k.data(), w.wv = v.data();
+        attention_block_forward(be, c, w, x, n_rows, out.data());
+        return mean_squared_diff(ref.data(), out.data(), ref.size());
+    };
+    const auto w_mean = opt.duo_scaling ? awq_weight_mean(ws, n_out, E, opt.group_size) : std::vector<float>{};
+    return awq_search_scale_by(awq_channel_mean_abs(x, n_rows, E), w_mean, opt.n_grid, loss, st);
+}
+
+// The scales of gate/up: with AwqLoss::Block scored by the MLP's output (down in float).
+std::vector<float> search_gate_up(Backend& be, const ModelConfig& c, const FloatLayer& f, const float* x, int n_rows,
+                                  const AwqOptions& opt, AwqGroupStats* st) {
+    const int64_t E = c.n_embd, F = c.n_ff;
+    const std::vector<const float*> ws = {f.gate.data(), f.up.data()};
+    const std::vector<int64_t> n_out = {F, F};
+    if (opt.loss == AwqLoss::Linear)
+        return awq_search_scale(be, ws, n_out, E, x, n_rows, opt.n_grid, st, opt.group_size, opt.duo_scaling);
+    std::vector<float> ref(static_cast<size_t>(n_rows * E)), out(ref.size());  // [n_rows, n_embd] each
+    mlp_block_forward(be, c, f.gate.data(), f.up.data(), f.down.data(), x, n_rows, ref.data());
+    auto loss = [&](const float* s) {
+        const auto g = awq_quant_dequant(f.gate.data(), F, E, s, opt.group_size);
+        const auto u = awq_quant_dequant(f.up.data(), F, E, s, opt.group_size);
+        mlp_block_forward(be, c, g.data(), u.data(), f.down.data(), x, n_rows, out.data());
+        return mean_squared_diff(ref.data(), out.data(), ref.size());
+    };
+    const auto w_mean = opt.duo_scaling ? awq_weight_mean(ws, n_out, E, opt.group_size) : std::vector<float>{};
+    return awq_search_scale_by(awq_channel_mean_abs(x, n_rows, E), w_mean, opt.n_grid, loss, st);
 }
 
 // Search every group on the unmodified layer, then fold all scales (AutoAWQ's order);
 // the activations are divided by the scales too, for the clipping search.
 void search_and_fold(Backend& be, const ModelConfig& c, FloatLayer& f, LayerActivations& a, int n_rows,
                      const AwqOptions& opt, AwqLayerStats& st) {
-    const int64_t E = c.n_embd, F = c.n_ff, QD = int64_t(c.n_head) * c.head_dim, KV = int64_t(c.n_kv_head) * c.head_dim;
+    const int64_t E = c.n_embd, F = c.n_ff, QD = int64_t(c.n_head) * c.head_dim;
     const bool fold_o = c.n_head == c.n_kv_head;
-    auto s_qkv = awq_search_scale(be, {f.wq.data(), f.wk.data(), f.wv.data()}, {QD, KV, KV}, E, a.attn_in.data(),
-                                  n_rows, opt.n_grid, &st.qkv, opt.group_size);
+    auto s_qkv = search_qkv(be, c, f, a.attn_in.data(), n_rows, opt, &st.qkv);
     std::vector<float> s_o;
     if (fold_o) s_o = awq_search_scale(be, {f.wo.data()}, {E}, QD, a.attn_out.data(), n_rows, opt.n_grid, &st.o,
-                                          opt.group_size);
-    auto s_gu = awq_search_scale(be, {f.gate.data(), f.up.data()}, {F, F}, E, a.ffn_in.data(), n_rows, opt.n_grid,
-                                 &st.gate_up, opt.group_size);
-    auto s_down = awq_search_scale(be, {f.down.data()}, {E}, F, a.down_in.data(), n_rows, opt.n_grid, &st.down,
-                                 opt.group_size);
+                                       opt.group_size, opt.duo_scaling);
+    auto s_gu = search_gate_up(be, c, f, a.ffn_in.data(), n_rows, opt, &st.gate_up);
+    // the down group's loss leaves out the first down_loss_skip rows (x_mean keeps them)
+    const int skip = std::clamp(opt.down_loss_skip, 0, n_rows - 1);
+    const auto w_mean = opt.duo_scaling ? awq_weight_mean({f.down.data()}, {E}, F, opt.group_size) : std::vector<float>{};
+    auto s_down = awq_search_scale_by(awq_channel_mean_abs(a.down_in.data(), n_rows, F), w_mean, opt.n_grid,
+                                      [&](const float* s) {
+                                          return awq_group_loss(be, {f.down.data()}, {E}, F, a.down_in.data() + skip * F,
+                                                                n_rows - skip, s, opt.group_size);
+                                      }, &st.down);
 
     divide(f.attn_norm, s_qkv);
     for (auto* w : {&f.wq, &f.wk, &f.wv}) scale_columns(*w, E, s_qkv);
@@ -152,7 +209,21 @@ Result<std::shared_ptr<Model>> awq_quantize(std::shared_ptr<const Model> source,
     const auto t0 = clock::now();
     CalibrationOptions copt = opt.calibration;
     copt.n_threads = opt.n_threads;
-    auto calib = collect_activations(source, calibration_tokens, copt);
+    if (opt.loss == AwqLoss::Block &&
+        (copt.skip_first != 0 || static_cast<int64_t>(calibration_tokens.size()) > copt.max_rows))
+        return R::error("AWQ's block loss runs the calibration tokens as one sequence: give at most " +
+                        std::to_string(copt.max_rows) + " tokens (got " + std::to_string(calibration_tokens.size()) +
+                        ") and skip_first 0 (got " + std::to_string(copt.skip_first) + ")");
+    // Calibrate on the reference function: for a source stored quantized, its linears
+    // dequantized to F32 (the quantized kernels would round the activations to 8 bits).
+    std::shared_ptr<const Model> calib_model = source;
+    if (source->layers[0].wq.dtype != DType::F32) {
+        auto ref = quantize_model(source, QuantScheme::parse("ref").value());
+        if (!ref) return ref.status();
+        calib_model = ref.value();
+    }
+    auto calib = collect_activations(calib_model, calibration_tokens, copt);
+    calib_model.reset();
     if (!calib) return calib.status();
     const auto t1 = clock::now();
 

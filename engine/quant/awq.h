@@ -10,21 +10,24 @@
 //                   skips it for grouped-query attention)
 //       gate/up    (1/s folds into ffn_norm)
 //       down       (1/s folds into the up rows)
-//     s = mean|x|^alpha (clamped to >= 1e-4), normalised by sqrt(max(s) * min(s)), for
-//     alpha in {0, 1/n_grid, ..., (n_grid-1)/n_grid}; the loss is the mean squared error
-//     of the group's linear outputs with the weights W*s pseudo-quantized (then /s)
-//     against the float weights, on the calibration rows. alpha = 0 is plain RTN, so the
-//     chosen scales never do worse than RTN on the calibration data;
-//  3. clipping search (not q/k, like AutoAWQ): per output row and group of 128, the
+//     s = x_mean^alpha / w_mean^(1-alpha) (AutoAWQ's duo scaling; x_mean = mean|x| per
+//     input channel, w_mean = mean over output rows of |w| / its group's max|w|), clamped
+//     to >= 1e-4 and normalised by sqrt(max(s) * min(s)), for alpha in {0, 1/n_grid, ...,
+//     (n_grid-1)/n_grid}, and s = 1 (RTN). The loss, with the scaled linears pseudo-
+//     quantized (W*s quantized, then /s): for q/k/v the attention block's output after o
+//     (the softmax over the whole calibration sequence), for gate/up the MLP's output after
+//     down (AutoAWQ's module2inspect), for o and down their own outputs; the down loss
+//     leaves out the first calibration token (an attention sink, see down_loss_skip);
+//  3. clipping search (not q/k, like AutoAWQ): per output row and group, the scaled
 //     weights are clamped to +-max|w| * (1 - i/n_grid), i < max_shrink * n_grid, keeping
 //     the i with the least squared error of the group's partial dot products over the
-//     (scaled) calibration inputs;
-//  4. encode: round-to-nearest into I4_G128.
+//     calibration inputs divided by s;
+//  4. encode: round-to-nearest into I4_G128 (or float fake-quant, AwqOutput).
 //
-// Differences from AutoAWQ: the loss of the q/k/v and gate/up groups is their linear
-// outputs, not the whole attention / MLP block's output; the calibration set is one
-// sequence of tokens rather than 128 samples of 512 tokens.
+// Differences from AutoAWQ: the calibration set is one sequence of at most 512 tokens
+// rather than 128 samples of 512 tokens; the sink token is left out of the down loss.
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -43,11 +46,26 @@ enum class AwqOutput {
                 // group_size): measurements for group sizes no storage format has
 };
 
+// What the scale search of q/k/v and gate/up minimises.
+enum class AwqLoss {
+    Block,   // the attention block's output (after o, softmax over the calibration sequence)
+             // and the MLP's output (after down), like AutoAWQ; needs the calibration
+             // tokens as one sequence (at most calibration.max_rows of them)
+    Linear,  // the group's own linear outputs (cheaper, a weaker objective)
+};
+
 struct AwqOptions {
     int n_grid = 20;                     // alpha grid size; also the clipping grid's step 1/n_grid
     float max_shrink = 0.5f;             // clipping tries shrink ratios below this
     bool search_scales = true;           // false: s = 1 (RTN + clipping)
     bool clip = true;                    // run the clipping search
+    bool duo_scaling = true;             // s = x_mean^a / w_mean^(1-a) (AutoAWQ's default), else x_mean^a
+    AwqLoss loss = AwqLoss::Block;
+    // Calibration rows left out of the down group's loss (its mean |x| keeps them). The
+    // first token is an attention sink whose down inputs are 100-1000x the others': in the
+    // loss it alone decides the down scales (SmolLM2-135M layer 11 picked alpha 0.95,
+    // doubling the error on every other token).
+    int down_loss_skip = 1;
     AwqOutput output = AwqOutput::I4G128;
     int group_size = 128;                // the pseudo-quantizer's group (128 = I4_G128)
     int n_threads = 2;                   // layers are searched in parallel
@@ -56,8 +74,8 @@ struct AwqOptions {
 
 // What the search chose, per layer; alpha -1 and losses 0 for a group that was skipped.
 struct AwqGroupStats {
-    float alpha = -1.0f;
-    double loss_rtn = 0.0;   // output MSE at alpha = 0 (s = 1)
+    float alpha = -1.0f;     // -1: skipped, or s = 1 (RTN) had the least loss
+    double loss_rtn = 0.0;   // output MSE at s = 1
     double loss_best = 0.0;  // output MSE at the chosen alpha
 };
 struct AwqLayerStats {
@@ -76,16 +94,33 @@ Result<std::shared_ptr<Model>> awq_quantize(std::shared_ptr<const Model> source,
                                             const std::vector<int32_t>& calibration_tokens,
                                             const AwqOptions& options = {}, AwqReport* report = nullptr);
 
-// The scale search of one group of linears sharing the input x [n_rows, n_in]:
-// linears[i] is [n_out[i], n_in] float. Returns s [n_in]; *stats gets alpha and losses.
-// (Exposed for tests.)
+// The scale search's loss for candidate scales s [n_in] (null: s = 1).
+using AwqScaleLoss = std::function<double(const float* s)>;
+
+// The scale search over the alpha grid, given mean |x| per input channel x_mean [n_in] and,
+// for duo scaling, the weights' mean group-normalised magnitude w_mean [n_in] (empty: off).
+// s = 1 is a candidate too. Returns the best s [n_in]; *stats gets alpha and losses.
+std::vector<float> awq_search_scale_by(const std::vector<float>& x_mean, const std::vector<float>& w_mean, int n_grid,
+                                       const AwqScaleLoss& loss, AwqGroupStats* stats);
+
+// The scale search of one group of linears sharing the input x [n_rows, n_in], scored by
+// the linears' outputs (awq_group_loss): linears[i] is [n_out[i], n_in] float.
 std::vector<float> awq_search_scale(Backend& backend, const std::vector<const float*>& linears,
                                     const std::vector<int64_t>& n_out, int64_t n_in, const float* x, int n_rows,
-                                    int n_grid, AwqGroupStats* stats, int group = 128);
+                                    int n_grid, AwqGroupStats* stats, int group = 128, bool duo_scaling = false);
 
 // The output MSE of one group with weights pseudo-quantized after scaling by s (null: s = 1).
 double awq_group_loss(Backend& backend, const std::vector<const float*>& linears, const std::vector<int64_t>& n_out,
                       int64_t n_in, const float* x, int n_rows, const float* s, int group = 128);
+
+// mean |x| per channel of x [n_rows, n].
+std::vector<float> awq_channel_mean_abs(const float* x, int n_rows, int64_t n);
+// Duo scaling's weight term: per input channel, the mean over every output row of the
+// linears of |w| / max|w| of its group of `group` (AutoAWQ's w_mean).
+std::vector<float> awq_weight_mean(const std::vector<const float*>& linears, const std::vector<int64_t>& n_out,
+                                   int64_t n_in, int group);
+// Q(w diag(s)) diag(1/s) for w [n_out, n_in] (s null: Q(w)), Q = fake_quant_int4 in groups.
+std::vector<float> awq_quant_dequant(const float* w, int64_t n_out, int64_t n_in, const float* s, int group);
 
 // The clipping search of one linear w [n_out, n_in] (float, already scaled) over its
 // inputs x [n_rows, n_in]; clamps w in place.

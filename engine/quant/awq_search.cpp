@@ -1,5 +1,6 @@
 // AWQ's two searches on float weights: the per-channel scale (alpha grid) of a group of
-// linears and the per-group clipping range of one linear. Both use the pseudo-quantizer
+// linears, scored by any loss (the linears' outputs here, the block's output in awq.cpp),
+// and the per-group clipping range of one linear. Both use the pseudo-quantizer
 // fake_quant_int4 (the exact values quantize_row(I4_G128) stores).
 #include <algorithm>
 #include <cmath>
@@ -22,12 +23,15 @@ std::vector<float> mean_abs(const float* x, int n_rows, int64_t n) {
     return out;
 }
 
-// s = max(x_mean^alpha, 1e-4) / sqrt(max(s) * min(s))
-std::vector<float> scales_for(const std::vector<float>& x_mean, float alpha) {
+// s = max(x_mean^alpha / (w_mean^(1 - alpha) + 1e-4), 1e-4) (w_mean empty: max(x_mean^alpha, 1e-4)),
+// normalised by sqrt(max(s) * min(s)) (AutoAWQ's _compute_best_scale)
+std::vector<float> scales_for(const std::vector<float>& x_mean, const std::vector<float>& w_mean, float alpha) {
     std::vector<float> s(x_mean.size());
     float lo = std::numeric_limits<float>::max(), hi = 0.0f;
     for (size_t i = 0; i < s.size(); ++i) {
-        s[i] = std::max(std::pow(x_mean[i], alpha), 1e-4f);
+        const float xs = std::pow(x_mean[i], alpha);
+        s[i] = std::max(w_mean.empty() ? xs : xs / (std::pow(w_mean[i], 1.0f - alpha) + 1e-4f), 1e-4f);
+        if (!std::isfinite(s[i])) s[i] = 1.0f;
         lo = std::min(lo, s[i]);
         hi = std::max(hi, s[i]);
     }
@@ -44,23 +48,49 @@ double sum_squares(const float* y, size_t n) {
 
 }  // namespace
 
+std::vector<float> awq_channel_mean_abs(const float* x, int n_rows, int64_t n) { return mean_abs(x, n_rows, n); }
+
+std::vector<float> awq_weight_mean(const std::vector<const float*>& linears, const std::vector<int64_t>& n_out,
+                                   int64_t n_in, int group) {
+    std::vector<double> acc(static_cast<size_t>(n_in), 0.0);  // [n_in]
+    int64_t n_rows = 0;
+    for (size_t li = 0; li < linears.size(); ++li)
+        for (int64_t r = 0; r < n_out[li]; ++r, ++n_rows)
+            for (int64_t g0 = 0; g0 < n_in; g0 += group) {
+                const float* w = linears[li] + r * n_in + g0;
+                float amax = 0.0f;
+                for (int i = 0; i < group; ++i) amax = std::max(amax, std::fabs(w[i]));
+                for (int i = 0; i < group; ++i) acc[static_cast<size_t>(g0 + i)] += std::fabs(w[i]) / (amax + 1e-6f);
+            }
+    std::vector<float> out(static_cast<size_t>(n_in));
+    for (int64_t i = 0; i < n_in; ++i)
+        out[static_cast<size_t>(i)] = static_cast<float>(acc[static_cast<size_t>(i)] / std::max<int64_t>(1, n_rows));
+    return out;
+}
+
+std::vector<float> awq_quant_dequant(const float* w, int64_t n_out, int64_t n_in, const float* s, int group) {
+    std::vector<float> out(static_cast<size_t>(n_out * n_in));  // [n_out, n_in]
+    for (int64_t r = 0; r < n_out; ++r) {
+        const float* wr = w + r * n_in;
+        float* o = out.data() + r * n_in;
+        for (int64_t i = 0; i < n_in; ++i) o[i] = s ? wr[i] * s[i] : wr[i];
+        fake_quant_int4(o, o, n_in, group);
+        if (s)
+            for (int64_t i = 0; i < n_in; ++i) o[i] /= s[i];
+    }
+    return out;
+}
+
 double awq_group_loss(Backend& backend, const std::vector<const float*>& linears, const std::vector<int64_t>& n_out,
                       int64_t n_in, const float* x, int n_rows, const float* s, int group) {
     double err = 0.0;
     int64_t n_total = 0;
-    std::vector<float> row(static_cast<size_t>(n_in));  // [n_in]
     for (size_t li = 0; li < linears.size(); ++li) {
         const float* w = linears[li];
         const int64_t rows = n_out[li];
         // E = W - Q(W diag(s)) diag(1/s): the error the quantized layer adds to W
-        std::vector<float> e(static_cast<size_t>(rows * n_in));  // [rows, n_in]
-        for (int64_t r = 0; r < rows; ++r) {
-            const float* wr = w + r * n_in;
-            for (int64_t i = 0; i < n_in; ++i) row[static_cast<size_t>(i)] = s ? wr[i] * s[i] : wr[i];
-            fake_quant_int4(row.data(), row.data(), n_in, group);
-            float* er = e.data() + r * n_in;
-            for (int64_t i = 0; i < n_in; ++i) er[i] = wr[i] - (s ? row[static_cast<size_t>(i)] / s[i] : row[static_cast<size_t>(i)]);
-        }
+        std::vector<float> e = awq_quant_dequant(w, rows, n_in, s, group);  // [rows, n_in]
+        for (size_t k = 0; k < e.size(); ++k) e[k] = w[k] - e[k];
         std::vector<float> y(static_cast<size_t>(rows) * n_rows);  // [n_rows, rows] = x E^T
         backend.matmul(WeightView{DType::F32, e.data(), n_in, rows}, x, y.data(), n_rows);
         err += sum_squares(y.data(), y.size());
@@ -69,27 +99,35 @@ double awq_group_loss(Backend& backend, const std::vector<const float*>& linears
     return n_total ? err / static_cast<double>(n_total) : 0.0;
 }
 
-std::vector<float> awq_search_scale(Backend& backend, const std::vector<const float*>& linears,
-                                    const std::vector<int64_t>& n_out, int64_t n_in, const float* x, int n_rows,
-                                    int n_grid, AwqGroupStats* stats, int group) {
-    const std::vector<float> x_mean = mean_abs(x, n_rows, n_in);
-    std::vector<float> best(static_cast<size_t>(n_in), 1.0f);
-    double best_loss = std::numeric_limits<double>::infinity();
-    float best_alpha = 0.0f;
-    double rtn_loss = 0.0;
+std::vector<float> awq_search_scale_by(const std::vector<float>& x_mean, const std::vector<float>& w_mean, int n_grid,
+                                       const AwqScaleLoss& loss, AwqGroupStats* stats) {
+    // s = 1 (plain RTN) is a candidate too, so the chosen scales never do worse than RTN
+    // on the calibration rows (with duo scaling alpha = 0 is not s = 1)
+    std::vector<float> best(x_mean.size(), 1.0f);
+    const double rtn_loss = loss(nullptr);
+    double best_loss = rtn_loss;
+    float best_alpha = -1.0f;
     for (int k = 0; k < n_grid; ++k) {
         const float alpha = static_cast<float>(k) / static_cast<float>(n_grid);
-        std::vector<float> s = scales_for(x_mean, alpha);
-        const double loss = awq_group_loss(backend, linears, n_out, n_in, x, n_rows, k == 0 ? nullptr : s.data(), group);
-        if (k == 0) rtn_loss = loss;
-        if (loss < best_loss) {
-            best_loss = loss;
+        std::vector<float> s = scales_for(x_mean, w_mean, alpha);
+        const double l = loss(s.data());
+        if (l < best_loss) {
+            best_loss = l;
             best_alpha = alpha;
             best = std::move(s);
         }
     }
     if (stats) *stats = AwqGroupStats{best_alpha, rtn_loss, best_loss};
     return best;
+}
+
+std::vector<float> awq_search_scale(Backend& backend, const std::vector<const float*>& linears,
+                                    const std::vector<int64_t>& n_out, int64_t n_in, const float* x, int n_rows,
+                                    int n_grid, AwqGroupStats* stats, int group, bool duo_scaling) {
+    const std::vector<float> w_mean = duo_scaling ? awq_weight_mean(linears, n_out, n_in, group) : std::vector<float>{};
+    return awq_search_scale_by(mean_abs(x, n_rows, n_in), w_mean, n_grid, [&](const float* s) {
+        return awq_group_loss(backend, linears, n_out, n_in, x, n_rows, s, group);
+    }, stats);
 }
 
 void awq_clip(Backend& backend, float* w, int64_t n_out, int64_t n_in, const float* x, int n_rows, int n_grid,
