@@ -22,6 +22,7 @@
 #include <cstring>
 #include <random>
 
+#include "tests/support/brute_force_beam.h"
 #include "tests/support/test_paths.h"
 #include "tests/support/tiny_model.h"
 
@@ -73,46 +74,10 @@ std::vector<int32_t> run_alone(std::shared_ptr<const Model> model, const std::ve
     return out;
 }
 
-// Beam search by brute force on an int8 cache: each step recomputes every beam from
-// scratch and ranks every token; ties to the better-ranked parent, then the lower id.
+// Beam search by brute force on an int8 cache (tests/support/brute_force_beam.h).
 std::vector<BeamHypothesis> brute_force_beam(std::shared_ptr<const Model> model, const std::vector<int32_t>& prompt,
                                              int width, int n_tokens) {
-    auto runner = make_runner(model, DType::Q8_0);
-    const int n_vocab = model->config.n_vocab;
-    std::vector<BeamHypothesis> live = {{{}, 0.0}};
-    for (int step = 0; step < n_tokens; ++step) {
-        struct Cand {
-            double score;
-            int rank;
-            int32_t token;
-        };
-        std::vector<Cand> cands;
-        for (size_t rank = 0; rank < live.size(); ++rank) {
-            std::vector<int32_t> seq = prompt;
-            seq.insert(seq.end(), live[rank].tokens.begin(), live[rank].tokens.end());
-            std::vector<float> logits;
-            runner->clear();
-            if (!runner->eval(seq, false, &logits)) qFatal("eval failed");
-            double mx = -INFINITY, sum = 0;
-            for (float x : logits) mx = std::max(mx, double(x));
-            for (float x : logits) sum += std::exp(double(x) - mx);
-            for (int t = 0; t < n_vocab; ++t)
-                cands.push_back({live[rank].logprob + double(logits[size_t(t)]) - mx - std::log(sum), int(rank), t});
-        }
-        std::sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
-            if (a.score != b.score) return a.score > b.score;
-            return a.rank != b.rank ? a.rank < b.rank : a.token < b.token;
-        });
-        std::vector<BeamHypothesis> next;
-        for (int i = 0; i < width; ++i) {
-            BeamHypothesis h = live[size_t(cands[size_t(i)].rank)];
-            h.tokens.push_back(cands[size_t(i)].token);
-            h.logprob = cands[size_t(i)].score;
-            next.push_back(h);
-        }
-        live = next;
-    }
-    return live;
+    return test::brute_force_beam(*make_runner(model, DType::Q8_0), model->config.n_vocab, prompt, width, n_tokens);
 }
 
 // A backend with only the default supports_kv (F16), as the CUDA backend reports it; its
