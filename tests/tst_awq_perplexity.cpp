@@ -6,10 +6,10 @@
 // clipping, the default options) and reports whether it closes at least 40% of RTN's gap (met at 256
 // calibration tokens; 384 gave 10%, 512 gave 35%: not robust). Prints a table; skipped when the default model is not installed. Minutes on 2 cores.
 //
-// The default model's rows of 576 are not a multiple of 128, so I4_G128 cannot store
-// them: its INT4 rows are pseudo-quantized (AwqOutput::FakeQuant) in groups of 64, RTN
-// being the same pipeline without the scale and clipping searches. Quantized variants
-// are run dequantized to F32, so the numbers show the weights' error alone.
+// The variants are real INT4 (I4_G128; the default model's rows of 576, which 128 does
+// not divide, in groups of 64 as I4_G64), RTN being the same pipeline without the scale
+// and clipping searches. Quantized variants are run dequantized to F32, so the numbers
+// show the weights' error alone.
 #include <QtTest>
 
 #include <chrono>
@@ -80,8 +80,6 @@ private Q_SLOTS:
         if (!calib || !eval) QSKIP("license texts missing");
         qo.calibration_tokens = calib.value();
 
-        // INT4 group: 128 (I4_G128) when every row fits, else 64 (pseudo-quantized)
-        const int group = src->config.n_embd % 128 == 0 && src->config.n_ff % 128 == 0 ? 128 : 64;
         struct Row {
             std::string name;
             double seconds = 0, ppl = 0;
@@ -106,17 +104,14 @@ private Q_SLOTS:
             Status st = run(scheme, [&] { return quantize_model(src, QuantScheme::parse(scheme).value(), qo); });
             QVERIFY2(st.is_ok(), st.message().c_str());
         }
-        AwqOptions awq_opt;
-        awq_opt.group_size = group;
-        awq_opt.output = group == 128 ? AwqOutput::I4G128 : AwqOutput::FakeQuant;
+        AwqOptions awq_opt;  // real INT4: I4_G128, I4_G64 for rows of 576
         AwqOptions rtn_opt = awq_opt;
         rtn_opt.search_scales = rtn_opt.clip = false;
         AwqOptions scales_opt = awq_opt;
         scales_opt.clip = false;
-        const std::string g = "-g" + std::to_string(group);
         AwqReport report;
-        for (auto [name, opt] : {std::pair{"int4-rtn" + g, rtn_opt}, std::pair{"awq-scales" + g, scales_opt},
-                                 std::pair{"int4-awq" + g, awq_opt}}) {
+        for (auto [name, opt] : {std::pair{"int4-rtn", rtn_opt}, std::pair{"awq-scales", scales_opt},
+                                 std::pair{"int4-awq", awq_opt}}) {
             Status st = run(name, [&] { return awq_quantize(src, qo.calibration_tokens, opt, &report); });
             QVERIFY2(st.is_ok(), st.message().c_str());
         }

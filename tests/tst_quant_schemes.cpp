@@ -367,6 +367,40 @@ private Q_SLOTS:
 
     // Layer 0's q/k/v input is rmsnorm(embedding) * attn_norm: computed here by hand, for
     // the sampled positions skip, skip + stride, ...
+    // Calibration sequences are independent: the second sequence of 16 tokens gives, at
+    // layer 1 (after attention, so positions matter), the activations of those 16 tokens
+    // run alone; the same rows of a single 40-token sequence differ.
+    void calibration_sequences_are_independent() {
+        auto m = tiny_model("quant_schemes_calib.gguf", 128, 4, 2, 256);
+        QVERIFY(m);
+        std::vector<int32_t> tokens;
+        for (int i = 0; i < 40; ++i) tokens.push_back((i * 37 + 5) % m->config.n_vocab);
+        CalibrationOptions co;
+        co.chunk = 8;
+        co.seq_len = 16;
+        auto cut = collect_activations(m, tokens, co);
+        QVERIFY2(cut.is_ok(), cut.message().c_str());
+        QCOMPARE(cut->n_rows, 40);
+        QCOMPARE(cut->seq_len, 16);
+        co.seq_len = 0;
+        auto whole = collect_activations(m, tokens, co);
+        auto alone = collect_activations(m, std::vector<int32_t>(tokens.begin() + 16, tokens.begin() + 32), co);
+        QVERIFY(whole.is_ok() && alone.is_ok());
+        QCOMPARE(whole->seq_len, 40);
+        const int n = m->config.n_embd;
+        const auto& a = cut->layers[1].attn_in;
+        const auto& b = alone->layers[1].attn_in;
+        const auto& w = whole->layers[1].attn_in;
+        double diff_alone = 0.0, diff_whole = 0.0;
+        for (int i = 0; i < 16 * n; ++i) {
+            diff_alone = std::max(diff_alone, std::fabs(double(a[size_t(16 * n + i)]) - b[size_t(i)]));
+            diff_whole = std::max(diff_whole, std::fabs(double(a[size_t(16 * n + i)]) - w[size_t(16 * n + i)]));
+        }
+        QVERIFY2(diff_alone < 1e-5, qPrintable(QString::number(diff_alone)));
+        QVERIFY2(diff_whole > 1e-3, qPrintable(QString::number(diff_whole)));
+        for (int i = 0; i < 16 * n; ++i) QCOMPARE(a[size_t(i)], w[size_t(i)]);  // the first sequence is the same
+    }
+
     void calibration_layer0_input_data() {
         QTest::addColumn<int>("skip");
         QTest::addColumn<int>("n_rows");
@@ -588,6 +622,39 @@ private Q_SLOTS:
         const double e_rtn = mse(ref, l_rtn), e_awq = mse(ref, l_awq);
         qInfo("logit MSE vs reference: RTN %.4g, AWQ %.4g (%.1f%% of RTN)", e_rtn, e_awq, 100.0 * e_awq / e_rtn);
         QVERIFY2(e_awq < e_rtn, qPrintable(QString("AWQ %1 vs RTN %2").arg(e_awq).arg(e_rtn)));
+    }
+
+    // Rows 128 does not divide (here 192 = 3 x 64; SmolLM2-135M's are 576) take groups of
+    // 64 (I4_G64) in int4-rtn and int4-awq; rows it divides stay I4_G128. The RTN rows hold
+    // exactly fake_quant_int4 of the reference in groups of 64, and the label says so.
+    void int4_g64_where_128_does_not_fit() {
+        auto src = tiny_model("quant_schemes_192.gguf", 192, 4, 2, 256);  // q/k/v/o/gate/up rows of 192, down 256
+        QVERIFY(src);
+        QuantOptions qo;
+        qo.calibration_tokens = license_tokens(*src, "Apache-2.0", 64);
+        if (qo.calibration_tokens.empty()) QSKIP("no license texts in /usr/share/common-licenses");
+        for (const char* name : {"int4-rtn", "int4-awq"}) {
+            const QuantScheme scheme = QuantScheme::parse(name).value();
+            auto v = quantize_model(src, scheme, qo);
+            QVERIFY2(v.is_ok(), v.message().c_str());
+            const LayerWeights& L = (*v)->layers[0];
+            for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up}) QCOMPARE(w->dtype, DType::I4_G64);
+            QCOMPARE(L.w_down.dtype, DType::I4_G128);
+            QCOMPARE((*v)->file_type, std::string("I4_G64+I4_G128"));
+            const std::string label = quant_label(*src, scheme);
+            QVERIFY2(label.find("g64 on rows of 192") != std::string::npos, label.c_str());
+        }
+        auto rtn = quantize_model(src, QuantScheme::parse("int4-rtn").value(), qo);
+        const WeightView& wq = (*rtn)->layers[1].wq;
+        const auto ref = dequantize_matrix(src->layers[1].wq, 1);
+        auto expect = ref;
+        fake_quant_int4(ref.data(), expect.data(), int64_t(ref.size()), 64);
+        const auto got = dequantize_matrix(wq, 1);
+        QCOMPARE(got.size(), expect.size());
+        for (size_t i = 0; i < got.size(); ++i) QCOMPARE(got[i], expect[i]);
+        QCOMPARE(int4_group_for(192), 64);
+        QCOMPARE(int4_group_for(256), 128);
+        QCOMPARE(int4_group_for(96), 0);
     }
 
     void bad_input() {

@@ -32,6 +32,10 @@ struct FloatLayer {
     const float* bk = nullptr;                          // [kv_dim] or null (the source's)
 };
 
+// The INT4 group of rows of n_in weights: opt.group_size, or 64 where it does not divide
+// n_in (check_awq_input made sure one fits).
+int group_of(const AwqOptions& opt, int64_t n_in) { return int4_group_for(n_in, opt.group_size); }
+
 // w[:, i] *= s[i]; w [n_out, n_in]
 void scale_columns(std::vector<float>& w, int64_t n_in, const std::vector<float>& s) {
     for (size_t r = 0; r < w.size() / static_cast<size_t>(n_in); ++r)
@@ -71,26 +75,27 @@ FloatLayer to_float(const LayerWeights& L, const ModelConfig& c) {
 // The scales of q/k/v: with AwqLoss::Block scored by the attention block's output over the
 // calibration sequence (o kept in float, as AutoAWQ quantizes only the scaled linears).
 std::vector<float> search_qkv(Backend& be, const ModelConfig& c, const FloatLayer& f, const float* x, int n_rows,
-                              const AwqOptions& opt, AwqGroupStats* st) {
+                              int seq_len, const AwqOptions& opt, AwqGroupStats* st) {
     const int64_t E = c.n_embd, QD = int64_t(c.n_head) * c.head_dim, KV = int64_t(c.n_kv_head) * c.head_dim;
     const std::vector<const float*> ws = {f.wq.data(), f.wk.data(), f.wv.data()};
     const std::vector<int64_t> n_out = {QD, KV, KV};
+    const int g = group_of(opt, E);
     if (opt.loss == AwqLoss::Linear)
-        return awq_search_scale(be, ws, n_out, E, x, n_rows, opt.n_grid, st, opt.group_size, opt.duo_scaling);
+        return awq_search_scale(be, ws, n_out, E, x, n_rows, opt.n_grid, st, g, opt.duo_scaling);
     const AttnBlockWeights ref_w{f.wq.data(), f.wk.data(), f.wv.data(), f.wo.data(), f.bq, f.bk,
                                  f.bv.empty() ? nullptr : f.bv.data()};
     std::vector<float> ref(static_cast<size_t>(n_rows * E)), out(ref.size());  // [n_rows, n_embd] each
-    attention_block_forward(be, c, ref_w, x, n_rows, ref.data());
+    attention_block_forward(be, c, ref_w, x, n_rows, ref.data(), seq_len);
     auto loss = [&](const float* s) {
-        const auto q = awq_quant_dequant(f.wq.data(), QD, E, s, opt.group_size);
-        const auto k = awq_quant_dequant(f.wk.data(), KV, E, s, opt.group_size);
-        const auto v = awq_quant_dequant(f.wv.data(), KV, E, s, opt.group_size);
+        const auto q = awq_quant_dequant(f.wq.data(), QD, E, s, g);
+        const auto k = awq_quant_dequant(f.wk.data(), KV, E, s, g);
+        const auto v = awq_quant_dequant(f.wv.data(), KV, E, s, g);
         AttnBlockWeights w = ref_w;
         w.wq = q.data(), w.wk = k.data(), w.wv = v.data();
-        attention_block_forward(be, c, w, x, n_rows, out.data());
+        attention_block_forward(be, c, w, x, n_rows, out.data(), seq_len);
         return mean_squared_diff(ref.data(), out.data(), ref.size());
     };
-    const auto w_mean = opt.duo_scaling ? awq_weight_mean(ws, n_out, E, opt.group_size) : std::vector<float>{};
+    const auto w_mean = opt.duo_scaling ? awq_weight_mean(ws, n_out, E, g) : std::vector<float>{};
     return awq_search_scale_by(awq_channel_mean_abs(x, n_rows, E), w_mean, opt.n_grid, loss, st);
 }
 
@@ -100,38 +105,46 @@ std::vector<float> search_gate_up(Backend& be, const ModelConfig& c, const Float
     const int64_t E = c.n_embd, F = c.n_ff;
     const std::vector<const float*> ws = {f.gate.data(), f.up.data()};
     const std::vector<int64_t> n_out = {F, F};
+    const int g = group_of(opt, E);
     if (opt.loss == AwqLoss::Linear)
-        return awq_search_scale(be, ws, n_out, E, x, n_rows, opt.n_grid, st, opt.group_size, opt.duo_scaling);
+        return awq_search_scale(be, ws, n_out, E, x, n_rows, opt.n_grid, st, g, opt.duo_scaling);
     std::vector<float> ref(static_cast<size_t>(n_rows * E)), out(ref.size());  // [n_rows, n_embd] each
     mlp_block_forward(be, c, f.gate.data(), f.up.data(), f.down.data(), x, n_rows, ref.data());
     auto loss = [&](const float* s) {
-        const auto g = awq_quant_dequant(f.gate.data(), F, E, s, opt.group_size);
-        const auto u = awq_quant_dequant(f.up.data(), F, E, s, opt.group_size);
-        mlp_block_forward(be, c, g.data(), u.data(), f.down.data(), x, n_rows, out.data());
+        const auto gq = awq_quant_dequant(f.gate.data(), F, E, s, g);
+        const auto uq = awq_quant_dequant(f.up.data(), F, E, s, g);
+        mlp_block_forward(be, c, gq.data(), uq.data(), f.down.data(), x, n_rows, out.data());
         return mean_squared_diff(ref.data(), out.data(), ref.size());
     };
-    const auto w_mean = opt.duo_scaling ? awq_weight_mean(ws, n_out, E, opt.group_size) : std::vector<float>{};
+    const auto w_mean = opt.duo_scaling ? awq_weight_mean(ws, n_out, E, g) : std::vector<float>{};
     return awq_search_scale_by(awq_channel_mean_abs(x, n_rows, E), w_mean, opt.n_grid, loss, st);
 }
 
 // Search every group on the unmodified layer, then fold all scales (AutoAWQ's order);
 // the activations are divided by the scales too, for the clipping search.
 void search_and_fold(Backend& be, const ModelConfig& c, FloatLayer& f, LayerActivations& a, int n_rows,
-                     const AwqOptions& opt, AwqLayerStats& st) {
+                     int seq_len, const AwqOptions& opt, AwqLayerStats& st) {
     const int64_t E = c.n_embd, F = c.n_ff, QD = int64_t(c.n_head) * c.head_dim;
     const bool fold_o = c.n_head == c.n_kv_head;
-    auto s_qkv = search_qkv(be, c, f, a.attn_in.data(), n_rows, opt, &st.qkv);
+    auto s_qkv = search_qkv(be, c, f, a.attn_in.data(), n_rows, seq_len, opt, &st.qkv);
     std::vector<float> s_o;
     if (fold_o) s_o = awq_search_scale(be, {f.wo.data()}, {E}, QD, a.attn_out.data(), n_rows, opt.n_grid, &st.o,
-                                       opt.group_size, opt.duo_scaling);
+                                       group_of(opt, QD), opt.duo_scaling);
     auto s_gu = search_gate_up(be, c, f, a.ffn_in.data(), n_rows, opt, &st.gate_up);
-    // the down group's loss leaves out the first down_loss_skip rows (x_mean keeps them)
-    const int skip = std::clamp(opt.down_loss_skip, 0, n_rows - 1);
-    const auto w_mean = opt.duo_scaling ? awq_weight_mean({f.down.data()}, {E}, F, opt.group_size) : std::vector<float>{};
+    // the down group's loss leaves out the first down_loss_skip rows of every sequence
+    // (x_mean keeps them)
+    const int L = seq_len > 0 ? seq_len : n_rows;
+    const int skip = std::clamp(opt.down_loss_skip, 0, L - 1);
+    std::vector<float> down_x;  // [kept rows, n_ff]
+    for (int r = 0; r < n_rows; ++r)
+        if (r % L >= skip) down_x.insert(down_x.end(), a.down_in.begin() + int64_t(r) * F, a.down_in.begin() + int64_t(r + 1) * F);
+    const int n_down = int(down_x.size() / size_t(F));
+    const int g_down = group_of(opt, F);
+    const auto w_mean = opt.duo_scaling ? awq_weight_mean({f.down.data()}, {E}, F, g_down) : std::vector<float>{};
     auto s_down = awq_search_scale_by(awq_channel_mean_abs(a.down_in.data(), n_rows, F), w_mean, opt.n_grid,
                                       [&](const float* s) {
-                                          return awq_group_loss(be, {f.down.data()}, {E}, F, a.down_in.data() + skip * F,
-                                                                n_rows - skip, s, opt.group_size);
+                                          return awq_group_loss(be, {f.down.data()}, {E}, F, down_x.data(), n_down,
+                                                                s, g_down);
                                       }, &st.down);
 
     divide(f.attn_norm, s_qkv);
@@ -154,21 +167,23 @@ void search_and_fold(Backend& be, const ModelConfig& c, FloatLayer& f, LayerActi
 void clip_layer(Backend& be, const ModelConfig& c, FloatLayer& f, const LayerActivations& a, int n_rows,
                 const AwqOptions& opt) {
     const int64_t E = c.n_embd, F = c.n_ff, QD = int64_t(c.n_head) * c.head_dim, KV = int64_t(c.n_kv_head) * c.head_dim;
-    awq_clip(be, f.wv.data(), KV, E, a.attn_in.data(), n_rows, opt.n_grid, opt.max_shrink, opt.group_size);
-    awq_clip(be, f.wo.data(), E, QD, a.attn_out.data(), n_rows, opt.n_grid, opt.max_shrink, opt.group_size);
-    awq_clip(be, f.gate.data(), F, E, a.ffn_in.data(), n_rows, opt.n_grid, opt.max_shrink, opt.group_size);
-    awq_clip(be, f.up.data(), F, E, a.ffn_in.data(), n_rows, opt.n_grid, opt.max_shrink, opt.group_size);
-    awq_clip(be, f.down.data(), E, F, a.down_in.data(), n_rows, opt.n_grid, opt.max_shrink, opt.group_size);
+    awq_clip(be, f.wv.data(), KV, E, a.attn_in.data(), n_rows, opt.n_grid, opt.max_shrink, group_of(opt, E));
+    awq_clip(be, f.wo.data(), E, QD, a.attn_out.data(), n_rows, opt.n_grid, opt.max_shrink, group_of(opt, QD));
+    awq_clip(be, f.gate.data(), F, E, a.ffn_in.data(), n_rows, opt.n_grid, opt.max_shrink, group_of(opt, E));
+    awq_clip(be, f.up.data(), F, E, a.ffn_in.data(), n_rows, opt.n_grid, opt.max_shrink, group_of(opt, E));
+    awq_clip(be, f.down.data(), E, F, a.down_in.data(), n_rows, opt.n_grid, opt.max_shrink, group_of(opt, F));
 }
 
 // Encodes one float matrix into the variant's storage.
 WeightView encode(std::vector<float>& w, int64_t n_out, int64_t n_in, const AwqOptions& opt,
                   std::vector<uint8_t>& slot) {
-    if (opt.output == AwqOutput::I4G128) {
-        slot = quantize_matrix(w.data(), n_out, n_in, DType::I4_G128, 1);
-        return WeightView{DType::I4_G128, slot.data(), n_in, n_out};
+    const int g = group_of(opt, n_in);
+    if (opt.output == AwqOutput::Int4) {
+        const DType t = *i4_type_for_group(g);
+        slot = quantize_matrix(w.data(), n_out, n_in, t, 1);
+        return WeightView{t, slot.data(), n_in, n_out};
     }
-    if (opt.output == AwqOutput::FakeQuant) fake_quant_int4(w.data(), w.data(), int64_t(w.size()), opt.group_size);
+    if (opt.output == AwqOutput::FakeQuant) fake_quant_int4(w.data(), w.data(), int64_t(w.size()), g);
     slot.resize(w.size() * sizeof(float));
     std::memcpy(slot.data(), w.data(), slot.size());
     return WeightView{DType::F32, slot.data(), n_in, n_out};
@@ -178,8 +193,9 @@ Status check_awq_input(const Model& m, const std::vector<int32_t>& tokens, const
     if (tokens.empty())
         return Status::error("AWQ needs calibration tokens (QuantOptions.calibration_tokens is empty): give it a "
                              "calibration text, e.g. " + std::string(default_calibration_text_path()));
-    if (opt.group_size < 1 || (opt.output == AwqOutput::I4G128 && opt.group_size != kInt4Group))
-        return Status::error("AWQ: I4_G128 stores groups of 128 weights, not " + std::to_string(opt.group_size));
+    if (opt.group_size < 1 || (opt.output == AwqOutput::Int4 && !i4_type_for_group(opt.group_size)))
+        return Status::error("AWQ: INT4 storage has groups of 128 (I4_G128) or 64 (I4_G64) weights, not " +
+                             std::to_string(opt.group_size));
     if (opt.n_grid < 1) return Status::error("AWQ: n_grid must be at least 1, got " + std::to_string(opt.n_grid));
     for (size_t l = 0; l < m.layers.size(); ++l) {
         const LayerWeights& L = m.layers[l];
@@ -187,10 +203,10 @@ Status check_awq_input(const Model& m, const std::vector<int32_t>& tokens, const
             {&L.wv, "attn_v"}, {&L.wo, "attn_output"}, {&L.w_gate, "ffn_gate"}, {&L.w_up, "ffn_up"},
             {&L.w_down, "ffn_down"}};
         for (const auto& [w, name] : ws)
-            if (w->n_in % opt.group_size != 0)
+            if (group_of(opt, w->n_in) == 0)
                 return Status::error("cannot quantize layer " + std::to_string(l) + " " + name + " to INT4 groups of " +
                                      std::to_string(opt.group_size) + ": a row has " + std::to_string(w->n_in) +
-                                     " elements, not a multiple of " + std::to_string(opt.group_size));
+                                     " elements, a multiple of neither " + std::to_string(opt.group_size) + " nor 64");
     }
     return Status::ok();
 }
@@ -211,7 +227,7 @@ Result<std::shared_ptr<Model>> awq_quantize(std::shared_ptr<const Model> source,
     copt.n_threads = opt.n_threads;
     if (opt.loss == AwqLoss::Block &&
         (copt.skip_first != 0 || static_cast<int64_t>(calibration_tokens.size()) > copt.max_rows))
-        return R::error("AWQ's block loss runs the calibration tokens as one sequence: give at most " +
+        return R::error("AWQ's block loss needs every calibration token's activations: give at most " +
                         std::to_string(copt.max_rows) + " tokens (got " + std::to_string(calibration_tokens.size()) +
                         ") and skip_first 0 (got " + std::to_string(copt.skip_first) + ")");
     // Calibrate on the reference function: for a source stored quantized, its linears
@@ -242,7 +258,7 @@ Result<std::shared_ptr<Model>> awq_quantize(std::shared_ptr<const Model> source,
             const size_t li = static_cast<size_t>(l);
             FloatLayer f = to_float(source->layers[li], c);
             LayerActivations& a = calib->layers[li];
-            if (opt.search_scales) search_and_fold(*be, c, f, a, n_rows, opt, stats[li]);
+            if (opt.search_scales) search_and_fold(*be, c, f, a, n_rows, calib->seq_len, opt, stats[li]);
             if (opt.clip) clip_layer(*be, c, f, a, n_rows, opt);
             a = LayerActivations{};  // done with this layer's activations
             LayerWeights& L = m->layers[li];
@@ -269,18 +285,8 @@ Result<std::shared_ptr<Model>> awq_quantize(std::shared_ptr<const Model> source,
     for (auto& h : helpers) h.join();
     const auto t2 = clock::now();
 
-    m->tensor_types.clear();
-    m->weight_bytes = 0;
-    auto count = [&](const WeightView& w) {
-        m->weight_bytes += int64_t(row_bytes(w.dtype, w.n_in)) * w.n_out;
-        m->tensor_types[std::string(dtype_name(w.dtype))] += 1;
-    };
-    for (const LayerWeights& L : m->layers)
-        for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) count(*w);
-    count(m->token_embd);
-    if (!m->config.tied_embeddings) count(m->output);
-    m->file_type = opt.output == AwqOutput::I4G128 ? "I4_G128" : "F32";
-    m->format = opt.output == AwqOutput::I4G128 ? "variant:int4-awq" : "variant:int4-awq-float";
+    recount_weights(*m);
+    m->format = opt.output == AwqOutput::Int4 ? "variant:int4-awq" : "variant:int4-awq-float";
     m->storage = storage;
     if (report) {
         report->layers = std::move(stats);

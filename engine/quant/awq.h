@@ -1,5 +1,6 @@
 #pragma once
-// AWQ (activation-aware weight quantization, Lin et al. 2023) for INT4 groups of 128,
+// AWQ (activation-aware weight quantization, Lin et al. 2023) for INT4 groups of 128
+// (64 for rows 128 does not divide, e.g. SmolLM2-135M's 576),
 // written after mit-han-lab/llm-awq and AutoAWQ:
 //
 //  1. calibration: run calibration tokens through the reference model and keep each
@@ -22,10 +23,11 @@
 //     weights are clamped to +-max|w| * (1 - i/n_grid), i < max_shrink * n_grid, keeping
 //     the i with the least squared error of the group's partial dot products over the
 //     calibration inputs divided by s;
-//  4. encode: round-to-nearest into I4_G128 (or float fake-quant, AwqOutput).
+//  4. encode: round-to-nearest into I4_G128 / I4_G64 (or float fake-quant, AwqOutput).
 //
-// Differences from AutoAWQ: the calibration set is one sequence of at most 512 tokens
-// rather than 128 samples of 512 tokens; the sink token is left out of the down loss.
+// Differences from AutoAWQ: the calibration set is at most 1024 tokens in sequences of
+// 256 (CalibrationOptions::seq_len) rather than 128 samples of 512 tokens; each sequence's
+// sink token is left out of the down loss.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -39,7 +41,8 @@ namespace kvs {
 
 // What awq_quantize makes of the searched weights.
 enum class AwqOutput {
-    I4G128,     // encoded as DType::I4_G128 (group_size must be 128): the real variant
+    Int4,       // encoded as DType::I4_G128, or I4_G64 for rows 128 does not divide (group_size
+                // 128 or 64): the real variant
     Float,      // F32, scaled and clipped but not quantized; with clip off the variant
                 // computes the same function as the source (the fold check)
     FakeQuant,  // F32 holding the pseudo-quantized values (fake_quant_int4 in groups of
@@ -48,9 +51,9 @@ enum class AwqOutput {
 
 // What the scale search of q/k/v and gate/up minimises.
 enum class AwqLoss {
-    Block,   // the attention block's output (after o, softmax over the calibration sequence)
+    Block,   // the attention block's output (after o, softmax within each calibration sequence)
              // and the MLP's output (after down), like AutoAWQ; needs the calibration
-             // tokens as one sequence (at most calibration.max_rows of them)
+             // tokens unsampled (at most calibration.max_rows of them)
     Linear,  // the group's own linear outputs (cheaper, a weaker objective)
 };
 
@@ -66,8 +69,8 @@ struct AwqOptions {
     // loss it alone decides the down scales (SmolLM2-135M layer 11 picked alpha 0.95,
     // doubling the error on every other token).
     int down_loss_skip = 1;
-    AwqOutput output = AwqOutput::I4G128;
-    int group_size = 128;                // the pseudo-quantizer's group (128 = I4_G128)
+    AwqOutput output = AwqOutput::Int4;
+    int group_size = 128;                // INT4 group; rows it does not divide use 64 (rows of 576)
     int n_threads = 2;                   // layers are searched in parallel
     CalibrationOptions calibration;
 };
@@ -89,7 +92,7 @@ struct AwqReport {
 };
 
 // The AWQ variant of `source`. Errors: no calibration tokens, a linear whose row length is
-// not a multiple of 128, a weight_type other than I4_G128 / F32.
+// a multiple of neither group_size nor 64, an INT4 group_size other than 128 / 64.
 Result<std::shared_ptr<Model>> awq_quantize(std::shared_ptr<const Model> source,
                                             const std::vector<int32_t>& calibration_tokens,
                                             const AwqOptions& options = {}, AwqReport* report = nullptr);

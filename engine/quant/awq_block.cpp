@@ -23,10 +23,9 @@ void causal_softmax_row(float* row, int n_visible, int n, float scale) {
     for (int j = n_visible; j < n; ++j) row[j] = 0.0f;
 }
 
-}  // namespace
-
-void attention_block_forward(Backend& be, const ModelConfig& c, const AttnBlockWeights& w, const float* x,
-                             int n_rows, float* out) {
+// attention_block_forward for one sequence of n_rows rows.
+void one_sequence(Backend& be, const ModelConfig& c, const AttnBlockWeights& w, const float* x, int n_rows,
+                  float* out) {
     const int T = n_rows, D = c.head_dim, H = c.n_head, HK = c.n_kv_head;
     const int64_t E = c.n_embd, QD = int64_t(H) * D, KV = int64_t(HK) * D;
     std::vector<float> q(size_t(T) * QD), k(size_t(T) * KV), v(size_t(T) * KV);  // [T, QD], [T, KV], [T, KV]
@@ -60,6 +59,16 @@ void attention_block_forward(Backend& be, const ModelConfig& c, const AttnBlockW
             for (int d = 0; d < D; ++d) attn[size_t(t) * QD + size_t(h) * D + d] = oh[size_t(t) * D + d];
     }
     be.matmul(WeightView{DType::F32, w.wo, QD, E}, attn.data(), out, T);
+}
+
+}  // namespace
+
+void attention_block_forward(Backend& be, const ModelConfig& c, const AttnBlockWeights& w, const float* x,
+                             int n_rows, float* out, int seq_len) {
+    const int L = seq_len > 0 ? seq_len : n_rows;
+    for (int r0 = 0; r0 < n_rows; r0 += L)
+        one_sequence(be, c, w, x + size_t(r0) * size_t(c.n_embd), std::min(L, n_rows - r0),
+                     out + size_t(r0) * size_t(c.n_embd));
 }
 
 void mlp_block_forward(Backend& be, const ModelConfig& c, const float* gate, const float* up, const float* down,

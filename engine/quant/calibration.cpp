@@ -44,8 +44,9 @@ Result<CalibrationData> collect_activations(std::shared_ptr<const Model> model, 
     if (c.n_ctx_train > 0 && n > c.n_ctx_train)
         return R::error("calibration: " + std::to_string(n) + " tokens exceed the model's context of " +
                         std::to_string(c.n_ctx_train) + " tokens");
-    if (options.max_rows < 1 || options.chunk < 1 || options.skip_first < 0)
-        return R::error("calibration: max_rows and chunk must be at least 1, skip_first at least 0");
+    if (options.max_rows < 1 || options.chunk < 1 || options.skip_first < 0 || options.seq_len < 0)
+        return R::error("calibration: max_rows and chunk must be at least 1, skip_first and seq_len at least 0");
+    const int seq_len = options.seq_len == 0 ? n : std::min(options.seq_len, n);
     const int n_kept = n - options.skip_first;
     if (n_kept < 1)
         return R::error("calibration: " + std::to_string(n) + " tokens leave none to sample after skipping the first " +
@@ -58,13 +59,14 @@ Result<CalibrationData> collect_activations(std::shared_ptr<const Model> model, 
     CalibrationData data;
     data.n_rows = sampler.n_rows;
     data.n_tokens = n;
+    data.seq_len = seq_len;
     data.layers.resize(static_cast<size_t>(c.n_layer));
 
     auto backend = make_cpu_backend(options.n_threads);
     constexpr int kBlock = 16;
-    const int n_blocks = (n + kBlock - 1) / kBlock;
+    const int n_blocks = (seq_len + kBlock - 1) / kBlock;  // one sequence's; the next reuses them
     KvTensors kv(*backend, c, n_blocks, kBlock);
-    const int chunk = std::min(options.chunk, n);
+    const int chunk = std::min(options.chunk, seq_len);
     LlamaForward forward(model, *backend, kv, chunk);
     forward.set_activation_observer([&](int layer, ActivationSite site, const float* x, int n_tokens, int width) {
         LayerActivations& L = data.layers[static_cast<size_t>(layer)];
@@ -77,20 +79,23 @@ Result<CalibrationData> collect_activations(std::shared_ptr<const Model> model, 
     });
 
     std::vector<float> no_logits;
-    for (int start = 0; start < n; start += chunk) {
-        const int len = std::min(chunk, n - start);
-        ForwardBatch b;
-        b.tokens.assign(tokens.begin() + start, tokens.begin() + start + len);
-        for (int i = 0; i < len; ++i) {
-            b.positions.push_back(start + i);
-            b.token_seq.push_back(0);
+    for (int seq0 = 0; seq0 < n; seq0 += seq_len) {
+        const int seq_end = std::min(n, seq0 + seq_len);
+        for (int start = seq0; start < seq_end; start += chunk) {
+            const int len = std::min(chunk, seq_end - start);
+            ForwardBatch b;
+            b.tokens.assign(tokens.begin() + start, tokens.begin() + start + len);
+            for (int i = 0; i < len; ++i) {
+                b.positions.push_back(start - seq0 + i);  // each sequence from position 0
+                b.token_seq.push_back(0);
+            }
+            b.n_seqs = 1;
+            b.max_blocks_per_seq = n_blocks;
+            for (int i = 0; i < n_blocks; ++i) b.block_tables.push_back(i);
+            sampler.chunk_start = start;
+            Status st = forward.forward(b, &no_logits);
+            if (!st) return R::error("calibration: " + st.message());
         }
-        b.n_seqs = 1;
-        b.max_blocks_per_seq = n_blocks;
-        for (int i = 0; i < n_blocks; ++i) b.block_tables.push_back(i);
-        sampler.chunk_start = start;
-        Status st = forward.forward(b, &no_logits);
-        if (!st) return R::error("calibration: " + st.message());
     }
     return data;
 }

@@ -3,9 +3,11 @@
 
 #include <algorithm>
 #include <cctype>
+#include <optional>
 #include <thread>
 
 #include "engine/quant/awq.h"
+#include "engine/quant/rtn.h"
 #include "kernels/cpu/quant_formats.h"
 
 namespace kvs {
@@ -47,16 +49,27 @@ WeightView reencode(const WeightView& w, DType to, VariantStorage& storage) {
     return WeightView{to, storage.buffers.back().data(), w.n_in, w.n_out};
 }
 
-Status check_block_fit(const Model& m, DType to) {
-    const int block = dtype_info(to).block_size;
-    auto fits = [&](const WeightView& w) { return w.n_in % block == 0; };
+bool is_int4(const QuantScheme& s) {
+    return s.kind == QuantScheme::Kind::Int4Rtn || s.kind == QuantScheme::Kind::Int4Awq;
+}
+// The type a linear of the source becomes: the scheme's, except that INT4 rows 128 does
+// not divide take groups of 64 (I4_G64). Null when no type of the scheme fits the row.
+std::optional<DType> target_type(const WeightView& w, const QuantScheme& scheme) {
+    if (is_int4(scheme)) return i4_type_for_group(int4_group_for(w.n_in));
+    if (w.n_in % dtype_info(scheme.dtype).block_size != 0) return std::nullopt;
+    return scheme.dtype;
+}
+
+Status check_fit(const Model& m, const QuantScheme& scheme) {
     for (size_t l = 0; l < m.layers.size(); ++l) {
         const LayerWeights& L = m.layers[l];
         for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
-            if (!fits(*w))
-                return Status::error("cannot quantize layer " + std::to_string(l) + " to " +
-                                     std::string(dtype_name(to)) + ": a row has " + std::to_string(w->n_in) +
-                                     " elements, not a multiple of the block size " + std::to_string(block));
+            if (!target_type(*w, scheme))
+                return Status::error("cannot quantize layer " + std::to_string(l) + " to " + scheme.name +
+                                     ": a row has " + std::to_string(w->n_in) + " elements, not a multiple of " +
+                                     (is_int4(scheme) ? std::string("128 or 64 (the INT4 group sizes)")
+                                                      : "the block size " +
+                                                            std::to_string(dtype_info(scheme.dtype).block_size)));
     }
     return Status::ok();
 }
@@ -85,42 +98,62 @@ std::vector<std::string> QuantScheme::spellings() {
 
 std::string quant_label(const Model& source, const QuantScheme& scheme) {
     const bool float_source = source.file_type == "F32" || source.file_type == "F16" || source.file_type == "BF16";
+    // INT4: "g128", or "g128, g64 on rows of 576" where some rows 128 does not divide
+    auto int4_groups = [&] {
+        std::string odd;
+        for (const LayerWeights& L : source.layers)
+            for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
+                const std::string n = std::to_string(w->n_in);
+                if (w->n_in % kInt4Group != 0 && odd.find(n) == std::string::npos) odd += (odd.empty() ? "" : "/") + n;
+            }
+        return odd.empty() ? std::string("g128") : "g128, g64 on rows of " + odd;
+    };
     switch (scheme.kind) {
         case QuantScheme::Kind::Reference:
             return float_source ? "reference (" + source.file_type + ")"
                                 : "reference (" + source.file_type + " dequantized to F32, not an FP16 model)";
         case QuantScheme::Kind::GgmlType: return std::string(dtype_name(scheme.dtype)) + " (RTN)";
         case QuantScheme::Kind::Int8PerChannel: return "INT8 per-channel (RTN)";
-        case QuantScheme::Kind::Int4Rtn: return "INT4 g128 (RTN)";
-        case QuantScheme::Kind::Int4Awq: return "INT4 g128 (AWQ)";
+        case QuantScheme::Kind::Int4Rtn: return "INT4 " + int4_groups() + " (RTN)";
+        case QuantScheme::Kind::Int4Awq: return "INT4 " + int4_groups() + " (AWQ)";
     }
     return scheme.name;
+}
+
+void recount_weights(Model& m) {
+    m.tensor_types.clear();
+    m.weight_bytes = 0;
+    std::vector<std::pair<int, std::string>> linear_types;  // (count, type)
+    auto count = [&](const WeightView& w) {
+        m.weight_bytes += int64_t(row_bytes(w.dtype, w.n_in)) * w.n_out;
+        m.tensor_types[std::string(dtype_name(w.dtype))] += 1;
+    };
+    for (const LayerWeights& L : m.layers)
+        for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) count(*w);
+    for (const auto& [type, n] : m.tensor_types) linear_types.emplace_back(n, type);
+    std::sort(linear_types.begin(), linear_types.end(), std::greater<>());
+    m.file_type.clear();
+    for (const auto& [n, type] : linear_types) m.file_type += (m.file_type.empty() ? "" : "+") + type;
+    count(m.token_embd);
+    if (!m.config.tied_embeddings) count(m.output);
 }
 
 Result<std::shared_ptr<Model>> quantize_model(std::shared_ptr<const Model> source, const QuantScheme& scheme,
                                               const QuantOptions& options) {
     if (!source) return Result<std::shared_ptr<Model>>::error("quantize_model: no source model");
     if (scheme.kind == QuantScheme::Kind::Int4Awq) return awq_quantize(source, options.calibration_tokens);
-    KVS_RETURN_IF_ERROR(check_block_fit(*source, scheme.dtype));
+    KVS_RETURN_IF_ERROR(check_fit(*source, scheme));
 
     auto storage = std::make_shared<VariantStorage>();
     storage->source = source;
     storage->buffers.reserve(source->layers.size() * 7);
     auto m = std::make_shared<Model>(*source);  // config, vocab, norms, embedding and head as the source has them
-    m->tensor_types.clear();
-    m->weight_bytes = 0;
-    auto count = [&](const WeightView& w) {
-        m->weight_bytes += int64_t(row_bytes(w.dtype, w.n_in)) * w.n_out;
-        m->tensor_types[std::string(dtype_name(w.dtype))] += 1;
-    };
     for (LayerWeights& L : m->layers)
         for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
-            if (w->dtype != scheme.dtype) *w = reencode(*w, scheme.dtype, *storage);
-            count(*w);
+            const DType to = *target_type(*w, scheme);
+            if (w->dtype != to) *w = reencode(*w, to, *storage);
         }
-    count(m->token_embd);
-    if (!m->config.tied_embeddings) count(m->output);
-    m->file_type = std::string(dtype_name(scheme.dtype));
+    recount_weights(*m);
     m->format = "variant:" + scheme.name;
     m->storage = storage;
     return m;

@@ -11,8 +11,9 @@
 //   "q8_0" ...  any GGML weight type this engine runs (round-to-nearest, llama.cpp's
 //               reference quantizers), e.g. q4_0, q4_1, q5_0, q5_1, q8_0, q4_k, q5_k, q6_k
 //   "int8"      INT8 per output channel, symmetric (I8_ROW), round to nearest
-//   "int4-rtn"  INT4 asymmetric groups of 128 (I4_G128), round to nearest (alias "rtn4")
-//   "int4-awq"  INT4 groups of 128 by AWQ (engine/quant/awq.h; alias "awq4"): needs
+//   "int4-rtn"  INT4 asymmetric groups of 128 (I4_G128), round to nearest (alias "rtn4");
+//               rows 128 does not divide (SmolLM2-135M's 576) take groups of 64 (I4_G64)
+//   "int4-awq"  the same INT4 formats by AWQ (engine/quant/awq.h; alias "awq4"): needs
 //               QuantOptions.calibration_tokens (engine/quant/calibration.h)
 // Only the per-layer linears (q, k, v, o, gate, up, down) are re-encoded; the token
 // embedding and the output head stay as the reference stores them.
@@ -28,7 +29,7 @@ namespace kvs {
 struct QuantScheme {
     enum class Kind { Reference, GgmlType, Int8PerChannel, Int4Rtn, Int4Awq };
     Kind kind = Kind::Reference;
-    DType dtype = DType::F32;  // the linears' type in the variant
+    DType dtype = DType::F32;  // the linears' type in the variant (INT4: I4_G128, I4_G64 where 128 does not fit)
     std::string name;          // the spelling that parsed ("q4_k", "ref", ...)
 
     static Result<QuantScheme> parse(const std::string& text);
@@ -42,6 +43,10 @@ struct QuantOptions {
 
 // A human label for a variant, e.g. "reference (Q4_1 dequantized to F32)", "Q4_K (RTN)".
 std::string quant_label(const Model& source, const QuantScheme& scheme);
+
+// Recomputes a variant's weight_bytes and tensor_types from its weights, and file_type as
+// its linears' types, most frequent first ("I4_G64+I4_G128").
+void recount_weights(Model& m);
 
 // Makes the variant. `source` must stay alive as long as the result (the result keeps
 // a reference to it for the embedding and output head).

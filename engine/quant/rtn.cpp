@@ -20,6 +20,11 @@ float fp16_at_least(float x) {
 
 }  // namespace
 
+int int4_group_for(int64_t n_in, int preferred) {
+    if (preferred > 0 && n_in % preferred == 0) return preferred;
+    return n_in % 64 == 0 ? 64 : 0;
+}
+
 void fake_quant_int4(const float* w, float* out, int64_t n, int group) {
     for (int64_t g0 = 0; g0 < n; g0 += group) {
         const float* x = w + g0;

@@ -16,6 +16,11 @@ namespace kvs {
 // Elements per INT4 group (I4_G128).
 constexpr int kInt4Group = 128;
 
+// The INT4 group size for rows of n_in weights when groups of `preferred` (128 or 64) are
+// asked for: `preferred` where it divides n_in, else 64 where that does (SmolLM2-135M's
+// rows of 576 = 4.5 x 128), else 0 (no INT4 storage format fits the row).
+int int4_group_for(int64_t n_in, int preferred = kInt4Group);
+
 // out[i] = dequantize(quantize_row(I4_G128, w))[i] for group = 128, computed in float: per
 // group, range [min(w), max(w)] widened to include 0, d = (hi - lo) / 15 rounded up to
 // fp16, z = clamp(round(-lo / d), 0, 15), q = clamp(round(w / d) + z, 0, 15),
