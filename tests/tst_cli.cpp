@@ -257,6 +257,56 @@ private Q_SLOTS:
         QVERIFY2(r.out.contains("Canberra"), qPrintable(r.out + r.err));
         QVERIFY2(r.err.contains("decode") && r.err.contains("tok/s") && r.err.contains("peak memory"), qPrintable(r.err));
     }
+
+    // generate --spec: greedy output identical to plain generate, acceptance statistics
+    // printed; on the tiny model (every proposer kind) and, when installed, the default model.
+    void generateSpeculativeMatchesPlain_data() {
+        QTest::addColumn<QString>("model");
+        QTest::addColumn<QString>("spec");
+        QTest::addColumn<QString>("prompt");
+        QTest::newRow("tiny ngram") << "tiny" << "ngram" << "a b c a b c a b c a b";
+        QTest::newRow("tiny int4") << "tiny" << "int4" << "hello there";
+        QTest::newRow("tiny layer-skip:1@256") << "tiny" << "layer-skip:1@256" << "hello there";
+        QTest::newRow("default ngram") << "default" << "ngram"
+                                       << "Repeat exactly: the quick brown fox jumps over the lazy dog. "
+                                          "The quick brown fox jumps over the lazy dog.";
+        QTest::newRow("default int4") << "default" << "int4" << "Write one sentence about the sea.";
+    }
+    void generateSpeculativeMatchesPlain() {
+        QFETCH(QString, model);
+        QFETCH(QString, spec);
+        QFETCH(QString, prompt);
+        QTemporaryDir dir;
+        QString m;
+        if (model == "tiny") {
+            m = dir.filePath("tiny.gguf");
+            QVERIFY(kvs::test::write_tiny_gguf(m.toStdString(), kvs::test::TinyModelSpec{}).is_ok());
+        } else {
+            if (kvs::test::default_model_path().empty()) QSKIP("default model not installed (installer/fetch_model.sh)");
+            m = QString::fromStdString(kvs::test::default_model_path());
+        }
+        const QStringList common{"generate", "-m", m, "-p", prompt, "-n", "24", "--temp", "0", "--ignore-eos"};
+        const Run plain = run_kvscope(common);
+        const Run sp = run_kvscope(common + QStringList{"--spec", spec, "--spec-k", "3"});
+        QCOMPARE(plain.exit_code, 0);
+        QCOMPARE(sp.exit_code, 0);
+        QVERIFY2(!plain.out.trimmed().isEmpty(), qPrintable(plain.err));
+        QCOMPARE(sp.out, plain.out);
+        QVERIFY2(sp.err.contains("speculative: ") && sp.err.contains("alpha") && sp.err.contains("decode 24 tok"),
+                 qPrintable(sp.err));
+    }
+
+    void generateSpeculativeBadDraft() {
+        QTemporaryDir dir;
+        const QString m = dir.filePath("tiny.gguf");
+        QVERIFY(kvs::test::write_tiny_gguf(m.toStdString(), kvs::test::TinyModelSpec{}).is_ok());
+        for (const QString& spec : {QString("layer-skip:99"), QString("int4@5"), dir.filePath("missing.gguf")}) {
+            const Run r = run_kvscope({"generate", "-m", m, "-p", "hi", "-n", "4", "--spec", spec});
+            QCOMPARE(r.status, QProcess::NormalExit);
+            QCOMPARE(r.exit_code, 1);
+            QVERIFY2(r.err.contains("error:") && r.err.contains("draft"), qPrintable(spec + ": " + r.err));
+        }
+    }
 };
 
 QTEST_GUILESS_MAIN(TestCli)

@@ -67,6 +67,12 @@ int run_main(int argc, char** argv) {
     g->add_flag("--chat", gen.chat, "wrap the prompt in the model's chat template as a user message");
     g->add_option("--system", gen.system, "system prompt (with --chat)");
     g->add_flag("--no-stats", gen.quiet_stats, "do not print timings");
+    g->add_option("--spec", gen.spec,
+                  "speculative decoding: ngram (prompt lookup), int4 (the model re-quantized to 4 bits), "
+                  "layer-skip:N (its first N layers), or a draft model path; any draft may end in @V "
+                  "(head cut to the first V token ids)");
+    g->add_option("--spec-k", gen.spec_k, "draft tokens per target pass (with --spec)")->check(CLI::Range(1, 16));
+    g->add_flag("--spec-adaptive", gen.spec_adaptive, "grow / shrink the draft length with acceptance (with --spec)");
     add_sampling_options(g, gen.sampling);
     add_runner_options(g, gen.runner);
 

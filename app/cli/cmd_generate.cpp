@@ -5,7 +5,9 @@
 
 #include "app/cli/commands.h"
 #include "engine/model/model_registry.h"
+#include "engine/runtime/engine.h"
 #include "engine/runtime/generate.h"
+#include "engine/speculative/draft_runner.h"
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 
@@ -27,6 +29,86 @@ std::shared_ptr<Model> load_model_or_report(const std::string& name_or_path, dou
     for (const auto& w : model.value()->warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
     return model.value();
 }
+
+namespace {
+
+void write_piece(const std::string& piece) {
+    std::fwrite(piece.data(), 1, piece.size(), stdout);
+    std::fflush(stdout);
+}
+
+// generate --spec: one request through the batching engine with a proposer; prints the
+// acceptance statistics after the usual timings.
+int generate_speculative(const GenerateOptions& o, std::shared_ptr<Model> model, Tokenizer tok,
+                         const std::vector<int32_t>& prompt, double load_ms) {
+    EngineOptions eo;
+    eo.backend = o.runner.backend;
+    eo.n_threads = o.runner.n_threads;
+    eo.simd = o.runner.simd;
+    eo.block_size = o.runner.block_size;
+    eo.kv_type = o.runner.kv_type;
+    eo.max_model_len = o.runner.n_ctx;
+    eo.kv_blocks = 2 * ((o.runner.n_ctx + o.runner.block_size - 1) / o.runner.block_size);
+    eo.scheduler.max_num_seqs = 1;
+    eo.snapshot_every = 0;
+    if (o.spec != "ngram") {
+        auto draft = make_draft_model(o.spec, model);
+        if (!draft) {
+            std::fprintf(stderr, "error: %s\n", draft.message().c_str());
+            return 1;
+        }
+        eo.drafts.emplace_back(o.spec, draft.value());
+    }
+    auto engine = Engine::create(model, std::make_shared<const Tokenizer>(std::move(tok)), eo);
+    if (!engine) {
+        std::fprintf(stderr, "error: %s\n", engine.message().c_str());
+        return 1;
+    }
+    Engine& e = **engine;
+    if (!o.quiet_stats) std::fprintf(stderr, "%s | speculative: %s, k %d%s\n", e.backend_note().c_str(), o.spec.c_str(),
+                                     o.spec_k, o.spec_adaptive ? " (adaptive)" : "");
+    GenerationRequest g;
+    g.prompt = prompt;
+    g.params = o.sampling;
+    g.spec.proposer = o.spec;
+    g.spec.k = o.spec_k;
+    g.spec.adaptive = o.spec_adaptive;
+    g.spec.k_max = std::max(g.spec.k_max, o.spec_k);
+    std::string error;
+    FinishReason why = FinishReason::none;
+    g.on_event = [&](const TokenEvent& ev) {
+        write_piece(ev.text);
+        if (!ev.error.empty()) error = ev.error;
+        if (ev.finished) why = ev.finish_reason;
+    };
+    auto id = e.submit(std::move(g));
+    Status st = id ? e.run_until_idle() : id.status();
+    std::fputc('\n', stdout);
+    if (st && !error.empty()) st = Status::error(error);
+    if (!st) {
+        std::fprintf(stderr, "error: %s\n", st.message().c_str());
+        return 1;
+    }
+    if (o.quiet_stats) return 0;
+    for (const RequestMetrics& m : e.request_metrics()) {
+        if (m.id != *id) continue;
+        const double decode_s = m.n_output > 1 ? (m.token_times_ms.back() - m.first_token_ms) / 1000.0 : 0.0;
+        std::fprintf(stderr, "\nload %.0f ms | prompt %d tok | TTFT %.1f ms | decode %d tok, %.1f tok/s | stop: %s | "
+                             "peak memory %.1f MiB\n",
+                     load_ms, m.n_prompt, m.ttft_ms(), m.n_output, decode_s > 0 ? (m.n_output - 1) / decode_s : 0.0,
+                     finish_reason_name(why), peak_rss_bytes() / 1048576.0);
+    }
+    const SpecStats& s = e.spec_totals();
+    std::fprintf(stderr,
+                 "speculative: %lld target passes with drafts | drafted %lld, judged %lld, accepted %lld, bonus %lld | "
+                 "alpha %.3f | %.2f tokens per pass (theory %.2f) | draft %.0f ms, verify %.0f ms\n",
+                 (long long)s.verify_steps, (long long)s.drafted, (long long)s.evaluated, (long long)s.accepted,
+                 (long long)s.bonus, s.alpha(), s.tokens_per_pass(),
+                 theoretical_tokens_per_pass(s.alpha(), s.mean_k()), s.draft_ms, s.verify_ms);
+    return 0;
+}
+
+}  // namespace
 
 int cmd_generate(const GenerateOptions& o) {
     double load_ms = 0;
@@ -52,6 +134,7 @@ int cmd_generate(const GenerateOptions& o) {
         text = apply_chat_template(fmt, msgs, true, default_system_prompt(model->vocab.chat_template));
     }
     const std::vector<int32_t> prompt = tok->encode(text, true, o.chat);
+    if (!o.spec.empty()) return generate_speculative(o, model, std::move(tok.value()), prompt, load_ms);
 
     RunnerOptions ro = o.runner;
     auto runner = SequenceRunner::create(model, ro);
@@ -61,8 +144,7 @@ int cmd_generate(const GenerateOptions& o) {
     }
     if (!o.quiet_stats) std::fprintf(stderr, "%s\n", (*runner)->backend_note().c_str());
     auto st = generate(**runner, tok.value(), prompt, o.sampling, [](const std::string& piece) {
-        std::fwrite(piece.data(), 1, piece.size(), stdout);
-        std::fflush(stdout);
+        write_piece(piece);
         return true;
     });
     std::fputc('\n', stdout);

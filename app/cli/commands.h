@@ -25,6 +25,11 @@ struct GenerateOptions {
     bool quiet_stats = false;
     SamplingParams sampling;
     RunnerOptions runner;
+    // Speculative decoding (through the batching engine): "ngram", "int4", "layer-skip:N",
+    // a draft model path, any of them with "@V"; empty: plain decoding.
+    std::string spec;
+    int spec_k = 4;
+    bool spec_adaptive = false;
 };
 int cmd_generate(const GenerateOptions& o);
 
