@@ -136,7 +136,7 @@ const QuantCompareWorker::Variant* QuantCompareWorker::variant(const std::string
         qo.calibration_tokens = std::move(calib.value());
     }
     const QString label = qs(quant_label(*m_source, *scheme));
-    Q_EMIT building(runId, tr("Quantizing the linears to %1… (an AWQ search takes up to a minute)").arg(label));
+    Q_EMIT building(runId, tr("Quantizing the linears to %1… (AWQ calibrates on 1024 tokens and searches every layer: about 1.5 minutes on 2 cores)").arg(label));
     auto m = quantize_model(m_source, *scheme, qo);
     if (!m) {
         *error = tr("%1 cannot be made for this model: %2").arg(qs(scheme->name), qs(m.message()));

@@ -6,7 +6,7 @@
 // a small cache of variants by scheme, and a SideBySide per comparison.
 //
 // A comparison: make the reference and the variant when not cached (seconds for int8 /
-// q8_0 / q4_0, up to a minute for int4-awq: reported with `building`), apply the chat
+// q8_0 / q4_0, about 1.5 minutes for int4-awq on 2 cores: reported with `building`), apply the chat
 // template to the prompt as the chats do, run both models token by token and report each
 // position with `token`. Every signal carries the run id that requestCompare returned;
 // signals of a run the GUI stopped or replaced can be ignored by id. cancel() stops the
