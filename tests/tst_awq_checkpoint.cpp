@@ -25,18 +25,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// The Python of the project's venv (installer/setup.sh), else python3 on PATH.
-QString find_python() {
-    const QByteArray xdg = qgetenv("XDG_DATA_HOME");
-    const QString data = xdg.isEmpty() ? QDir::homePath() + "/.local/share" : QString::fromLocal8Bit(xdg);
-    const QString venv = data + "/kvscope/venv/bin/python";
-    return QFileInfo(venv).isExecutable() ? venv : QStringLiteral("python3");
-}
-
 // Runs python with args; returns "" on success, else what went wrong.
 QString run_python(const QStringList& args) {
     QProcess p;
-    p.start(find_python(), args);
+    p.start(QString::fromStdString(kvs::test::find_python()), args);
     if (!p.waitForFinished(120000)) return "python did not finish: " + p.errorString();
     if (p.exitStatus() != QProcess::NormalExit || p.exitCode() != 0)
         return "python failed: " + QString::fromLocal8Bit(p.readAllStandardError());
@@ -73,25 +65,6 @@ std::vector<float> dequant(const WeightView& w) {
     return out;
 }
 
-// Next-token logits after 8 tokens, on the scalar CPU backend.
-std::vector<float> last_logits(std::shared_ptr<Model> m) {
-    auto backend = make_cpu_backend(1, "scalar");
-    KvTensors kv(*backend, m->config, 4, 16);
-    LlamaForward fw(m, *backend, kv, 8);
-    ForwardBatch b;
-    b.tokens = {1, 120, 118, 291, 13, 119, 260, 35};
-    for (int i = 0; i < 8; ++i) {
-        b.positions.push_back(i);
-        b.token_seq.push_back(0);
-    }
-    b.block_tables = {0, 1};
-    b.n_seqs = 1;
-    b.max_blocks_per_seq = 2;
-    b.logit_rows = {7};
-    std::vector<float> logits;  // [1, n_vocab]
-    const Status s = fw.forward(b, &logits);
-    return s.is_ok() ? logits : std::vector<float>();
-}
 
 }  // namespace
 
@@ -247,7 +220,7 @@ void TstAwqCheckpoint::logits_close_to_reference() {
     auto r = load_model(ref);
     auto f = load_model(src == "192" ? m_src192 : m_src);
     QVERIFY2(a.is_ok() && r.is_ok() && f.is_ok(), (a.message() + " / " + r.message() + " / " + f.message()).c_str());
-    const auto la = last_logits(a.value()), lr = last_logits(r.value()), lf = last_logits(f.value());
+    const auto la = kvs::test::last_logits(a.value()), lr = kvs::test::last_logits(r.value()), lf = kvs::test::last_logits(f.value());
     QCOMPARE(la.size(), size_t(a.value()->config.n_vocab));
     QCOMPARE(lr.size(), la.size());
     double diff = 0, scale = 0, qdiff = 0;

@@ -338,28 +338,6 @@ void TstModelLoader::gguf_and_safetensors_agree() {
     QCOMPARE(h.vocab.chat_template, g.vocab.chat_template);
 }
 
-namespace {
-// Next-token logits after 8 tokens, on the scalar CPU backend.
-std::vector<float> last_logits(std::shared_ptr<Model> m) {
-    auto backend = make_cpu_backend(1, "scalar");
-    KvTensors kv(*backend, m->config, 4, 16);
-    LlamaForward fw(m, *backend, kv, 8);
-    ForwardBatch b;
-    b.tokens = {1, 120, 118, 291, 13, 119, 260, 35};
-    for (int i = 0; i < 8; ++i) {
-        b.positions.push_back(i);
-        b.token_seq.push_back(0);
-    }
-    b.block_tables = {0, 1};
-    b.n_seqs = 1;
-    b.max_blocks_per_seq = 2;
-    b.logit_rows = {7};
-    std::vector<float> logits;  // [1, n_vocab]
-    const Status s = fw.forward(b, &logits);
-    return s.is_ok() ? logits : std::vector<float>();
-}
-}  // namespace
-
 void TstModelLoader::formats_give_same_logits_data() {
     QTest::addColumn<QString>("arch");
     QTest::newRow("llama") << "llama";
@@ -397,12 +375,12 @@ void TstModelLoader::formats_give_same_logits() {
     auto a = load_model(gguf);
     auto b = load_model(dir);
     QVERIFY2(a.is_ok() && b.is_ok(), (a.message() + " / " + b.message()).c_str());
-    const auto la = last_logits(a.value()), lb = last_logits(b.value());
+    const auto la = kvs::test::last_logits(a.value()), lb = kvs::test::last_logits(b.value());
     QCOMPARE(la.size(), size_t(a.value()->config.n_vocab));
     QCOMPARE(lb.size(), la.size());
     QVERIFY2(rel_err(lb, la) < 1e-4, qPrintable(QString("relative difference %1").arg(rel_err(lb, la))));
     b.value()->config.rope_style = RopeStyle::Normal;
-    const auto wrong = last_logits(b.value());
+    const auto wrong = kvs::test::last_logits(b.value());
     QVERIFY2(rel_err(wrong, la) > 1e-3, "the rope style made no difference: the check above proves nothing");
 }
 

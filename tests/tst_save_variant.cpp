@@ -29,17 +29,10 @@ namespace fs = std::filesystem;
 
 namespace {
 
-QString find_python() {
-    const QByteArray xdg = qgetenv("XDG_DATA_HOME");
-    const QString data = xdg.isEmpty() ? QDir::homePath() + "/.local/share" : QString::fromLocal8Bit(xdg);
-    const QString venv = data + "/kvscope/venv/bin/python";
-    return QFileInfo(venv).isExecutable() ? venv : QStringLiteral("python3");
-}
-
 // Runs python; returns its stdout, or nullopt (with *err set) when it failed.
 std::optional<QString> run_python(const QStringList& args, QString* err) {
     QProcess p;
-    p.start(find_python(), args);
+    p.start(QString::fromStdString(kvs::test::find_python()), args);
     if (!p.waitForFinished(120000) || p.exitStatus() != QProcess::NormalExit || p.exitCode() != 0) {
         *err = p.errorString() + " " + QString::fromLocal8Bit(p.readAllStandardError());
         return std::nullopt;

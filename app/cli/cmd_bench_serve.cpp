@@ -51,13 +51,7 @@ struct PolicyRun {
 };
 
 EngineOptions engine_options(const BenchOptions& o, int max_seqs) {
-    EngineOptions e;
-    e.block_size = o.runner.block_size;
-    e.kv_type = o.runner.kv_type;
-    e.n_threads = o.runner.n_threads;
-    e.backend = o.runner.backend;
-    e.simd = o.runner.simd;
-    e.max_model_len = o.runner.n_ctx;
+    EngineOptions e = engine_options_from(o.runner);
     e.kv_blocks = o.kv_blocks;
     e.kv_bytes = static_cast<int64_t>(o.kv_mib * 1048576.0);
     e.prefix_caching = !o.no_prefix_cache;

@@ -134,13 +134,9 @@ int cmd_bench_spec(const BenchOptions& o) {
     }
     if (o.spec_workload == "both") workloads = {"repetitive", "chat"};
     else workloads = {o.spec_workload};
-    EngineOptions eo;
-    eo.n_threads = o.runner.n_threads;
-    eo.backend = o.runner.backend;
-    eo.simd = o.runner.simd;
+    EngineOptions eo = engine_options_from(o.runner);
     eo.max_model_len = 1024;
     eo.kv_blocks = 1024 / o.runner.block_size * 2;
-    eo.block_size = o.runner.block_size;
     eo.scheduler.max_num_seqs = 1;
     eo.snapshot_every = 0;
     std::shared_ptr<const Model> target = model;

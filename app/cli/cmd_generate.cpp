@@ -30,6 +30,17 @@ std::shared_ptr<Model> load_model_or_report(const std::string& name_or_path, dou
     return model.value();
 }
 
+EngineOptions engine_options_from(const RunnerOptions& r) {
+    EngineOptions e;
+    e.backend = r.backend;
+    e.n_threads = r.n_threads;
+    e.simd = r.simd;
+    e.block_size = r.block_size;
+    e.kv_type = r.kv_type;
+    e.max_model_len = r.n_ctx;
+    return e;
+}
+
 namespace {
 
 void write_piece(const std::string& piece) {
@@ -41,13 +52,7 @@ void write_piece(const std::string& piece) {
 // acceptance statistics after the usual timings.
 int generate_speculative(const GenerateOptions& o, std::shared_ptr<Model> model, Tokenizer tok,
                          const std::vector<int32_t>& prompt, double load_ms) {
-    EngineOptions eo;
-    eo.backend = o.runner.backend;
-    eo.n_threads = o.runner.n_threads;
-    eo.simd = o.runner.simd;
-    eo.block_size = o.runner.block_size;
-    eo.kv_type = o.runner.kv_type;
-    eo.max_model_len = o.runner.n_ctx;
+    EngineOptions eo = engine_options_from(o.runner);
     eo.kv_blocks = 2 * ((o.runner.n_ctx + o.runner.block_size - 1) / o.runner.block_size);
     eo.scheduler.max_num_seqs = 1;
     eo.snapshot_every = 0;

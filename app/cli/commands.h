@@ -7,6 +7,7 @@
 #include <memory>
 
 #include "engine/model/model.h"
+#include "engine/runtime/engine.h"
 #include "engine/runtime/sequence_runner.h"
 #include "engine/sampling/sampling_params.h"
 
@@ -103,5 +104,8 @@ int cmd_eval(const EvalCommandOptions& o);
 // Resolves and loads a model by name or path; prints the error and returns null when
 // it cannot. *load_ms gets the load time.
 std::shared_ptr<Model> load_model_or_report(const std::string& name_or_path, double* load_ms);
+// The batching engine's options from the single-sequence ones the commands share (backend,
+// threads, SIMD level, KV block size and type, context as max_model_len).
+EngineOptions engine_options_from(const RunnerOptions& r);
 
 }  // namespace kvs::app

@@ -9,5 +9,8 @@ inline std::string output_path(const std::string& name) { return std::string(KVS
 inline std::string kvscope_exe() { return KVS_KVSCOPE_EXE; }
 // Path of the installed default model (SmolLM2-135M-Instruct Q4_1), or "" when it is not installed.
 std::string default_model_path();
+// The Python of the project's venv (installer/setup.sh: $XDG_DATA_HOME/kvscope/venv), else
+// "python3" on PATH; for tests that make fixtures with numpy / safetensors.
+std::string find_python();
 
 }  // namespace kvs::test

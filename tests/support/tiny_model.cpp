@@ -9,7 +9,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/kv_cache/kv_tensors.h"
 #include "engine/model/gguf_writer.h"
+#include "engine/model/llama_forward.h"
 #include "engine/tokenizer/vocab_data.h"
 #include "kernels/cpu/quant_formats.h"
 
@@ -364,6 +366,25 @@ Status write_tiny_safetensors_folder(const std::string& dir, const TinyModelSpec
                        {"pad_token", "<|im_end|>"}, {"unk_token", "<|endoftext|>"}, {"chat_template", tiny_chat_template()},
                        {"model_max_length", s.n_ctx_train}};
     return write_text(fs::path(dir) / "tokenizer_config.json", tok_config.dump(2));
+}
+
+std::vector<float> last_logits(std::shared_ptr<Model> m) {
+    auto backend = make_cpu_backend(1, "scalar");
+    KvTensors kv(*backend, m->config, 4, 16);
+    LlamaForward fw(m, *backend, kv, 8);
+    ForwardBatch b;
+    b.tokens = {1, 120, 118, 291, 13, 119, 260, 35};
+    for (int i = 0; i < 8; ++i) {
+        b.positions.push_back(i);
+        b.token_seq.push_back(0);
+    }
+    b.block_tables = {0, 1};
+    b.n_seqs = 1;
+    b.max_blocks_per_seq = 2;
+    b.logit_rows = {7};
+    std::vector<float> logits;  // [1, n_vocab]
+    const Status s = fw.forward(b, &logits);
+    return s.is_ok() ? logits : std::vector<float>();
 }
 
 }  // namespace kvs::test

@@ -7,11 +7,13 @@
 // 256 byte tokens in GPT-2 byte-to-unicode form, then tokens learned by a small BPE
 // training run over built-in English text; a ChatML chat template.
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/core/status.h"
+#include "engine/model/model.h"
 #include "kernels/dtype.h"
 
 namespace kvs::test {
@@ -49,6 +51,9 @@ inline const char* tiny_chat_template() {
 }
 
 Status write_tiny_gguf(const std::string& path, const TinyModelSpec& spec);
+// Next-token logits [n_vocab] of model m after 8 fixed tokens (ids below 292) on the scalar
+// CPU backend; empty when the forward pass fails.
+std::vector<float> last_logits(std::shared_ptr<Model> m);
 Status write_tiny_safetensors_folder(const std::string& dir, const TinyModelSpec& spec);
 
 }  // namespace kvs::test
