@@ -100,6 +100,8 @@ class TstSaveVariant : public QObject {
 private Q_SLOTS:
     void gguf_round_trip_data();
     void gguf_round_trip();
+    void gguf_int_types_as_ggml_blocks_data();
+    void gguf_int_types_as_ggml_blocks();
     void awq_folder_round_trip_data();
     void awq_folder_round_trip();
     void awq_checkpoint_resaved_byte_for_byte();
@@ -192,6 +194,86 @@ void TstSaveVariant::gguf_round_trip() {
     QVERIFY2(lines[0].contains("blk.0.attn_q.weight=" + want_linear), qPrintable(lines[0]));
     QVERIFY2(lines[0].contains("blk.1.ffn_down.weight=" + want_linear), qPrintable(lines[0]));
     QVERIFY2(lines[0].contains("token_embd.weight=Q8_0"), qPrintable(lines[0]));
+}
+
+// INT4 (I4_G128, I4_G64, mixed) and INT8 per-channel variants of a GGUF model saved as
+// GGUF: the file holds Q4_1 / Q8_0 blocks (general.file_type 3 / 7, as gguf-py reads it);
+// loaded back, every weight equals the variant's within the fp16 rounding of m = -d * z
+// (INT4) or of the row scale (INT8), and the next-token logits agree closely.
+void TstSaveVariant::gguf_int_types_as_ggml_blocks_data() {
+    QTest::addColumn<int>("type");
+    QTest::addColumn<int>("first_layer");
+    QTest::addColumn<int>("ggml");
+    QTest::addColumn<int>("file_type");
+    QTest::newRow("I4_G128 -> Q4_1") << int(DType::I4_G128) << int(DType::I4_G128) << int(DType::Q4_1) << 3;
+    QTest::newRow("I4_G64 -> Q4_1") << int(DType::I4_G64) << int(DType::I4_G64) << int(DType::Q4_1) << 3;
+    QTest::newRow("mixed I4 -> Q4_1") << int(DType::I4_G128) << int(DType::I4_G64) << int(DType::Q4_1) << 3;
+    QTest::newRow("I8_ROW -> Q8_0") << int(DType::I8_ROW) << int(DType::I8_ROW) << int(DType::Q8_0) << 7;
+}
+
+void TstSaveVariant::gguf_int_types_as_ggml_blocks() {
+    QFETCH(int, type);
+    QFETCH(int, first_layer);
+    QFETCH(int, ggml);
+    QFETCH(int, file_type);
+    const std::string src_path = test::output_path("save_int_src.gguf"), out = test::output_path("save_int_out.gguf");
+    QVERIFY(test::write_tiny_gguf(src_path, spec_128()).is_ok());
+    auto src = load_model(src_path);
+    QVERIFY2(src.is_ok(), src.message().c_str());
+    auto v = i4_variant(src.value(), DType(type), DType(first_layer));
+    auto saved = save_variant(*v, out);
+    QVERIFY2(saved.is_ok(), saved.message().c_str());
+    auto back = load_model(out);
+    QVERIFY2(back.is_ok(), back.message().c_str());
+    const auto lv = linears(*v), lb = linears(*back.value());
+    QCOMPARE(lb.size(), lv.size());
+    double worst = 0.0;
+    for (size_t i = 0; i < lv.size(); ++i) {
+        QCOMPARE(int(lb[i]->dtype), ggml);
+        const int64_t n_in = lv[i]->n_in;
+        std::vector<float> a(static_cast<size_t>(n_in)), b(static_cast<size_t>(n_in));  // [n_in] each
+        for (int64_t r = 0; r < lv[i]->n_out; ++r) {
+            cpu::dequantize_row(lv[i]->dtype, static_cast<const uint8_t*>(lv[i]->data) + size_t(r) * row_bytes(lv[i]->dtype, n_in),
+                                a.data(), n_in);
+            cpu::dequantize_row(lb[i]->dtype, static_cast<const uint8_t*>(lb[i]->data) + size_t(r) * row_bytes(lb[i]->dtype, n_in),
+                                b.data(), n_in);
+            float amax = 0.0f;
+            for (float x : a) amax = std::max(amax, std::fabs(x));
+            // INT4: |m error| <= 2^-11 |d z| <= 2^-11 * 2 max|w|; INT8: 2^-11 relative
+            for (int64_t k = 0; k < n_in; ++k) {
+                const double err = std::fabs(double(a[size_t(k)]) - b[size_t(k)]);
+                worst = std::max(worst, amax > 0 ? err / amax : err);
+                QVERIFY2(err <= amax * 1.0e-3 + 1e-12, qPrintable(QString("linear %1 row %2: %3 vs %4")
+                                                                       .arg(i).arg(r).arg(a[size_t(k)]).arg(b[size_t(k)])));
+            }
+        }
+    }
+    qInfo("largest |w_saved - w_variant| / max|w| of its row: %.2e", worst);
+    // the saving error must stay well below the quantization's own effect on the logits
+    // (INT4: 0.65-0.9 here, the file 0.03-0.05; INT8 per channel: 0.09, the file 0.03)
+    const auto lg_v = test::last_logits(v), lg_b = test::last_logits(back.value()), lg_s = test::last_logits(src.value());
+    QVERIFY(!lg_v.empty() && lg_v.size() == lg_b.size() && lg_v.size() == lg_s.size());
+    double d_saved = 0.0, d_quant = 0.0;
+    for (size_t i = 0; i < lg_v.size(); ++i) {
+        d_saved = std::max(d_saved, std::fabs(double(lg_v[i]) - lg_b[i]));
+        d_quant = std::max(d_quant, std::fabs(double(lg_v[i]) - lg_s[i]));
+    }
+    qInfo("next-token logits: max |delta| variant vs saved file %.2e, variant vs source %.2e", d_saved, d_quant);
+    QVERIFY2(d_saved < 0.4 * d_quant, qPrintable(QString("%1 vs %2").arg(d_saved).arg(d_quant)));
+
+    QString err;
+    const QString code =
+        "import sys\nfrom gguf import GGUFReader\nr = GGUFReader(sys.argv[1])\n"
+        "print(' '.join(f'{t.name}={t.tensor_type.name}' for t in r.tensors))\n"
+        "print(int(r.fields['general.file_type'].parts[-1][0]))";
+    const auto py = run_python({"-c", code, QString::fromStdString(out)}, &err);
+    if (!py) QSKIP(qPrintable("gguf-py check skipped (needs Python with the gguf package): " + err));
+    const QStringList lines = py->trimmed().split('\n');
+    QCOMPARE(lines.size(), 2);
+    QCOMPARE(lines[1].toInt(), file_type);
+    const QString want = QString::fromStdString(std::string(dtype_name(DType(ggml))));
+    QVERIFY2(lines[0].contains("blk.0.attn_q.weight=" + want) && lines[0].contains("blk.1.ffn_down.weight=" + want),
+             qPrintable(lines[0]));
 }
 
 void TstSaveVariant::awq_folder_round_trip_data() {
@@ -299,13 +381,12 @@ void TstSaveVariant::awq_checkpoint_resaved_byte_for_byte() {
 
 void TstSaveVariant::refused_data() {
     QTest::addColumn<QString>("source");   // gguf or safetensors
-    QTest::addColumn<QString>("variant");  // ref or i4
+    QTest::addColumn<QString>("variant");  // ref, i4 or i8
     QTest::addColumn<QString>("out");
     QTest::addColumn<QString>("expected");
-    QTest::newRow("gguf source, INT4") << "gguf" << "i4" << "x_out"
-                                       << "a GGUF model's INT4 variant cannot be saved: I4_G128 is not a GGML type";
-    QTest::newRow("gguf source, INT4 to .gguf") << "gguf" << "i4" << "x_out.gguf"
-                                                << "KV Scope's own format, not a GGML type";
+    QTest::newRow("gguf source, INT4 to a folder") << "gguf" << "i4" << "x_out"
+                                                   << "save a GGUF model's INT4 variant to a path ending in .gguf";
+    QTest::newRow("INT8 to a folder") << "gguf" << "i8" << "x_out" << "give a path ending in .gguf";
     QTest::newRow("float to a folder") << "gguf" << "ref" << "x_out" << "give a path ending in .gguf";
     QTest::newRow("safetensors to GGUF") << "safetensors" << "ref" << "x_out.gguf"
                                          << "saving as GGUF needs a model loaded from a GGUF file";
@@ -325,7 +406,9 @@ void TstSaveVariant::refused() {
     }
     auto m = load_model(path);
     QVERIFY2(m.is_ok(), m.message().c_str());
-    std::shared_ptr<Model> v = variant == "i4" ? i4_variant(m.value()) : m.value();
+    std::shared_ptr<Model> v = variant == "i4"   ? i4_variant(m.value())
+                               : variant == "i8" ? i4_variant(m.value(), DType::I8_ROW)
+                                                 : m.value();
     const std::string out_path = test::output_path(out.toStdString());
     auto r = save_variant(*v, out_path);
     QVERIFY(!r.is_ok());

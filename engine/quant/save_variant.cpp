@@ -15,6 +15,7 @@
 #include "engine/model/awq_checkpoint.h"
 #include "engine/model/gguf_reader.h"
 #include "engine/model/gguf_writer.h"
+#include "kernels/cpu/quant_formats.h"
 
 namespace kvs {
 
@@ -115,7 +116,22 @@ int64_t size_of(const fs::path& p) {
 }
 
 Result<SavedModel> save_gguf(const Model& m, const std::string& out) {
-    const std::map<std::string, OutTensor> mine = gguf_tensors(m);
+    std::map<std::string, OutTensor> mine = gguf_tensors(m);
+    // KV Scope's own INT4 / INT8 rows re-expressed in GGML blocks (Q4_1 / Q8_0), so
+    // llama.cpp and every GGUF reader can run the file
+    std::vector<std::vector<uint8_t>> converted;  // keeps the re-expressed tensors alive until the write
+    for (auto& [name, t] : mine) {
+        const std::optional<DType> g = cpu::ggml_equivalent(t.type);
+        if (!g || t.ne.size() != 2) continue;
+        const int64_t n_in = t.ne[0], n_out = t.ne[1];
+        const size_t src_row = row_bytes(t.type, n_in), dst_row = row_bytes(*g, n_in);
+        std::vector<uint8_t> buf(dst_row * size_t(n_out));  // [n_out, row_bytes(g, n_in)]
+        for (int64_t r = 0; r < n_out; ++r)
+            cpu::to_ggml_equivalent_row(t.type, static_cast<const uint8_t*>(t.data) + size_t(r) * src_row,
+                                        buf.data() + size_t(r) * dst_row, n_in);
+        converted.push_back(std::move(buf));
+        t = OutTensor{*g, t.ne, converted.back().data(), converted.back().size()};
+    }
     for (const auto& [name, t] : mine)
         if (!dtype_info(t.type).ggml)
             return Status::error(out + ": tensor '" + name + "' is " + std::string(dtype_name(t.type)) +
@@ -133,7 +149,7 @@ Result<SavedModel> save_gguf(const Model& m, const std::string& out) {
     for (const auto& [key, value] : f.metadata())
         if (key != "general.alignment") w.set(key, value);
     w.set_alignment(f.alignment());
-    const DType linear_type = dominant_linear_type(m);
+    const DType linear_type = cpu::ggml_equivalent(dominant_linear_type(m)).value_or(dominant_linear_type(m));
     if (auto ft = gguf_file_type(linear_type)) w.set_u32("general.file_type", *ft);
     if (dtype_info(linear_type).block_size > 1 && !f.find("general.quantization_version"))
         w.set_u32("general.quantization_version", 2);
@@ -209,8 +225,8 @@ Result<SavedModel> save_awq_folder(const Model& m, const std::string& out) {
     if (!fs::is_directory(m.path, ec) || !fs::exists(fs::path(m.path) / "tokenizer.json", ec))
         return Status::error(out + ": an INT4 (I4_G128 / I4_G64) model is saved as an AutoAWQ safetensors folder, "
                              "which needs the source's config.json and tokenizer.json; '" + m.path +
-                             "' is not a Hugging Face folder (a GGUF model's INT4 variant cannot be saved: "
-                             "I4_G128 is not a GGML type, nor is I4_G64; save a GGML scheme such as q4_k as .gguf instead)");
+                             "' is not a Hugging Face folder (save a GGUF model's INT4 variant to a path ending in .gguf: its "
+                             "groups become Q4_1 blocks of 32 with the same scale and zero point)");
     // AutoAWQ's config has one group_size: 128 when every linear is I4_G128, else 64 (an
     // I4_G128 group is written as two groups of 64 with its scale and zero, the same weights)
     int group_size = kAwqGroupSize;
@@ -280,12 +296,12 @@ Result<SavedModel> save_awq_folder(const Model& m, const std::string& out) {
 
 Result<SavedModel> save_variant(const Model& model, const std::string& out) {
     if (out.empty()) return Status::error("save: no output path given");
+    if (fs::path(out).extension() == ".gguf") return save_gguf(model, out);
     for (const LayerWeights& l : model.layers)
         for (const Linear& lin : kLinears)
             if ((l.*lin.view).dtype == DType::I8_ROW)
-                return Status::error(out + ": INT8 per-channel (I8_ROW) variants cannot be saved yet (no file "
-                                     "format KV Scope also loads); save a q8_0 GGUF instead");
-    if (fs::path(out).extension() == ".gguf") return save_gguf(model, out);
+                return Status::error(out + ": an INT8 per-channel (I8_ROW) variant is saved as GGUF (its rows "
+                                     "become Q8_0 blocks with the row's scale): give a path ending in .gguf");
     if (i4_group_size(dominant_linear_type(model)) != 0) return save_awq_folder(model, out);
     return Status::error(out + ": a " + std::string(dtype_name(dominant_linear_type(model))) +
                          " model is saved as GGUF: give a path ending in .gguf (folders are for INT4 AWQ checkpoints)");

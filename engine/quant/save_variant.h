@@ -3,7 +3,11 @@
 // load_model() and other programs read back:
 //
 //   GGUF file (`out` ends in .gguf): every weight in a GGML type (F32, F16, BF16, Q4_0 ...
-//     Q6_K). The model must come from a GGUF file: the output keeps every metadata key
+//     Q6_K); KV Scope's own types are re-expressed in GGML blocks (kernels/cpu/
+//     quant_formats.h ggml_equivalent): I4_G128 / I4_G64 (INT4 RTN / AWQ) as Q4_1 blocks
+//     of 32 with the group's scale and m = fp16(-scale * zero), I8_ROW (INT8 per channel)
+//     as Q8_0 blocks with the row's scale; quants unchanged, only m / d rounded to fp16.
+//     The model must come from a GGUF file: the output keeps every metadata key
 //     of that file (tokenizer, hyper-parameters, general.*; general.file_type set to the
 //     new linears' type) and its tensor names and order; tensors the engine does not use
 //     are copied unchanged. llama.cpp reads the result.
@@ -16,10 +20,9 @@
 //     files, and model.safetensors (qweight / qzeros / scales per linear, the rest as the
 //     model holds it). vLLM, transformers and AutoAWQ read this layout.
 //
-// Not supported, with an error saying so: I4_G128 / I4_G64 / I8_ROW weights of a model loaded from
-// GGUF (those types are not GGML types, so no GGUF file can hold them, and an AWQ folder
-// needs the tokenizer.json a GGUF model lacks: save such a model as q4_k / q4_0 GGUF
-// instead); I8_ROW in any format; a safetensors model to GGUF.
+// Not supported, with an error saying so: an AWQ folder from a model loaded from GGUF (it
+// needs the tokenizer.json a GGUF model lacks: save to .gguf instead); I8_ROW to a folder;
+// a safetensors model to GGUF.
 #include <cstdint>
 #include <optional>
 #include <string>

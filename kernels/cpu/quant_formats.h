@@ -4,6 +4,7 @@
 // quantization of rows. Scalar, the reference.
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "kernels/dtype.h"
 
@@ -59,5 +60,14 @@ inline void unpack_i4_g128_row(const void* src, int64_t n, float* d, int* z, uin
 void quantize_i8_row(const float* w, int64_t n, void* dst);
 // An I8_ROW row from a given scale and quants (q must be in -127..127; false otherwise).
 bool pack_i8_row(float scale, const int8_t* q, int64_t n, void* dst);
+
+// KV Scope's own types re-expressed in a GGML type, for GGUF files other programs read:
+// I4_G128 / I4_G64 -> Q4_1 (each group becomes blocks of 32 with the group's d and
+// m = fp16(-d * z), so w = d * q + m, the quants unchanged), I8_ROW -> Q8_0 (blocks of 32
+// with d = fp16(scale), the quants unchanged). Only m / d are rounded to fp16 (relative
+// error <= 2^-11 of d * z or of the scale). nullopt for every other type.
+std::optional<DType> ggml_equivalent(DType t);
+// One row of n weights of type t (one ggml_equivalent has) into dst, row_bytes(that, n) bytes.
+void to_ggml_equivalent_row(DType t, const void* src, void* dst, int64_t n);
 
 }  // namespace kvs::cpu

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/quant_formats.h"
@@ -137,6 +138,39 @@ bool pack_i8_row(float scale, const int8_t* q, int64_t n, void* dst) {
     std::memcpy(out, &scale, sizeof(float));
     std::memcpy(out + kI8RowHeader, q, static_cast<size_t>(n));
     return true;
+}
+
+std::optional<DType> ggml_equivalent(DType t) {
+    if (t == DType::I4_G128 || t == DType::I4_G64) return DType::Q4_1;
+    if (t == DType::I8_ROW) return DType::Q8_0;
+    return std::nullopt;
+}
+
+void to_ggml_equivalent_row(DType t, const void* src, void* dst, int64_t n) {
+    if (t == DType::I8_ROW) {
+        float scale;
+        std::memcpy(&scale, src, sizeof(float));
+        const auto* q = reinterpret_cast<const int8_t*>(static_cast<const uint8_t*>(src) + kI8RowHeader);
+        auto* out = static_cast<BlockQ8_0*>(dst);
+        for (int64_t b = 0; b < n / kQK32; ++b) {
+            out[b].d = fp32_to_fp16(scale);
+            std::memcpy(out[b].qs, q + kQK32 * b, kQK32);
+        }
+        return;
+    }
+    const int group = i4_group_size(t);
+    std::vector<float> d(static_cast<size_t>(n / group));  // [n / group]
+    std::vector<int> z(d.size());
+    std::vector<uint8_t> q(static_cast<size_t>(n));        // [n] element order
+    unpack_i4_row(t, src, n, d.data(), z.data(), q.data());
+    auto* out = static_cast<BlockQ4_1*>(dst);
+    for (int64_t b = 0; b < n / kQK32; ++b) {
+        const size_t g = static_cast<size_t>(b * kQK32 / group);
+        out[b].d = fp32_to_fp16(d[g]);  // exact: d is an fp16 value
+        out[b].m = fp32_to_fp16(-d[g] * static_cast<float>(z[g]));
+        const uint8_t* qb = q.data() + kQK32 * b;
+        for (int j = 0; j < 16; ++j) out[b].qs[j] = static_cast<uint8_t>(qb[j] | (qb[j + 16] << 4));
+    }
 }
 
 void dequantize_row_int(DType t, const void* src, float* dst, int64_t n) {
