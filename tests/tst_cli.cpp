@@ -296,6 +296,27 @@ private Q_SLOTS:
                  qPrintable(sp.err));
     }
 
+    // quantize int4-rtn / int4-awq (default calibration text) / int8 of a GGUF model to .gguf:
+    // the file loads and generates; a missing calibration text is a clear error.
+    void quantizeIntSchemesToGguf() {
+        QTemporaryDir dir;
+        const QString m = dir.filePath("tiny.gguf");
+        QVERIFY(kvs::test::write_tiny_gguf(m.toStdString(), kvs::test::TinyModelSpec{}).is_ok());
+        for (const QString& scheme : {QString("int4-rtn"), QString("int4-awq"), QString("int8")}) {
+            const QString out = dir.filePath(scheme + ".gguf");
+            const Run q = run_kvscope({"quantize", "-m", m, "-s", scheme, "-o", out, "--calib-tokens", "48"});
+            QVERIFY2(q.exit_code == 0, qPrintable(scheme + ": " + q.out + q.err));
+            QVERIFY2(q.out.contains("(gguf,"), qPrintable(q.out));
+            if (scheme == "int4-awq") QVERIFY2(q.out.contains("Apache-2.0"), qPrintable(q.out));
+            const Run gen = run_kvscope({"generate", "-m", out, "-p", "hello", "-n", "4", "--temp", "0", "--ignore-eos"});
+            QVERIFY2(gen.exit_code == 0 && gen.err.contains("decode 4 tok"), qPrintable(scheme + ": " + gen.err));
+        }
+        const Run bad = run_kvscope({"quantize", "-m", m, "-s", "int4-awq", "-o", dir.filePath("x.gguf"), "--calib",
+                                     dir.filePath("missing.txt")});
+        QCOMPARE(bad.exit_code, 1);
+        QVERIFY2(bad.err.contains("missing.txt"), qPrintable(bad.err));
+    }
+
     void generateSpeculativeBadDraft() {
         QTemporaryDir dir;
         const QString m = dir.filePath("tiny.gguf");

@@ -129,8 +129,10 @@ int run_main(int argc, char** argv) {
     q->add_option("-m,--model", quant.model, model_help);
     q->add_option("-s,--scheme", quant.scheme, "quantization scheme (ref, f16, q8_0, q4_k, ...)")->required();
     q->add_option("-o,--out", quant.out, "output: a .gguf file, or a folder for INT4 (AutoAWQ format)")->required();
-    q->add_option("--calib", quant.calib, "calibration text for activation-aware schemes (AWQ)")
-        ->check(CLI::ExistingFile);
+    q->add_option("--calib", quant.calib,
+                  "calibration text for AWQ (default /usr/share/common-licenses/Apache-2.0)");
+    q->add_option("--calib-tokens", quant.calib_tokens, "calibration tokens taken from --calib (at most 1024)")
+        ->check(CLI::Range(1, 1024));
     EvalCommandOptions eval;
     auto* ev = add_eval_command(app, eval);
 

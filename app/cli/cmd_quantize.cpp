@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "app/cli/commands.h"
+#include "engine/quant/calibration.h"
 #include "engine/quant/quantize.h"
 #include "engine/quant/save_variant.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -21,20 +22,14 @@ int cmd_quantize(const QuantizeOptions& o) {
     auto model = load_model_or_report(o.model, nullptr);
     if (!model) return 1;
     QuantOptions qo;
-    if (!o.calib.empty()) {
-        std::ifstream f(o.calib, std::ios::binary);
-        if (!f) {
-            std::fprintf(stderr, "error: %s: cannot open the calibration text\n", o.calib.c_str());
+    const std::string calib = o.calib.empty() ? default_calibration_text_path() : o.calib;
+    if (scheme->kind == QuantScheme::Kind::Int4Awq) {
+        auto tokens = tokenize_text_file(*model, calib, o.calib_tokens);
+        if (!tokens) {
+            std::fprintf(stderr, "error: %s\n", tokens.message().c_str());
             return 1;
         }
-        std::stringstream ss;
-        ss << f.rdbuf();
-        auto tok = Tokenizer::create(model->vocab);
-        if (!tok) {
-            std::fprintf(stderr, "error: tokenizer of %s: %s\n", model->path.c_str(), tok.message().c_str());
-            return 1;
-        }
-        qo.calibration_tokens = tok->encode(ss.str(), true, false);
+        qo.calibration_tokens = std::move(tokens.value());
     }
     const auto t0 = std::chrono::steady_clock::now();
     auto variant = quantize_model(model, scheme.value(), qo);
@@ -54,7 +49,7 @@ int cmd_quantize(const QuantizeOptions& o) {
                 quant_label(*model, scheme.value()).c_str(), saved.value().path.c_str(), saved.value().format.c_str(),
                 double(saved.value().n_bytes) / (1024.0 * 1024.0), ms(t0, t1), ms(t1, t2));
     if (!qo.calibration_tokens.empty())
-        std::printf("calibration: %zu tokens from %s\n", qo.calibration_tokens.size(), o.calib.c_str());
+        std::printf("calibration: %zu tokens from %s\n", qo.calibration_tokens.size(), calib.c_str());
     return 0;
 }
 

@@ -79,7 +79,8 @@ struct QuantizeOptions {
     std::string model;
     std::string scheme;  // QuantScheme::parse spelling
     std::string out;     // .gguf file, or a folder for INT4 (AutoAWQ)
-    std::string calib;   // calibration text for activation-aware schemes
+    std::string calib;   // calibration text for AWQ (default: default_calibration_text_path())
+    int calib_tokens = 1024;
 };
 int cmd_quantize(const QuantizeOptions& o);
 // kvscope eval (app/cli/cmd_eval.cpp): quantized variants against the reference.
