@@ -317,6 +317,40 @@ private Q_SLOTS:
         QVERIFY2(bad.err.contains("missing.txt"), qPrintable(bad.err));
     }
 
+    // bench --spec writes per-token fates whose counts agree with the row's statistics.
+    void benchSpecJsonHasTokenFates() {
+        if (kvs::test::default_model_path().empty()) QSKIP("default model not installed (installer/fetch_model.sh)");
+        QTemporaryDir dir;
+        const QString out = dir.filePath("spec.json");
+        const Run r = run_kvscope({"bench", "--spec", "ngram", "--spec-k", "3", "--spec-gen", "12", "--spec-workload",
+                                   "repetitive", "--json-out", out});
+        QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+        QFile f(out);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QJsonArray rows = QJsonDocument::fromJson(f.readAll()).object()["rows"].toArray();
+        QCOMPARE(rows.size(), 2);  // plain, ngram k 3
+        for (const auto& v : rows) {
+            const QJsonObject row = v.toObject();
+            int accepted = 0, bonus = 0, streamed = 0;
+            for (const auto& req : row["token_fates"].toArray())
+                for (const auto& e : req.toArray()) {
+                    const QString fate = e.toArray()[1].toString();
+                    accepted += fate == "accepted";
+                    bonus += fate == "bonus";
+                    streamed += fate != "rejected" && fate != "discarded";
+                }
+            QCOMPARE(row["token_fates"].toArray().size(), 3);  // three prompts
+            QCOMPARE(accepted, row["accepted"].toInt());
+            QCOMPARE(bonus, row["bonus"].toInt());
+            if (row["proposer"].toString() == "plain") {  // fates are kept for speculative requests
+                QCOMPARE(streamed, 0);
+                continue;
+            }
+            QCOMPARE(streamed, row["tokens"].toInt() + 3);  // "tokens" counts decode tokens after each first
+            QVERIFY(accepted > 0);
+        }
+    }
+
     void generateSpeculativeBadDraft() {
         QTemporaryDir dir;
         const QString m = dir.filePath("tiny.gguf");

@@ -68,6 +68,7 @@ struct Run {
     SpecStats stats;
     bool identical = true;
     std::vector<std::vector<int32_t>> outputs;
+    nlohmann::json fates = nlohmann::json::array();  // per request: the fate of every streamed token and refused draft
 };
 
 // Runs every prompt alone (one request at a time), plain or with the given proposer.
@@ -88,6 +89,10 @@ Result<Run> run_one(Engine& e, const std::vector<std::vector<int32_t>>& prompts,
         if (!id) return Result<Run>::error(id.message());
         KVS_RETURN_IF_ERROR(e.run_until_idle());
         const auto out = e.output_tokens(*id);
+        nlohmann::json req = nlohmann::json::array();  // [[token, fate, draft position, step], ...]
+        for (const SpecTokenEvent& ev : e.spec_events(*id))
+            req.push_back({ev.token, token_fate_name(ev.fate), ev.draft_pos, ev.step});
+        run.fates.push_back(std::move(req));
         for (const auto& m : e.request_metrics())
             if (m.id == *id && m.n_output > 1) {
                 run.decode_s += (m.token_times_ms.back() - m.first_token_ms) / 1000.0;
@@ -196,13 +201,18 @@ int cmd_bench_spec(const BenchOptions& o) {
                             {"tokens_per_pass", r.k ? r.stats.tokens_per_pass() : 1.0}, {"theory_tokens_per_pass", theory},
                             {"drafted", r.stats.drafted}, {"accepted", r.stats.accepted}, {"evaluated", r.stats.evaluated},
                             {"bonus", r.stats.bonus}, {"draft_ms", r.stats.draft_ms}, {"verify_ms", r.stats.verify_ms},
-                            {"tokens", r.tokens}, {"decode_s", r.decode_s}, {"identical_to_plain", r.identical}});
+                            {"tokens", r.tokens}, {"decode_s", r.decode_s}, {"identical_to_plain", r.identical},
+                            {"token_fates", r.fates}});
         }
         std::fflush(stdout);
     }
     if (!o.json_out.empty()) {
         nlohmann::json j = {{"model", model->path}, {"backend", e.backend_note()}, {"n_gen", o.spec_gen},
-                            {"sampling", "greedy"}, {"rows", rows}};
+                            {"sampling", "greedy"},
+                            {"token_fates_format", "per row, per request: [token, fate, draft position (1..k, 0 for "
+                                                   "non-drafts), engine step] for every token the request streamed (plain, accepted, "
+                                                   "corrected, bonus) and every refused draft (rejected, discarded: not in the output), in order"},
+                            {"rows", rows}};
         std::ofstream(o.json_out) << j.dump(2) << "\n";
     }
     return 0;
