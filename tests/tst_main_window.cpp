@@ -345,13 +345,13 @@ private Q_SLOTS:
         QVERIFY(view->figure("refSpeed") != "–" && view->figure("variantSpeed") != "–");
         QVERIFY(w.grab().save(QString::fromStdString(kvs::test::output_path("main_window_quant_compare.png"))));
 
-        // A scheme this model cannot take (rows of 64 values, groups of 128): a clear
+        // A scheme this model cannot take (rows of 64 values, Q4_K blocks of 256): a clear
         // message in the dock, and the window keeps working.
-        scheme->setCurrentText("int4-rtn");
+        scheme->setCurrentText("q4_k");
         QTest::mouseClick(compare, Qt::LeftButton);
-        QTRY_VERIFY2_WITH_TIMEOUT(view->figure("status").contains("int4-rtn cannot be made"),
+        QTRY_VERIFY2_WITH_TIMEOUT(view->figure("status").contains("q4_k cannot be made"),
                                   qPrintable(view->figure("status")), 30000);
-        QVERIFY2(view->figure("status").contains("128"), qPrintable(view->figure("status")));
+        QVERIFY2(view->figure("status").contains("256"), qPrintable(view->figure("status")));
         QVERIFY(compare->isEnabled());
         scheme->setCurrentText("q8_0");
         QTest::mouseClick(compare, Qt::LeftButton);
