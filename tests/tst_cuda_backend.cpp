@@ -5,7 +5,7 @@
 // library's entry point must report a missing driver instead of crashing. With a GPU,
 // matmul (GEMV and cuBLAS paths, every weight type), rms_norm and paged_attention are
 // compared with references computed here in double (matmul, rms_norm) or with the CPU
-// scalar backend (paged_attention); the full per-op table is tst_backend_ops.
+// scalar backend (paged_attention); the full per-op tables are tst_backend_ops and tst_attention_ops.
 // kernels headers first: Qt defines `slots` as a macro.
 #include "kernels/backend.h"
 #include "kernels/cpu/quant_formats.h"
