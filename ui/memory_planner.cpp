@@ -42,7 +42,10 @@ QString num(qint64 v) { return QLocale().toString(v); }
 // ---- the arithmetic ---------------------------------------------------------------------
 
 qint64 MemoryPlanner::bytesPerToken(int layers, int kvHeads, int headDim, int dtypeBytes) {
-    return satMul(satMul(satMul(2 * qint64(layers), kvHeads), headDim), dtypeBytes);
+    const qint64 kvDim = satMul(kvHeads, headDim);
+    // INT8 is the engine's Q8_0 cache: every 32 values share an fp16 scale (34 bytes)
+    const qint64 rowBytes = dtypeBytes == 1 ? satMul((kvDim + 31) / 32, 34) : satMul(kvDim, dtypeBytes);
+    return satMul(2 * qint64(layers), rowBytes);
 }
 
 MemoryPlan MemoryPlanner::plan(const MemoryInputs& in) {
@@ -258,8 +261,9 @@ MemoryPlannerView::MemoryPlannerView(QWidget* parent) : QWidget(parent), m_prese
     m_dtype = new QComboBox(this);
     m_dtype->setObjectName("plannerDtype");
     m_dtype->addItem(tr("FP16 (2 bytes)"), 2);
-    m_dtype->addItem(tr("INT8 (1 byte)"), 1);
-    m_dtype->setToolTip(tr("Element type of the cached keys and values (INT8 scales not counted)"));
+    m_dtype->addItem(tr("INT8 (1.0625 bytes)"), 1);
+    m_dtype->setToolTip(tr("Element type of the cached keys and values (INT8: blocks of 32 values with one fp16 "
+                           "scale, 34 bytes per 32 values, as the engine stores them)"));
     m_dtype->setAccessibleName(tr("KV dtype"));
     m_blockSize = spin("plannerBlockSize", 1, 1024, 16, tr("Tokens per KV block (PagedAttention page)"));
     m_availableGiB = new QDoubleSpinBox(this);
@@ -485,8 +489,9 @@ void MemoryPlannerView::recompute() {
         return;
     }
     QString html;
-    html += tr("<p><b>Per token</b> = 2 (K and V) × %1 layers × %2 KV heads × %3 dims × %4 B = <b>%5 B</b> (%6)</p>")
-                .arg(in.layers).arg(in.kvHeads).arg(in.headDim).arg(in.kvDtypeBytes).arg(num(p.bytesPerToken))
+    const QString elem = in.kvDtypeBytes == 1 ? tr("(34 B per 32 values)") : tr("%1 B").arg(in.kvDtypeBytes);
+    html += tr("<p><b>Per token</b> = 2 (K and V) × %1 layers × %2 KV heads × %3 dims × %4 = <b>%5 B</b> (%6)</p>")
+                .arg(in.layers).arg(in.kvHeads).arg(in.headDim).arg(elem).arg(num(p.bytesPerToken))
                 .arg(fb(p.bytesPerToken));
     html += tr("<p><b>Per block</b> = %1 tokens × %2 = <b>%3</b></p>").arg(in.blockSize).arg(fb(p.bytesPerToken))
                 .arg(fb(p.bytesPerBlock));

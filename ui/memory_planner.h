@@ -2,6 +2,7 @@
 // The memory planner: the KV-cache formula as an interactive calculator.
 //
 //   bytes per token = 2 (K and V) × layers × kv_heads × head_dim × dtype bytes
+//                     (INT8: 34 bytes per 32 values, the engine's Q8_0 blocks with their scales)
 //   per block       = block_size × bytes per token
 //   per sequence    = ceil(context / block_size) blocks     (paged: whole blocks)
 //   KV              = batch × per sequence;   total = weights + KV + scratch
@@ -26,7 +27,7 @@ struct MemoryInputs {
     int headDim = 64;
     qint64 context = 2048;        // tokens per sequence
     qint64 batch = 1;             // sequences
-    int kvDtypeBytes = 2;         // FP16 2, INT8 1 (INT8 scales not counted)
+    int kvDtypeBytes = 2;         // FP16 2, INT8 1 (Q8_0 blocks: 34 bytes per 32 values)
     int blockSize = 16;           // tokens per KV block
     qint64 weightBytes = 0;
     qint64 scratchBytes = 0;      // activations, logits, runtime: whatever else must fit
