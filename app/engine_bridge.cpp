@@ -368,7 +368,9 @@ QStringList EngineBridge::tokenPieces(const std::vector<int32_t>& ids) const {
     if (!tok) return out;
     out.reserve(static_cast<int>(ids.size()));
     for (int32_t id : ids) {
-        const std::string p = tok->token_to_piece(id);
+        // control tokens (an end-of-turn that stopped the reply) are not text: the chat
+        // does not show them, so neither does a token view
+        const std::string p = tok->is_control(id) ? std::string() : tok->token_to_piece(id);
         out << QString::fromUtf8(p.data(), static_cast<int>(p.size()));
     }
     return out;

@@ -84,7 +84,7 @@ public:
     int64_t kvBytesPerBlock() const;
     // Text of token ids with the loaded model's tokenizer (control tokens shown as is).
     QString decodeTokens(const std::vector<int32_t>& ids) const;
-    // Each token's own piece of text (one string per id).
+    // Each token's own piece of text (one string per id; empty for control tokens).
     QStringList tokenPieces(const std::vector<int32_t>& ids) const;
     // Speculative decoding telemetry after the newest step that changed it (null before a
     // model is loaded).
