@@ -6,6 +6,8 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <cmath>
+
 #include <QJsonDocument>
 #include <QJsonArray>
 #include <QJsonObject>
@@ -200,6 +202,44 @@ private Q_SLOTS:
         QCOMPARE(j["divergence"].toObject()["prompts"].toArray().size(), 2);
         QVERIFY(rows[2].toObject()["speed"].toObject()["tg"].toObject()["mean_tps"].toDouble() > 0);
         QCOMPARE(rows[2].toObject()["linear_bits_per_weight"].toDouble(), 4.5);
+    }
+
+    // eval with both INT4 schemes reports AWQ against RTN (share of the PPL gap, KL), in the
+    // table's footer and the JSON, consistent with the rows; without both it is null.
+    void evalAwqVsRtn() {
+        QTemporaryDir dir;
+        const QString gguf = dir.filePath("tiny.gguf"), text = dir.filePath("text.txt"), out = dir.filePath("eval.json");
+        QVERIFY(kvs::test::write_tiny_gguf(gguf.toStdString(), kvs::test::TinyModelSpec{}).is_ok());
+        QFile t(text);
+        QVERIFY(t.open(QIODevice::WriteOnly));
+        for (int i = 0; i < 40; ++i) t.write(QByteArray("A small tree grows by the river, number ") + QByteArray::number(i) + ".\n");
+        t.close();
+        const Run r = run_kvscope({"eval", "-m", gguf, "--quant", "int4-rtn,int4-awq", "--text", text, "--calib", text,
+                                   "--calib-tokens", "64", "--ctx", "64", "--max-tokens", "256", "--no-speed", "--json", out});
+        QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+        QVERIFY2(r.out.contains("AWQ vs RTN: ") && r.out.contains("AWQ lowers the mean KL by"), qPrintable(r.out));
+        QFile f(out);
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        const QJsonObject j = QJsonDocument::fromJson(f.readAll()).object();
+        const QJsonArray rows = j["rows"].toArray();
+        QCOMPARE(rows.size(), 3);
+        const double d_rtn = rows[1].toObject()["delta_ppl"].toDouble(), d_awq = rows[2].toObject()["delta_ppl"].toDouble();
+        const QJsonObject a = j["awq_vs_rtn"].toObject();
+        QVERIFY(!a.isEmpty());
+        QCOMPARE(a["delta_ppl_rtn"].toDouble(), d_rtn);
+        const double kl_rtn = rows[1].toObject()["kl"].toObject()["mean"].toDouble();
+        const double kl_awq = rows[2].toObject()["kl"].toObject()["mean"].toDouble();
+        QVERIFY(std::fabs(a["mean_kl_reduced"].toDouble() - (1.0 - kl_awq / kl_rtn)) < 1e-9);
+        if (d_rtn > 0) QVERIFY(std::fabs(a["ppl_gap_closed"].toDouble() - (1.0 - d_awq / d_rtn)) < 1e-9);
+        else QVERIFY(a["ppl_gap_closed"].isNull());  // a gap share means nothing when RTN did not raise PPL
+
+        const Run q = run_kvscope({"eval", "-m", gguf, "--quant", "q8_0", "--text", text, "--ctx", "64", "--max-tokens",
+                                   "128", "--no-speed", "--json", out});
+        QVERIFY2(q.exit_code == 0, qPrintable(q.err));
+        QVERIFY(!q.out.contains("AWQ vs RTN"));
+        QFile g(out);
+        QVERIFY(g.open(QIODevice::ReadOnly));
+        QVERIFY(QJsonDocument::fromJson(g.readAll()).object()["awq_vs_rtn"].isNull());
     }
 
     void evalBadInput_data() {

@@ -108,6 +108,23 @@ std::string divergence_cell(const std::vector<DivergenceResult>& d) {
     return s;
 }
 
+// AWQ against RTN when both INT4 schemes were evaluated: the share of RTN's perplexity gap
+// to the reference that AWQ closes, and how much lower its mean KL is. Null when either is missing.
+json awq_vs_rtn(const std::vector<Row>& rows) {
+    const Row *rtn = nullptr, *awq = nullptr;
+    for (size_t i = 1; i < rows.size(); ++i) {
+        if (rows[i].scheme.kind == QuantScheme::Kind::Int4Rtn) rtn = &rows[i];
+        if (rows[i].scheme.kind == QuantScheme::Kind::Int4Awq) awq = &rows[i];
+    }
+    if (!rtn || !awq || rtn->quality.kl.mean <= 0) return nullptr;
+    // the share of the gap means something only when RTN raised the perplexity
+    const json gap = rtn->quality.delta_ppl > 0 ? json(1.0 - awq->quality.delta_ppl / rtn->quality.delta_ppl) : json();
+    return {{"ppl_gap_closed", gap},
+            {"delta_ppl_rtn", rtn->quality.delta_ppl}, {"delta_ppl_rtn_err", rtn->quality.delta_ppl_err},
+            {"delta_ppl_awq", awq->quality.delta_ppl}, {"delta_ppl_awq_err", awq->quality.delta_ppl_err},
+            {"mean_kl_reduced", 1.0 - awq->quality.kl.mean / rtn->quality.kl.mean}};
+}
+
 void print_table(const std::vector<Row>& rows, const QualityReport& rep, bool speed, int n_div) {
     std::printf(
         "| scheme | label | bits/weight | size MiB | PPL | ΔPPL | mean KL | p99 KL | top-1 %% | first divergence "
@@ -345,6 +362,16 @@ void print_report(const Model& source, const std::vector<Row>& rows, const Quali
     std::printf("first divergence: %zu prompts (%s), %d greedy tokens each; index of the first differing token\n\n",
                 in.prompts.size(), o.prompts_file.empty() ? "built in" : o.prompts_file.c_str(), o.divergence_tokens);
     print_table(rows, rep, !o.no_speed, o.divergence_tokens);
+    if (const json a = awq_vs_rtn(rows); !a.is_null()) {
+        const std::string gap = a["ppl_gap_closed"].is_null()
+                                    ? std::string("RTN does not raise the perplexity on this text")
+                                    : fmt("AWQ closes %.1f%% of RTN's perplexity gap to the reference",
+                                          100.0 * a["ppl_gap_closed"].get<double>());
+        std::printf("\nAWQ vs RTN: %s (ΔPPL %+.3f ± %.3f vs %+.3f ± %.3f); AWQ lowers the mean KL by %.1f%%\n",
+                    gap.c_str(), a["delta_ppl_awq"].get<double>(), a["delta_ppl_awq_err"].get<double>(),
+                    a["delta_ppl_rtn"].get<double>(), a["delta_ppl_rtn_err"].get<double>(),
+                    100.0 * a["mean_kl_reduced"].get<double>());
+    }
     if (!o.no_speed)
         std::printf("\nspeed: pp%d and tg%d, single stream, %d run%s each, mean%s (%s, %d threads)\n",
                     rows[0].speed.n_prompt, rows[0].speed.n_gen, o.repeat, o.repeat == 1 ? "" : "s",
@@ -369,6 +396,7 @@ Status write_json(const Model& source, const std::vector<Row>& rows, const Quali
               {"calibration", calib},
               {"divergence", {{"prompts", in.prompts}, {"n_tokens", o.divergence_tokens}}},
               {"skipped", skipped},
+              {"awq_vs_rtn", awq_vs_rtn(rows)},
               {"timing_s",
                {{"quantize", times.quantize},
                 {"quality", times.quality},
