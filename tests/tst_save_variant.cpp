@@ -40,6 +40,18 @@ std::optional<QString> run_python(const QStringList& args, QString* err) {
     return QString::fromLocal8Bit(p.readAllStandardOutput());
 }
 
+// What gguf-py (llama.cpp's own reader) sees in a GGUF file: line 0 "name=TYPE ..." for
+// every tensor, line 1 general.file_type; nullopt (with *err) without Python and gguf.
+std::optional<QStringList> gguf_py_types(const std::string& path, QString* err) {
+    const QString code =
+        "import sys\nfrom gguf import GGUFReader\nr = GGUFReader(sys.argv[1])\n"
+        "print(' '.join(f'{t.name}={t.tensor_type.name}' for t in r.tensors))\n"
+        "print(int(r.fields['general.file_type'].parts[-1][0]))";
+    const auto py = run_python({"-c", code, QString::fromStdString(path)}, err);
+    if (!py) return std::nullopt;
+    return py->trimmed().split('\n');
+}
+
 // Every linear of every layer, in a fixed order.
 std::vector<const WeightView*> linears(const Model& m) {
     std::vector<const WeightView*> out;
@@ -181,19 +193,15 @@ void TstSaveVariant::gguf_round_trip() {
 
     // gguf-py (llama.cpp's own reader) sees the same tensor types.
     QString err;
-    const QString code =
-        "import sys\nfrom gguf import GGUFReader\nr = GGUFReader(sys.argv[1])\n"
-        "print(' '.join(f'{t.name}={t.tensor_type.name}' for t in r.tensors))\n"
-        "print(int(r.fields['general.file_type'].parts[-1][0]))";
-    const auto py = run_python({"-c", code, QString::fromStdString(out)}, &err);
-    if (!py) QSKIP(qPrintable("gguf-py check skipped (needs Python with the gguf package): " + err));
-    const QStringList lines = py->trimmed().split('\n');
-    QCOMPARE(lines.size(), 2);
-    QCOMPARE(lines[1].toInt(), file_type);
+    const auto lines = gguf_py_types(out, &err);
+    if (!lines) QSKIP(qPrintable("gguf-py check skipped (needs Python with the gguf package): " + err));
+    QCOMPARE(lines->size(), 2);
+    QCOMPARE((*lines)[1].toInt(), file_type);
     const QString want_linear = QString::fromStdString(std::string(dtype_name(lv[0]->dtype)));
-    QVERIFY2(lines[0].contains("blk.0.attn_q.weight=" + want_linear), qPrintable(lines[0]));
-    QVERIFY2(lines[0].contains("blk.1.ffn_down.weight=" + want_linear), qPrintable(lines[0]));
-    QVERIFY2(lines[0].contains("token_embd.weight=Q8_0"), qPrintable(lines[0]));
+    const QString& types = (*lines)[0];
+    QVERIFY2(types.contains("blk.0.attn_q.weight=" + want_linear), qPrintable(types));
+    QVERIFY2(types.contains("blk.1.ffn_down.weight=" + want_linear), qPrintable(types));
+    QVERIFY2(types.contains("token_embd.weight=Q8_0"), qPrintable(types));
 }
 
 // INT4 (I4_G128, I4_G64, mixed) and INT8 per-channel variants of a GGUF model saved as
@@ -262,18 +270,14 @@ void TstSaveVariant::gguf_int_types_as_ggml_blocks() {
     QVERIFY2(d_saved < 0.4 * d_quant, qPrintable(QString("%1 vs %2").arg(d_saved).arg(d_quant)));
 
     QString err;
-    const QString code =
-        "import sys\nfrom gguf import GGUFReader\nr = GGUFReader(sys.argv[1])\n"
-        "print(' '.join(f'{t.name}={t.tensor_type.name}' for t in r.tensors))\n"
-        "print(int(r.fields['general.file_type'].parts[-1][0]))";
-    const auto py = run_python({"-c", code, QString::fromStdString(out)}, &err);
-    if (!py) QSKIP(qPrintable("gguf-py check skipped (needs Python with the gguf package): " + err));
-    const QStringList lines = py->trimmed().split('\n');
-    QCOMPARE(lines.size(), 2);
-    QCOMPARE(lines[1].toInt(), file_type);
+    const auto lines = gguf_py_types(out, &err);
+    if (!lines) QSKIP(qPrintable("gguf-py check skipped (needs Python with the gguf package): " + err));
+    QCOMPARE(lines->size(), 2);
+    QCOMPARE((*lines)[1].toInt(), file_type);
     const QString want = QString::fromStdString(std::string(dtype_name(DType(ggml))));
-    QVERIFY2(lines[0].contains("blk.0.attn_q.weight=" + want) && lines[0].contains("blk.1.ffn_down.weight=" + want),
-             qPrintable(lines[0]));
+    const QString& types = (*lines)[0];
+    QVERIFY2(types.contains("blk.0.attn_q.weight=" + want) && types.contains("blk.1.ffn_down.weight=" + want),
+             qPrintable(types));
 }
 
 void TstSaveVariant::awq_folder_round_trip_data() {
