@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cctype>
 #include <optional>
+#include <set>
 #include <thread>
 
 #include "engine/quant/awq.h"
@@ -100,12 +101,12 @@ std::string quant_label(const Model& source, const QuantScheme& scheme) {
     const bool float_source = source.file_type == "F32" || source.file_type == "F16" || source.file_type == "BF16";
     // INT4: "g128", or "g128, g64 on rows of 576" where some rows 128 does not divide
     auto int4_groups = [&] {
-        std::string odd;
+        std::set<int64_t> widths;  // row lengths 128 does not divide
         for (const LayerWeights& L : source.layers)
-            for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
-                const std::string n = std::to_string(w->n_in);
-                if (w->n_in % kInt4Group != 0 && odd.find(n) == std::string::npos) odd += (odd.empty() ? "" : "/") + n;
-            }
+            for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
+                if (w->n_in % kInt4Group != 0) widths.insert(w->n_in);
+        std::string odd;
+        for (int64_t n : widths) odd += (odd.empty() ? "" : "/") + std::to_string(n);
         return odd.empty() ? std::string("g128") : "g128, g64 on rows of " + odd;
     };
     switch (scheme.kind) {
