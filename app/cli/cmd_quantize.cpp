@@ -2,14 +2,11 @@
 // variant (GGUF for GGML types, an AutoAWQ folder for INT4; engine/quant/save_variant.h).
 #include <chrono>
 #include <cstdio>
-#include <fstream>
-#include <sstream>
 
 #include "app/cli/commands.h"
 #include "engine/quant/calibration.h"
 #include "engine/quant/quantize.h"
 #include "engine/quant/save_variant.h"
-#include "engine/tokenizer/tokenizer.h"
 
 namespace kvs::app {
 

@@ -104,7 +104,7 @@ std::string quant_label(const Model& source, const QuantScheme& scheme) {
         std::set<int64_t> widths;  // row lengths 128 does not divide
         for (const LayerWeights& L : source.layers)
             for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
-                if (w->n_in % kInt4Group != 0) widths.insert(w->n_in);
+                if (int4_group_for(w->n_in) != kInt4Group) widths.insert(w->n_in);
         std::string odd;
         for (int64_t n : widths) odd += (odd.empty() ? "" : "/") + std::to_string(n);
         return odd.empty() ? std::string("g128") : "g128, g64 on rows of " + odd;
