@@ -43,10 +43,10 @@ void for_token_ranges(ThreadPool& pool, int n_tokens, int64_t n_in, Fn&& fn) {
 }
 
 // Row chunk for a one-token GEMV: about 8 tasks per thread (dynamic balance against
-// other programs on the same cores), a multiple of 4 rows.
+// other programs on the same cores), a multiple of 8 rows (the Q4 tiles' height).
 int64_t gemv_row_chunk(int64_t n_out, int n_threads) {
     const int64_t c = ceil_div(n_out, 8 * static_cast<int64_t>(n_threads));
-    return std::max<int64_t>(16, (c + 3) & ~int64_t{3});
+    return std::max<int64_t>(16, (c + 7) & ~int64_t{7});
 }
 
 void matmul_avx2(ThreadPool& pool, const WeightView& w, const float* x, float* y, int n_tokens) {

@@ -1,11 +1,12 @@
-// AVX2 kernels for the 32-element block types (Q4_0, Q4_1, Q5_0, Q5_1, Q8_0) and the
+// AVX2 kernels for the 32-element block types (Q5_0, Q5_1, Q8_0; Q4_0 / Q4_1 are in
+// vec_dot_q4_avx2.cpp) and the
 // float weights (F32, F16, BF16), the activation quantizer, and the entry points of
 // vec_dot.h. K-quant tiles are in vec_dot_kquants_avx2.cpp, I4_G128 / I4_G64 / I8_ROW
 // tiles (and the I4 panel) in vec_dot_int_avx2.cpp.
 //
 // A register tile multiplies R weight rows by C tokens: each weight block is decoded
 // once into 32 unsigned bytes and used for C tokens (maddubs + madd + one FMA per pair).
-// Q4_0/Q5_0 are handled like Q4_1/Q5_1 with min = -8d / -16d: the min term is
+// Q5_0 is handled like Q5_1 with min = -16d: the min term is
 // sum_b m_b * s_b, with s_b = d_a * sum(q_a) precomputed per activation block.
 #include <algorithm>
 #include <cmath>
@@ -47,18 +48,6 @@ inline __m128 half_d_times(uint16_t d, float factor) {
 
 // Weight decoders: quants as unsigned bytes (signed for Q8_0), and dm = [d, m, 0, 0]
 // with w = d * q + m.
-struct DecQ4_0 {
-    using B = BlockQ4_0;
-    static constexpr bool kSigned = false;
-    static __m256i quants(const B& b) { return nibbles32(b.qs); }
-    static __m128 dm(const B& b) { return half_d_times(b.d, -8.0f); }
-};
-struct DecQ4_1 {
-    using B = BlockQ4_1;
-    static constexpr bool kSigned = false;
-    static __m256i quants(const B& b) { return nibbles32(b.qs); }
-    static __m128 dm(const B& b) { return half2(&b.d); }
-};
 struct DecQ5_0 {
     using B = BlockQ5_0;
     static constexpr bool kSigned = false;
@@ -334,12 +323,8 @@ void avx2_gemm(const WeightView& w, const ActPanel& a, int64_t r0, int64_t r1, i
     float* yp = y + r0;
     const bool gemv = t1 - t0 == 1;
     switch (w.dtype) {
-        case DType::Q4_0:
-            return gemv ? drive<Tile32<DecQ4_0>::T, 4, 1>(wp, stride, a, n, t0, t1, yp, ldy)
-                        : drive<Tile32<DecQ4_0>::T, 2, 4>(wp, stride, a, n, t0, t1, yp, ldy);
-        case DType::Q4_1:
-            return gemv ? drive<Tile32<DecQ4_1>::T, 4, 1>(wp, stride, a, n, t0, t1, yp, ldy)
-                        : drive<Tile32<DecQ4_1>::T, 2, 4>(wp, stride, a, n, t0, t1, yp, ldy);
+        case DType::Q4_0: return gemm_q4_0(wp, stride, a, n, t0, t1, yp, ldy);
+        case DType::Q4_1: return gemm_q4_1(wp, stride, a, n, t0, t1, yp, ldy);
         case DType::Q5_0:
             return gemv ? drive<Tile32<DecQ5_0>::T, 4, 1>(wp, stride, a, n, t0, t1, yp, ldy)
                         : drive<Tile32<DecQ5_0>::T, 2, 4>(wp, stride, a, n, t0, t1, yp, ldy);

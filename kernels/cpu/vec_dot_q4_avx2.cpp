@@ -1,0 +1,169 @@
+// AVX2 matmul for Q4_0 / Q4_1 weights (the default model's matrices), every token count.
+//
+// Rows in lanes: a tile is 8 weight rows x C tokens. Block b of the 8 rows is transposed
+// into 8 registers W_k (k = 0..7) whose lane j holds the 4 quants of row j that meet
+// activation bytes 4k..4k+3; each token broadcasts those 4 bytes, so one maddubs does 32
+// products for 8 rows and the 8 maddubs of a block sum in int16 (|Σ| <= 8 * 2 * 15 * 127
+// = 30480, no saturation) before one madd widens them: about 9 integer multiplies per 256
+// products, where a row-at-a-time dot needs 16 (the multiply port is what bounds this
+// kernel on the project's Zen cores). The transpose is paid once per tile and block and
+// shared by its C tokens.
+//
+// Every (row, token) output is the same float sequence whatever the tile, token count or
+// thread count (batched results equal single-request results):
+//   acc = 0; for each block b: acc = fma(float(isum_b), d_w * d_a, acc); acc = fma(m_w, s_a, acc)
+// with isum_b the exact integer dot of the quants, m_w the block's minimum (-8 d_w for
+// Q4_0) and s_a = d_a * sum(q_a).
+#include <algorithm>
+#include <cstring>
+
+#include "kernels/cpu/simd_avx2.h"
+
+namespace kvs::cpu::avx2 {
+namespace {
+
+// Transposed quants of block b of 8 rows (row j at rows[j]) and their [d], [m] as floats.
+struct Block8 {
+    __m256i w[8];
+    __m256 d, m;
+};
+
+inline uint32_t load_u32(const uint8_t* p) {
+    uint32_t v;
+    std::memcpy(&v, p, 4);
+    return v;
+}
+
+// 16 bytes of nibbles per row at rows[j] + qs_off -> W_k (see the file comment).
+inline void transpose_nibbles(const uint8_t* const* rows, size_t qs_off, __m256i* w) {
+    auto pair = [&](int j) {
+        const __m128i lo = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j] + qs_off));
+        const __m128i hi = _mm_loadu_si128(reinterpret_cast<const __m128i*>(rows[j + 4] + qs_off));
+        return _mm256_inserti128_si256(_mm256_castsi128_si256(lo), hi, 1);
+    };
+    const __m256i y0 = pair(0), y1 = pair(1), y2 = pair(2), y3 = pair(3);
+    const __m256i u0 = _mm256_unpacklo_epi32(y0, y1), u1 = _mm256_unpackhi_epi32(y0, y1);
+    const __m256i u2 = _mm256_unpacklo_epi32(y2, y3), u3 = _mm256_unpackhi_epi32(y2, y3);
+    const __m256i t[4] = {_mm256_unpacklo_epi64(u0, u2), _mm256_unpackhi_epi64(u0, u2),
+                          _mm256_unpacklo_epi64(u1, u3), _mm256_unpackhi_epi64(u1, u3)};
+    const __m256i lo4 = _mm256_set1_epi8(0x0F);
+    for (int k = 0; k < 4; ++k) {
+        w[k] = _mm256_and_si256(t[k], lo4);                              // elements 4k..4k+3
+        w[k + 4] = _mm256_and_si256(_mm256_srli_epi16(t[k], 4), lo4);   // elements 16+4k..
+    }
+}
+
+// Eight fp16 values, one per row at rows[j] + off, as floats in lane j.
+inline __m256 gather_half8(const uint8_t* const* rows, size_t off) {
+    uint16_t h[8];
+    for (int j = 0; j < 8; ++j) std::memcpy(&h[j], rows[j] + off, 2);
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(h)));
+}
+
+struct Q4_0 {
+    using B = BlockQ4_0;
+    static void decode(const uint8_t* const* rows, Block8& o) {
+        transpose_nibbles(rows, offsetof(B, qs), o.w);
+        o.d = gather_half8(rows, offsetof(B, d));
+        o.m = _mm256_mul_ps(o.d, _mm256_set1_ps(-8.0f));  // exact: a power of two
+    }
+};
+struct Q4_1 {
+    using B = BlockQ4_1;
+    static void decode(const uint8_t* const* rows, Block8& o) {
+        transpose_nibbles(rows, offsetof(B, qs), o.w);
+        // [d | m] of each row as one u32 -> d in the low 128 bits, m in the high ones
+        const __m256i dm = _mm256_setr_epi32(
+            static_cast<int>(load_u32(rows[0])), static_cast<int>(load_u32(rows[1])), static_cast<int>(load_u32(rows[2])),
+            static_cast<int>(load_u32(rows[3])), static_cast<int>(load_u32(rows[4])), static_cast<int>(load_u32(rows[5])),
+            static_cast<int>(load_u32(rows[6])), static_cast<int>(load_u32(rows[7])));
+        const __m256i split = _mm256_shuffle_epi8(
+            dm, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6,
+                                 7, 10, 11, 14, 15));
+        const __m256i ordered = _mm256_permute4x64_epi64(split, _MM_SHUFFLE(3, 1, 2, 0));
+        o.d = _mm256_cvtph_ps(_mm256_castsi256_si128(ordered));
+        o.m = _mm256_cvtph_ps(_mm256_extracti128_si256(ordered, 1));
+    }
+};
+
+inline __m256i bcast4(const int8_t* p) {
+    int32_t v;
+    std::memcpy(&v, p, 4);
+    return _mm256_set1_epi32(v);
+}
+
+// Rows [0, n_rows) (n_rows <= 8: missing lanes repeat the last row and are not stored) x
+// tokens t0 .. t0 + C - 1.
+template <class Q, int C>
+void tile8(const uint8_t* w, size_t stride, int n_rows, const ActPanel& a, int t0, float* y, int64_t ldy,
+           size_t prefetch_ahead) {
+    using B = typename Q::B;
+    const uint8_t* rows[8];
+    for (int j = 0; j < 8; ++j) rows[j] = w + static_cast<size_t>(std::min(j, n_rows - 1)) * stride;
+    const int64_t nb = a.n_in / kQK32;
+    const int n_tok = a.n_tokens;
+    const int8_t* aq = a.qs + static_cast<int64_t>(t0) * a.n_in;
+    const __m256i ones = _mm256_set1_epi16(1);
+    __m256 acc[C];
+    for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
+    for (int64_t b = 0; b < nb; ++b) {
+        // the tile's rows are contiguous: walk the same span prefetch_ahead bytes on,
+        // 8 * sizeof(B) <= 192 bytes (3 cache lines) per block
+        if (prefetch_ahead)
+            for (int i = 0; i < 3; ++i)
+                _mm_prefetch(reinterpret_cast<const char*>(w) + prefetch_ahead + b * 8 * sizeof(B) + 64 * i, _MM_HINT_T0);
+        Block8 blk;
+        Q::decode(rows, blk);
+        for (int j = 0; j < 8; ++j) rows[j] += sizeof(B);
+        const float* da = a.d + b * n_tok + t0;
+        const float* sa = a.s + b * n_tok + t0;
+        for (int c = 0; c < C; ++c) {
+            const int8_t* ab = aq + c * a.n_in + 32 * b;
+            __m256i p = _mm256_maddubs_epi16(blk.w[0], bcast4(ab));
+            for (int k = 1; k < 8; ++k) p = _mm256_add_epi16(p, _mm256_maddubs_epi16(blk.w[k], bcast4(ab + 4 * k)));
+            const __m256 isum = _mm256_cvtepi32_ps(_mm256_madd_epi16(p, ones));
+            acc[c] = _mm256_fmadd_ps(isum, _mm256_mul_ps(blk.d, _mm256_broadcast_ss(da + c)), acc[c]);
+            acc[c] = _mm256_fmadd_ps(blk.m, _mm256_broadcast_ss(sa + c), acc[c]);
+        }
+    }
+    for (int c = 0; c < C; ++c) {
+        alignas(32) float out[8];
+        _mm256_store_ps(out, acc[c]);
+        std::copy(out, out + n_rows, y + static_cast<int64_t>(t0 + c) * ldy);
+    }
+}
+
+template <class Q, int C>
+void rows_x_tokens(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_rows, int t0, float* y, int64_t ldy) {
+    // one-token calls stream short rows: fetch the tile two tiles ahead ourselves (long
+    // rows stream well on their own and a far prefetch would evict L1)
+    const size_t ahead = C == 1 && a.n_tokens == 1 && 16 * stride <= 16384 ? 16 * stride : 0;
+    for (int64_t r = 0; r < n_rows; r += 8)
+        tile8<Q, C>(w + r * stride, stride, static_cast<int>(std::min<int64_t>(8, n_rows - r)), a, t0, y + r, ldy, ahead);
+}
+
+template <class Q>
+void gemm_q4(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_rows, int t0, int t1, float* y,
+             int64_t ldy) {
+    for (int t = t0; t < t1; t += 4) {
+        switch (std::min(4, t1 - t)) {
+            case 1: rows_x_tokens<Q, 1>(w, stride, a, n_rows, t, y, ldy); break;
+            case 2: rows_x_tokens<Q, 2>(w, stride, a, n_rows, t, y, ldy); break;
+            case 3: rows_x_tokens<Q, 3>(w, stride, a, n_rows, t, y, ldy); break;
+            default: rows_x_tokens<Q, 4>(w, stride, a, n_rows, t, y, ldy); break;
+        }
+    }
+}
+
+}  // namespace
+
+void gemm_q4_0(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_rows, int t0, int t1, float* y,
+               int64_t ldy) {
+    gemm_q4<Q4_0>(w, stride, a, n_rows, t0, t1, y, ldy);
+}
+void gemm_q4_1(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_rows, int t0, int t1, float* y,
+               int64_t ldy) {
+    gemm_q4<Q4_1>(w, stride, a, n_rows, t0, t1, y, ldy);
+}
+
+}  // namespace kvs::cpu::avx2
