@@ -135,9 +135,10 @@ void tile8(const uint8_t* w, size_t stride, int n_rows, const ActPanel& a, int t
 
 template <class Q, int C>
 void rows_x_tokens(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_rows, int t0, float* y, int64_t ldy) {
-    // one-token calls stream short rows: fetch the tile two tiles ahead ourselves (long
-    // rows stream well on their own and a far prefetch would evict L1)
-    const size_t ahead = C == 1 && a.n_tokens == 1 && 16 * stride <= 16384 ? 16 * stride : 0;
+    // few tokens (decode, batched decode) stream short rows like a GEMV: fetch the tile two
+    // tiles ahead ourselves (long rows stream well on their own and a far prefetch would
+    // evict L1); many tokens reuse each row chunk from L1, where prefetching only costs slots
+    const size_t ahead = a.n_tokens <= 16 && 16 * stride <= 16384 ? 16 * stride : 0;
     for (int64_t r = 0; r < n_rows; r += 8)
         tile8<Q, C>(w + r * stride, stride, static_cast<int>(std::min<int64_t>(8, n_rows - r)), a, t0, y + r, ldy, ahead);
 }
