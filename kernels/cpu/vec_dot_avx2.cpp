@@ -209,8 +209,8 @@ struct TileF {
             __m256 acc[R][C];
             for (int r = 0; r < R; ++r)
                 for (int c = 0; c < C; ++c) acc[r][c] = _mm256_setzero_ps();
-            // one-token calls stream short rows: prefetch two tiles ahead (see Tile32)
-            const size_t ahead = C == 1 && 2 * R * t.stride <= 16384 ? 2 * R * t.stride : 0;
+            // few tokens (decode, verify passes) stream short rows: prefetch two tiles ahead (see Tile32)
+            const size_t ahead = a.n_tokens <= 16 && 2 * R * t.stride <= 16384 ? 2 * R * t.stride : 0;
             for (int64_t i = 0; i < n8; i += 8) {
                 __m256 wv[R];
                 for (int r = 0; r < R; ++r) {
