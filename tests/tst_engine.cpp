@@ -13,6 +13,7 @@
 #include <QtTest>
 
 #include <cstdlib>
+#include <future>
 #include <random>
 
 #include "tests/support/brute_force_beam.h"
@@ -475,6 +476,45 @@ private Q_SLOTS:
         QVERIFY(e->scheduler().counters().cow_copies > 0);  // beams wrote into shared blocks
         e->remove_finished();
         QCOMPARE(int(e->scheduler().requests().size()), 0);
+    }
+
+    // A long session: the engine forgets all but the newest finished requests, the loop
+    // does so after every step, so snapshots and memory stay bounded.
+    void finishedRequestsAreForgottenOldestFirst() {
+        EngineOptions o;
+        o.kv_blocks = 64;
+        o.max_model_len = 256;
+        auto e = make_engine(o);
+        const auto prompts = random_prompts(5, 3, 8, m_model->config.n_vocab, 41);
+        std::vector<RequestId> ids;
+        for (const auto& p : prompts) {
+            GenerationRequest r;
+            r.prompt = p;
+            r.params = greedy(3);
+            ids.push_back(*e->submit(r));
+        }
+        QVERIFY(e->run_until_idle().is_ok());
+        e->remove_finished(2);
+        QCOMPARE(int(e->scheduler().requests().size()), 2);
+        for (size_t i = 0; i < ids.size(); ++i)
+            QCOMPARE(e->output_tokens(ids[i]).empty(), i < 3);  // the 3 oldest are gone
+        QCOMPARE(int(e->finished_metrics().size()), 3);
+        e->remove_finished(2);  // nothing more to forget
+        QCOMPARE(int(e->scheduler().requests().size()), 2);
+        QCOMPARE(e->kv_cache().num_free_blocks(), e->kv_cache().n_blocks());
+
+        EngineLoop loop(make_engine(o));
+        const int n = int(EngineLoop::kKeepFinished) + 16;
+        for (int i = 0; i < n; ++i) {
+            GenerationRequest r;
+            r.prompt = prompts[size_t(i) % prompts.size()];
+            r.params = greedy(2);
+            loop.submit(r);
+        }
+        loop.wait_idle();
+        std::promise<size_t> known;
+        loop.post([&](Engine& en) { known.set_value(en.scheduler().requests().size()); });
+        QCOMPARE(known.get_future().get(), EngineLoop::kKeepFinished);
     }
 
     void badOptionsAreErrors() {

@@ -720,22 +720,23 @@ void Engine::beam_finish(BeamGroup& g, std::vector<RequestId>* finished) {
     emit(root, ev);
 }
 
-void Engine::remove_finished() {
-    for (auto it = m_reqs.begin(); it != m_reqs.end();) {
-        const SchedRequest* s = m_sched->request(it->first);
-        const bool group_live = it->second->beam && !it->second->beam->finished;  // the root reports at the end
-        if (!group_live && (!s || s->status == RequestStatus::finished)) {
-            if (s && !m_sched->remove_request(it->first)) {  // a static batch seat: later
-                ++it;
-                continue;
-            }
-            if (it->second->metrics.finish_ms >= 0 && (!it->second->beam || it->second->beam->root == it->first))
-                m_removed_metrics.push_back(it->second->metrics);
-            release_drafts(it->first);
-            it = m_reqs.erase(it);
-        } else {
-            ++it;
-        }
+void Engine::remove_finished(size_t keep_last) {
+    std::vector<RequestId> done;
+    for (const auto& [id, r] : m_reqs) {
+        const SchedRequest* s = m_sched->request(id);
+        const bool group_live = r->beam && !r->beam->finished;  // the root reports at the end
+        if (!group_live && (!s || s->status == RequestStatus::finished)) done.push_back(id);
+    }
+    if (done.size() <= keep_last) return;
+    std::sort(done.begin(), done.end());
+    done.resize(done.size() - keep_last);  // the oldest ones (ids grow with submission)
+    for (RequestId id : done) {
+        if (m_sched->request(id) && !m_sched->remove_request(id)) continue;  // a static batch seat: later
+        auto it = m_reqs.find(id);
+        if (it->second->metrics.finish_ms >= 0 && (!it->second->beam || it->second->beam->root == id))
+            m_removed_metrics.push_back(it->second->metrics);
+        release_drafts(id);
+        m_reqs.erase(it);
     }
 }
 

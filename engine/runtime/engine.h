@@ -135,9 +135,9 @@ public:
     std::vector<int32_t> output_tokens(RequestId id) const;
     // A finished beam-search request's hypotheses, best first (empty otherwise).
     std::vector<BeamHypothesis> beam_hypotheses(RequestId id) const;
-    // Forgets finished requests (their records stay readable until then); their metrics
-    // move to finished_metrics().
-    void remove_finished();
+    // Forgets finished requests except the keep_last most recent ones (by id; their records
+    // stay readable until then); the metrics of those forgotten move to finished_metrics().
+    void remove_finished(size_t keep_last = 0);
 
     // Telemetry. The ring is thread-safe: another thread may read it while this one steps.
     std::shared_ptr<const SnapshotRing> telemetry() const { return m_ring; }

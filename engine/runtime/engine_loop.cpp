@@ -112,7 +112,10 @@ void EngineLoop::run() {
         if (!step_now) continue;
         auto r = m_engine->step();
         ++m_steps;
-        if (r && r->ran) track_step(*r);
+        if (r && r->ran) {
+            track_step(*r);
+            m_engine->remove_finished(kKeepFinished);
+        }
         if (!r) {
             std::lock_guard<std::mutex> lk(m_mu);
             m_last_error = r.message();

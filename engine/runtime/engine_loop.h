@@ -48,6 +48,11 @@ public:
     // Speculative decoding after the newest step that changed it (never null; thread-safe).
     std::shared_ptr<const SpecSnapshot> spec_snapshot() const;
 
+    // Finished requests the engine keeps readable (telemetry request tables, speculative
+    // stats); older ones are forgotten after each step, so a long session's per-step
+    // snapshots and memory stay bounded.
+    static constexpr size_t kKeepFinished = 64;
+
 private:
     void run();
     using Command = std::function<void(Engine&)>;
