@@ -24,6 +24,9 @@ struct WeightView {
     const void* data = nullptr;  // [n_out, n_in] in dtype's block layout
     int64_t n_in = 0;            // GGUF ne[0], contiguous
     int64_t n_out = 0;           // GGUF ne[1]
+    // Optional, Q4_0 / Q4_1 on the CPU only: the same weights laid out as the AVX2 kernels
+    // read them (8-row tiles, Backend::prepare_weight); data stays valid for everything else.
+    const void* cpu_tiles = nullptr;
 };
 
 enum class RopeStyle {
@@ -96,6 +99,9 @@ public:
     virtual bool supports(DType weight_type) const = 0;
     // y[t, o] = sum_i x[t, i] * W[o, i]; x [n_tokens, n_in], y [n_tokens, n_out]
     virtual void matmul(const WeightView& w, const float* x, float* y, int n_tokens) = 0;
+    // May give w a faster layout for this backend's matmul (w.cpu_tiles); returns the new
+    // buffer (the caller releases it with release()) or nullptr when there is none.
+    virtual void* prepare_weight(WeightView& /*w*/) { return nullptr; }
     // out[t, :] = dequantized row ids[t] of table; out [n_tokens, n_in]
     virtual void embedding(const WeightView& table, const int32_t* ids, int n_tokens, float* out) = 0;
     // y[r, :] = x[r, :] / sqrt(mean(x[r, :]^2) + eps) * weight; x, y [n_rows, n]; weight [n] (y may alias x)

@@ -76,6 +76,7 @@ private Q_SLOTS:
     void matmul_matches_reference();
     void result_independent_of_batch_and_threads_data();
     void result_independent_of_batch_and_threads();
+    void q4_tiles_give_the_same_bits();
     void thread_pool_runs_every_task_once();
     void thread_pool_many_small_regions();
 };
@@ -224,6 +225,35 @@ void TestMatmul::result_independent_of_batch_and_threads() {
             QCOMPARE(batched2[tok * n_out + o], single[o]);
         }
     }
+}
+
+// WeightView::cpu_tiles (the CPU backend's layout for Q4_0 / Q4_1) changes where the
+// kernels read the weights, never the result: bit for bit the plain layout's output, for
+// one token (decode), 2-4 (tiles decoded as they go), 5+ (decoded once per call), a row
+// count that is not a multiple of 8 and several threads. Without the data pointer too:
+// the tiles alone must be enough (the forward pass frees its fused row-major copies).
+void TestMatmul::q4_tiles_give_the_same_bits() {
+    if (detect_simd() < SimdLevel::Avx2) QSKIP("the tiled layout is an AVX2 kernel's");
+    ThreadPool pool(2);
+    for (DType t : {DType::Q4_0, DType::Q4_1})
+        for (int64_t n_out : {int64_t{70}, int64_t{576}})
+            for (int n_tokens : {1, 2, 3, 5, 9, 64}) {
+                const int64_t n_in = 576;
+                const TestWeights w = make_weights(t, n_out, n_in, 500u + static_cast<uint32_t>(n_out));
+                std::vector<uint8_t> tiles(q4_tiles_bytes(n_in, n_out));
+                pack_q4_tiles(t, w.view.data, n_in, n_out, tiles.data());
+                WeightView tiled = w.view;
+                tiled.cpu_tiles = tiles.data();
+                tiled.data = nullptr;
+                const auto x = gaussian(static_cast<size_t>(n_tokens) * n_in, 17u + static_cast<uint32_t>(n_tokens));
+                std::vector<float> plain(static_cast<size_t>(n_tokens * n_out)), got(plain.size(), std::nanf(""));
+                matmul(pool, SimdLevel::Avx2, w.view, x.data(), plain.data(), n_tokens);
+                matmul(pool, SimdLevel::Avx2, tiled, x.data(), got.data(), n_tokens);
+                for (size_t i = 0; i < plain.size(); ++i)
+                    QVERIFY2(plain[i] == got[i], qPrintable(QString("%1 %2x%3, %4 tokens, output %5: %6 vs %7")
+                                                                .arg(dtype_name(t).data()).arg(n_out).arg(n_in)
+                                                                .arg(n_tokens).arg(i).arg(got[i]).arg(plain[i])));
+            }
 }
 
 void TestMatmul::thread_pool_runs_every_task_once() {

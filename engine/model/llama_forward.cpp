@@ -44,6 +44,7 @@ LlamaForward::LlamaForward(std::shared_ptr<const Model> model, Backend& backend,
     m_output_norm = m_model->output_norm;
     upload_weights_if_needed();
     fuse_projections();
+    prepare_weights();
 
     const auto& c = m_model->config;
     const size_t T = static_cast<size_t>(max_tokens);
@@ -117,6 +118,16 @@ void LlamaForward::upload_weights_if_needed() {
 }
 
 namespace {
+// Hands the pages of [p, p + n) back to the kernel: MADV_PAGEOUT only drops clean file
+// pages (never data: anonymous memory would be swapped, not zeroed), so it is safe
+// whatever memory the weights live in.
+void page_out(const void* p, size_t n) {
+    const long page = sysconf(_SC_PAGESIZE);
+    const auto begin = (reinterpret_cast<uintptr_t>(p) + page - 1) / page * page;
+    const auto end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
+    if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);
+}
+
 // Packs matrices with the same type and n_in into one [sum n_out, n_in] matrix on the
 // backend; the source pages of a mapped file are then handed back to the kernel.
 WeightView pack_rows(Backend& be, std::vector<void*>& owned, std::initializer_list<const WeightView*> parts) {
@@ -131,12 +142,7 @@ WeightView pack_rows(Backend& be, std::vector<void*>& owned, std::initializer_li
         const size_t n = rb * static_cast<size_t>(p->n_out);
         be.copy_to_device(dst + off, p->data, n);
         off += n;
-        const long page = sysconf(_SC_PAGESIZE);
-        const auto begin = (reinterpret_cast<uintptr_t>(p->data) + page - 1) / page * page;
-        const auto end = (reinterpret_cast<uintptr_t>(p->data) + n) / page * page;
-        // MADV_PAGEOUT only drops clean file pages (never data: anonymous memory would be
-        // swapped, not zeroed), so it is safe whatever memory the weights live in.
-        if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);
+        page_out(p->data, n);
     }
     out.data = dst;
     return out;
@@ -150,6 +156,30 @@ void LlamaForward::fuse_projections() {
     for (const auto& l : m_layers)
         m_fused.push_back({pack_rows(m_backend, m_owned, {&l.wq, &l.wk, &l.wv}),
                            pack_rows(m_backend, m_owned, {&l.w_gate, &l.w_up})});
+}
+
+// Lets the backend lay out the matrices its matmul reads (the CPU: Q4 tiles). A fused copy
+// is ours alone and only ever multiplied: once tiled, its row-major bytes are released
+// (data = nullptr); a matrix of the model keeps its bytes (other readers) and their pages
+// go back to the kernel.
+void LlamaForward::prepare_weights() {
+    auto prep = [&](WeightView& w, bool ours) {
+        if (!w.data) return;
+        void* tiles = m_backend.prepare_weight(w);
+        if (!tiles) return;
+        m_owned.push_back(tiles);
+        if (ours) {
+            std::erase(m_owned, const_cast<void*>(w.data));
+            m_backend.release(const_cast<void*>(w.data));
+            w.data = nullptr;
+        } else {
+            page_out(w.data, weight_bytes(w));
+        }
+    };
+    for (auto& f : m_fused) prep(f.qkv, true), prep(f.gate_up, true);
+    for (auto& l : m_layers)
+        for (WeightView* w : {&l.wo, &l.w_down}) prep(*w, false);
+    if (m_output.data != m_token_embd.data) prep(m_output, false);  // a tied head is also the embedding table
 }
 
 // Splits rows of a fused output [n_tokens, sum(widths)] into separate [n_tokens, width] buffers.

@@ -62,6 +62,7 @@ private:
     struct Buffers;
     void upload_weights_if_needed();
     void fuse_projections();
+    void prepare_weights();
     float* scratch(size_t n_floats);
     void run_layer(int il, const ForwardBatch& b, int n_tokens);
     void observe(int il, ActivationSite site, const float* x, int n_tokens, int n) const {

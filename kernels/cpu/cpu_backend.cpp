@@ -50,6 +50,17 @@ public:
         cpu::matmul(m_pool, m_level, w, x, y, n_tokens);
     }
 
+    // Q4_0 / Q4_1 get the AVX2 kernels' 8-row tiles (no per-call transpose).
+    void* prepare_weight(WeightView& w) override {
+        if (m_level < cpu::SimdLevel::Avx2 || (w.dtype != DType::Q4_0 && w.dtype != DType::Q4_1) || w.cpu_tiles ||
+            w.n_in % 32 != 0)
+            return nullptr;
+        void* tiles = alloc(cpu::q4_tiles_bytes(w.n_in, w.n_out));
+        cpu::pack_q4_tiles(w.dtype, w.data, w.n_in, w.n_out, tiles);
+        w.cpu_tiles = tiles;
+        return tiles;
+    }
+
     void embedding(const WeightView& table, const int32_t* ids, int n_tokens, float* out) override {
         const size_t row = row_bytes(table.dtype, table.n_in);
         const auto* base = static_cast<const uint8_t*>(table.data);  // [n_out, row]

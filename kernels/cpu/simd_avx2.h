@@ -102,11 +102,12 @@ void drive(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_rows, i
     }
 }
 
-// ---- Q4_0 / Q4_1, 8 rows in lanes (vec_dot_q4_avx2.cpp)
-void gemm_q4_0(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_rows, int t0, int t1, float* y,
-               int64_t ldy);
-void gemm_q4_1(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_rows, int t0, int t1, float* y,
-               int64_t ldy);
+// ---- Q4_0 / Q4_1, 8 rows in lanes (vec_dot_q4_avx2.cpp); tiles: the rows' WeightView::cpu_tiles
+// from their first row on (a multiple of 8), or null
+void gemm_q4_0(const uint8_t* w, size_t stride, const void* tiles, const ActPanel& a, int64_t n_rows, int t0, int t1,
+               float* y, int64_t ldy);
+void gemm_q4_1(const uint8_t* w, size_t stride, const void* tiles, const ActPanel& a, int64_t n_rows, int t0, int t1,
+               float* y, int64_t ldy);
 
 // ---- K-quant kernels (vec_dot_kquants_avx2.cpp)
 void gemm_q4_k(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_rows, int t0, int t1, float* y,

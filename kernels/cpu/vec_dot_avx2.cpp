@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/matmul.h"
 #include "kernels/cpu/quant_formats.h"
 #include "kernels/cpu/simd_avx2.h"
 
@@ -323,8 +324,14 @@ void avx2_gemm(const WeightView& w, const ActPanel& a, int64_t r0, int64_t r1, i
     float* yp = y + r0;
     const bool gemv = t1 - t0 == 1;
     switch (w.dtype) {
-        case DType::Q4_0: return gemm_q4_0(wp, stride, a, n, t0, t1, yp, ldy);
-        case DType::Q4_1: return gemm_q4_1(wp, stride, a, n, t0, t1, yp, ldy);
+        case DType::Q4_0:
+        case DType::Q4_1: {
+            const void* tiles = w.cpu_tiles && r0 % 8 == 0
+                                    ? static_cast<const uint8_t*>(w.cpu_tiles) + q4_tiles_bytes(w.n_in, r0)
+                                    : nullptr;
+            return w.dtype == DType::Q4_0 ? gemm_q4_0(wp, stride, tiles, a, n, t0, t1, yp, ldy)
+                                          : gemm_q4_1(wp, stride, tiles, a, n, t0, t1, yp, ldy);
+        }
         case DType::Q5_0:
             return gemv ? drive<Tile32<DecQ5_0>::T, 4, 1>(wp, stride, a, n, t0, t1, yp, ldy)
                         : drive<Tile32<DecQ5_0>::T, 2, 4>(wp, stride, a, n, t0, t1, yp, ldy);

@@ -18,8 +18,11 @@
 // Q4_0) and s_a = d_a * sum(q_a).
 #include <algorithm>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
+#include "kernels/cpu/matmul.h"
+#include "kernels/cpu/quant_formats.h"
 #include "kernels/cpu/simd_avx2.h"
 
 namespace kvs::cpu::avx2 {
@@ -89,6 +92,29 @@ struct Q4_1 {
     }
 };
 
+// The tiled layout (WeightView::cpu_tiles): for 8-row tile t and block b, at index
+// t * n_blocks + b, the block's nibbles already transposed (what transpose_nibbles loads)
+// and its 8 scales / minimums (Q4_0: minimums unused, -8 d is formed in float as above).
+struct Tile {
+    uint8_t q[128];  // [4][8 rows][4 bytes]
+    uint16_t d[8];
+    uint16_t m[8];
+};
+static_assert(sizeof(Tile) == 160);
+
+template <class Q>
+inline void decode_tile(const Tile& t, Block8& o) {
+    const __m256i lo4 = _mm256_set1_epi8(0x0F);
+    for (int k = 0; k < 4; ++k) {
+        const __m256i v = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(t.q + 32 * k));
+        o.w[k] = _mm256_and_si256(v, lo4);
+        o.w[k + 4] = _mm256_and_si256(_mm256_srli_epi16(v, 4), lo4);
+    }
+    o.d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.d)));
+    if constexpr (std::is_same_v<typename Q::B, BlockQ4_0>) o.m = _mm256_mul_ps(o.d, _mm256_set1_ps(-8.0f));
+    else o.m = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.m)));
+}
+
 inline __m256i bcast4(const int8_t* p) {
     int32_t v;
     std::memcpy(&v, p, 4);
@@ -97,9 +123,9 @@ inline __m256i bcast4(const int8_t* p) {
 
 // Rows [0, n_rows) (n_rows <= 8: missing lanes repeat the last row and are not stored) x
 // tokens t0 .. t0 + C - 1.
-template <class Q, int C>
-void tile8(const uint8_t* w, size_t stride, int n_rows, const ActPanel& a, int t0, float* y, int64_t ldy,
-           size_t prefetch_ahead) {
+template <class Q, int C, bool kTiles>
+void tile8(const uint8_t* w, size_t stride, const Tile* tiles, int n_rows, const ActPanel& a, int t0, float* y,
+           int64_t ldy, size_t prefetch_ahead) {
     using B = typename Q::B;
     const uint8_t* rows[8];
     for (int j = 0; j < 8; ++j) rows[j] = w + static_cast<size_t>(std::min(j, n_rows - 1)) * stride;
@@ -110,14 +136,18 @@ void tile8(const uint8_t* w, size_t stride, int n_rows, const ActPanel& a, int t
     __m256 acc[C];
     for (int c = 0; c < C; ++c) acc[c] = _mm256_setzero_ps();
     for (int64_t b = 0; b < nb; ++b) {
-        // the tile's rows are contiguous: walk the same span prefetch_ahead bytes on,
-        // 8 * sizeof(B) <= 192 bytes (3 cache lines) per block
+        // the tile's rows (or its tiles) are contiguous: walk the same span prefetch_ahead
+        // bytes on, 8 * sizeof(B) <= 192 bytes (3 cache lines) per block
+        const char* here = kTiles ? reinterpret_cast<const char*>(tiles + b) : reinterpret_cast<const char*>(w) + b * 8 * sizeof(B);
         if (prefetch_ahead)
-            for (int i = 0; i < 3; ++i)
-                _mm_prefetch(reinterpret_cast<const char*>(w) + prefetch_ahead + b * 8 * sizeof(B) + 64 * i, _MM_HINT_T0);
+            for (int i = 0; i < 3; ++i) _mm_prefetch(here + prefetch_ahead + 64 * i, _MM_HINT_T0);
         Block8 blk;
-        Q::decode(rows, blk);
-        for (int j = 0; j < 8; ++j) rows[j] += sizeof(B);
+        if constexpr (kTiles) {
+            decode_tile<Q>(tiles[b], blk);
+        } else {
+            Q::decode(rows, blk);
+            for (int j = 0; j < 8; ++j) rows[j] += sizeof(B);
+        }
         const float* da = a.d + b * n_tok + t0;
         const float* sa = a.s + b * n_tok + t0;
         for (int c = 0; c < C; ++c) {
@@ -171,20 +201,25 @@ void tile8_decoded(const Block8* blks, int64_t nb, int n_rows, const ActPanel& a
 }
 
 template <class Q, int C>
-void rows_x_tokens(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_rows, int t0, float* y, int64_t ldy) {
+void rows_x_tokens(const uint8_t* w, size_t stride, const Tile* tiles, const ActPanel& a, int64_t n_rows, int t0,
+                   float* y, int64_t ldy) {
     // few tokens (decode, batched decode) stream short rows like a GEMV: fetch the tile two
     // tiles ahead ourselves (long rows stream well on their own and a far prefetch would
     // evict L1); many tokens reuse each row chunk from L1, where prefetching only costs slots
     const size_t ahead = a.n_tokens <= 16 && 16 * stride <= 16384 ? 16 * stride : 0;
-    for (int64_t r = 0; r < n_rows; r += 8)
-        tile8<Q, C>(w + r * stride, stride, static_cast<int>(std::min<int64_t>(8, n_rows - r)), a, t0, y + r, ldy, ahead);
+    const int64_t nb = a.n_in / kQK32;
+    for (int64_t r = 0; r < n_rows; r += 8) {
+        const int nr = static_cast<int>(std::min<int64_t>(8, n_rows - r));
+        if (tiles) tile8<Q, C, true>(nullptr, stride, tiles + (r / 8) * nb, nr, a, t0, y + r, ldy, ahead);
+        else tile8<Q, C, false>(w + r * stride, stride, nullptr, nr, a, t0, y + r, ldy, ahead);
+    }
 }
 
 constexpr int kPreDecodeMin = 5;  // tokens from which a call transposes its rows once (measured break-even)
 
 template <class Q>
-void gemm_q4_decoded(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_rows, int t0, int t1, float* y,
-                     int64_t ldy) {
+void gemm_q4_decoded(const uint8_t* w, size_t stride, const Tile* tiles, const ActPanel& a, int64_t n_rows, int t0,
+                     int t1, float* y, int64_t ldy) {
     using B = typename Q::B;
     const int64_t nb = a.n_in / kQK32;
     const int64_t n_tiles = (n_rows + 7) / 8;
@@ -192,6 +227,9 @@ void gemm_q4_decoded(const uint8_t* w, size_t stride, const ActPanel& a, int64_t
     if (buf.size() < static_cast<size_t>(n_tiles * nb)) buf.resize(static_cast<size_t>(n_tiles * nb));
     // few tokens (batched decode) stream the weights: prefetch as the GEMV does
     const size_t ahead = a.n_tokens <= 16 && 16 * stride <= 16384 ? 16 * stride : 0;
+    if (tiles) {
+        for (int64_t i = 0; i < n_tiles * nb; ++i) decode_tile<Q>(tiles[i], buf[static_cast<size_t>(i)]);
+    } else
     for (int64_t tile = 0; tile < n_tiles; ++tile) {
         const int nr = static_cast<int>(std::min<int64_t>(8, n_rows - 8 * tile));
         const uint8_t* w8 = w + static_cast<size_t>(8 * tile) * stride;
@@ -226,28 +264,55 @@ void gemm_q4_decoded(const uint8_t* w, size_t stride, const ActPanel& a, int64_t
 }
 
 template <class Q>
-void gemm_q4(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_rows, int t0, int t1, float* y,
-             int64_t ldy) {
-    if (t1 - t0 >= kPreDecodeMin) return gemm_q4_decoded<Q>(w, stride, a, n_rows, t0, t1, y, ldy);
+void gemm_q4(const uint8_t* w, size_t stride, const Tile* tiles, const ActPanel& a, int64_t n_rows, int t0, int t1,
+             float* y, int64_t ldy) {
+    if (t1 - t0 >= kPreDecodeMin) return gemm_q4_decoded<Q>(w, stride, tiles, a, n_rows, t0, t1, y, ldy);
     for (int t = t0; t < t1; t += 4) {
         switch (std::min(4, t1 - t)) {
-            case 1: rows_x_tokens<Q, 1>(w, stride, a, n_rows, t, y, ldy); break;
-            case 2: rows_x_tokens<Q, 2>(w, stride, a, n_rows, t, y, ldy); break;
-            case 3: rows_x_tokens<Q, 3>(w, stride, a, n_rows, t, y, ldy); break;
-            default: rows_x_tokens<Q, 4>(w, stride, a, n_rows, t, y, ldy); break;
+            case 1: rows_x_tokens<Q, 1>(w, stride, tiles, a, n_rows, t, y, ldy); break;
+            case 2: rows_x_tokens<Q, 2>(w, stride, tiles, a, n_rows, t, y, ldy); break;
+            case 3: rows_x_tokens<Q, 3>(w, stride, tiles, a, n_rows, t, y, ldy); break;
+            default: rows_x_tokens<Q, 4>(w, stride, tiles, a, n_rows, t, y, ldy); break;
         }
     }
 }
 
 }  // namespace
 
-void gemm_q4_0(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_rows, int t0, int t1, float* y,
-               int64_t ldy) {
-    gemm_q4<Q4_0>(w, stride, a, n_rows, t0, t1, y, ldy);
+void gemm_q4_0(const uint8_t* w, size_t stride, const void* tiles, const ActPanel& a, int64_t n_rows, int t0, int t1,
+               float* y, int64_t ldy) {
+    gemm_q4<Q4_0>(w, stride, static_cast<const Tile*>(tiles), a, n_rows, t0, t1, y, ldy);
 }
-void gemm_q4_1(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_rows, int t0, int t1, float* y,
-               int64_t ldy) {
-    gemm_q4<Q4_1>(w, stride, a, n_rows, t0, t1, y, ldy);
+void gemm_q4_1(const uint8_t* w, size_t stride, const void* tiles, const ActPanel& a, int64_t n_rows, int t0, int t1,
+               float* y, int64_t ldy) {
+    gemm_q4<Q4_1>(w, stride, static_cast<const Tile*>(tiles), a, n_rows, t0, t1, y, ldy);
 }
 
 }  // namespace kvs::cpu::avx2
+
+namespace kvs::cpu {
+
+size_t q4_tiles_bytes(int64_t n_in, int64_t n_out) {
+    return static_cast<size_t>((n_out + 7) / 8) * static_cast<size_t>(n_in / kQK32) * sizeof(avx2::Tile);
+}
+
+void pack_q4_tiles(DType t, const void* data, int64_t n_in, int64_t n_out, void* out) {
+    const size_t stride = row_bytes(t, n_in), blk = t == DType::Q4_0 ? sizeof(BlockQ4_0) : sizeof(BlockQ4_1);
+    const size_t qs = t == DType::Q4_0 ? offsetof(BlockQ4_0, qs) : offsetof(BlockQ4_1, qs);
+    const int64_t nb = n_in / kQK32;
+    auto* tiles = static_cast<avx2::Tile*>(out);
+    for (int64_t tile = 0; tile < (n_out + 7) / 8; ++tile)
+        for (int64_t b = 0; b < nb; ++b) {
+            avx2::Tile& o = tiles[tile * nb + b];
+            std::memset(&o, 0, sizeof o);
+            for (int j = 0; j < 8; ++j) {
+                const int64_t r = std::min(8 * tile + j, n_out - 1);  // missing rows repeat the last one
+                const uint8_t* src = static_cast<const uint8_t*>(data) + static_cast<size_t>(r) * stride + b * blk;
+                for (int k = 0; k < 4; ++k) std::memcpy(o.q + 32 * k + 4 * j, src + qs + 4 * k, 4);
+                std::memcpy(&o.d[j], src, 2);
+                if (t == DType::Q4_1) std::memcpy(&o.m[j], src + offsetof(BlockQ4_1, m), 2);
+            }
+        }
+}
+
+}  // namespace kvs::cpu
