@@ -83,7 +83,8 @@ Result run(ThreadPool& pool, SimdLevel level, DType t, int64_t n_out, int64_t n_
 }
 
 // The matmuls of one SmolLM2-135M forward pass (30 layers of Q4_1 q/k/v/o/gate/up/down,
-// each layer its own copy in memory, and the Q8_0 output head for the last token), timed
+// each layer its own copy in memory and, with AVX2, its CPU tiles as a forward pass has
+// them, and the Q8_0 output head for the last token), timed
 // back to back: an upper bound on tokens/s to compare with llama-bench's tg / pp rows.
 struct ModelEstimate {
     double decode_ms, prefill_ms;
@@ -93,16 +94,26 @@ ModelEstimate estimate_model(ThreadPool& pool, SimdLevel level, int n_prompt) {
     const int64_t n_embd = 576, n_kv = 192, n_ff = 1536, n_vocab = 49152, n_layer = 30;
     const int64_t shapes[7][2] = {{n_embd, n_embd}, {n_kv, n_embd}, {n_kv, n_embd}, {n_embd, n_embd},
                                   {n_ff, n_embd},   {n_ff, n_embd}, {n_embd, n_ff}};  // {n_out, n_in}
-    std::vector<std::vector<std::vector<uint8_t>>> layers;  // [n_layer][7] weights
-    for (const auto& sh : shapes) layers.push_back(make_copies(DType::Q4_1, sh[0], sh[1], static_cast<int>(n_layer)));
+    std::vector<std::vector<std::vector<uint8_t>>> layers;  // [7][n_layer] weights
+    std::vector<std::vector<std::vector<uint8_t>>> tiles;   // [7][n_layer] their CPU tiles (as a forward pass has them)
+    for (const auto& sh : shapes) {
+        layers.push_back(make_copies(DType::Q4_1, sh[0], sh[1], static_cast<int>(n_layer)));
+        tiles.emplace_back();
+        for (const auto& w : layers.back()) {
+            tiles.back().emplace_back(level >= SimdLevel::Avx2 ? q4_tiles_bytes(sh[1], sh[0]) : 0);
+            if (level >= SimdLevel::Avx2) pack_q4_tiles(DType::Q4_1, w.data(), sh[1], sh[0], tiles.back().back().data());
+        }
+    }
     const auto head = make_copies(DType::Q8_0, n_vocab, n_embd, 1);
     std::vector<float> x(static_cast<size_t>(n_prompt * n_ff), 0.25f), y(static_cast<size_t>(n_prompt * n_vocab));
     auto pass = [&](int n_tokens) {
         const auto t0 = std::chrono::steady_clock::now();
         for (int64_t l = 0; l < n_layer; ++l)
             for (int k = 0; k < 7; ++k) {
-                const WeightView w{DType::Q4_1, layers[static_cast<size_t>(k)][static_cast<size_t>(l)].data(), shapes[k][1],
-                                   shapes[k][0]};
+                WeightView w{DType::Q4_1, layers[static_cast<size_t>(k)][static_cast<size_t>(l)].data(), shapes[k][1],
+                             shapes[k][0]};
+                const auto& t = tiles[static_cast<size_t>(k)][static_cast<size_t>(l)];
+                if (!t.empty()) w.cpu_tiles = t.data();
                 matmul(pool, level, w, x.data(), y.data(), n_tokens);
             }
         matmul(pool, level, WeightView{DType::Q8_0, head[0].data(), n_embd, n_vocab}, x.data(), y.data(), 1);
