@@ -1,7 +1,6 @@
 // AVX2 kernels for the 32-element block types (Q5_0, Q5_1, Q8_0; Q4_0 / Q4_1 are in
-// vec_dot_q4_avx2.cpp) and the
-// float weights (F32, F16, BF16), the activation quantizer, and the entry points of
-// vec_dot.h. K-quant tiles are in vec_dot_kquants_avx2.cpp, I4_G128 / I4_G64 / I8_ROW
+// vec_dot_q4_avx2.cpp) and the float weights (F32, F16, BF16), the activation quantizer,
+// and the entry points of vec_dot.h. K-quant tiles are in vec_dot_kquants_avx2.cpp, I4_G128 / I4_G64 / I8_ROW
 // tiles (and the I4 panel) in vec_dot_int_avx2.cpp.
 //
 // A register tile multiplies R weight rows by C tokens: each weight block is decoded
@@ -9,6 +8,7 @@
 // Q5_0 is handled like Q5_1 with min = -16d: the min term is
 // sum_b m_b * s_b, with s_b = d_a * sum(q_a) precomputed per activation block.
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -319,7 +319,8 @@ void avx2_quantize_act(DType wt, const ActPanel& p, const float* x, int t0, int 
 
 void avx2_gemm(const WeightView& w, const ActPanel& a, int64_t r0, int64_t r1, int t0, int t1, float* y, int64_t ldy) {
     const size_t stride = row_bytes(w.dtype, w.n_in);
-    const uint8_t* wp = static_cast<const uint8_t*>(w.data) + r0 * stride;
+    // null when the weight lives only in its cpu_tiles (a forward pass's fused copies)
+    const uint8_t* wp = w.data ? static_cast<const uint8_t*>(w.data) + r0 * stride : nullptr;
     const int64_t n = r1 - r0;
     float* yp = y + r0;
     const bool gemv = t1 - t0 == 1;
@@ -329,6 +330,7 @@ void avx2_gemm(const WeightView& w, const ActPanel& a, int64_t r0, int64_t r1, i
             const void* tiles = w.cpu_tiles && r0 % 8 == 0
                                     ? static_cast<const uint8_t*>(w.cpu_tiles) + q4_tiles_bytes(w.n_in, r0)
                                     : nullptr;
+            assert(tiles || wp);  // matmul splits rows in multiples of 8: tiled weights always use their tiles
             return w.dtype == DType::Q4_0 ? gemm_q4_0(wp, stride, tiles, a, n, t0, t1, yp, ldy)
                                           : gemm_q4_1(wp, stride, tiles, a, n, t0, t1, yp, ldy);
         }

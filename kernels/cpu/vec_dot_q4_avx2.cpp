@@ -124,14 +124,25 @@ inline __m256i bcast4(const int8_t* p) {
     return _mm256_set1_epi32(v);
 }
 
+// y[t0 + c, 0 .. n_rows) = lanes of acc[c] (missing rows of a short tile are not stored).
+template <int C>
+inline void store_rows(const __m256* acc, int n_rows, float* y, int t0, int64_t ldy) {
+    for (int c = 0; c < C; ++c) {
+        alignas(32) float out[8];
+        _mm256_store_ps(out, acc[c]);
+        std::copy(out, out + n_rows, y + static_cast<int64_t>(t0 + c) * ldy);
+    }
+}
+
 // Rows [0, n_rows) (n_rows <= 8: missing lanes repeat the last row and are not stored) x
 // tokens t0 .. t0 + C - 1.
 template <class Q, int C, bool kTiles>
 void tile8(const uint8_t* w, size_t stride, const Tile* tiles, int n_rows, const ActPanel& a, int t0, float* y,
            int64_t ldy, size_t prefetch_ahead) {
     using B = typename Q::B;
-    const uint8_t* rows[8];
-    for (int j = 0; j < 8; ++j) rows[j] = w + static_cast<size_t>(std::min(j, n_rows - 1)) * stride;
+    const uint8_t* rows[8] = {};  // kTiles: w is null and rows unused
+    if constexpr (!kTiles)
+        for (int j = 0; j < 8; ++j) rows[j] = w + static_cast<size_t>(std::min(j, n_rows - 1)) * stride;
     const int64_t nb = a.n_in / kQK32;
     const int n_tok = a.n_tokens;
     const int8_t* aq = a.qs + static_cast<int64_t>(t0) * a.n_in;
@@ -141,7 +152,9 @@ void tile8(const uint8_t* w, size_t stride, const Tile* tiles, int n_rows, const
     for (int64_t b = 0; b < nb; ++b) {
         // the tile's rows (or its tiles) are contiguous: walk the same span prefetch_ahead
         // bytes on, 8 * sizeof(B) <= 192 bytes (3 cache lines) per block
-        const char* here = kTiles ? reinterpret_cast<const char*>(tiles + b) : reinterpret_cast<const char*>(w) + b * 8 * sizeof(B);
+        const char* here;
+        if constexpr (kTiles) here = reinterpret_cast<const char*>(tiles + b);
+        else here = reinterpret_cast<const char*>(w) + b * 8 * sizeof(B);
         if (prefetch_ahead)
             for (int i = 0; i < 3; ++i) _mm_prefetch(here + prefetch_ahead + 64 * i, _MM_HINT_T0);
         Block8 blk;
@@ -162,11 +175,7 @@ void tile8(const uint8_t* w, size_t stride, const Tile* tiles, int n_rows, const
             acc[c] = _mm256_fmadd_ps(blk.m, _mm256_broadcast_ss(sa + c), acc[c]);
         }
     }
-    for (int c = 0; c < C; ++c) {
-        alignas(32) float out[8];
-        _mm256_store_ps(out, acc[c]);
-        std::copy(out, out + n_rows, y + static_cast<int64_t>(t0 + c) * ldy);
-    }
+    store_rows<C>(acc, n_rows, y, t0, ldy);
 }
 
 // Tokens t0 .. t0 + C - 1 against blocks already transposed: blks[0 .. nb) of rows
@@ -196,11 +205,7 @@ void tile8_decoded(const Block8* blks, int64_t nb, int n_rows, const ActPanel& a
             acc[c] = _mm256_fmadd_ps(blk.m, _mm256_broadcast_ss(sa + c), acc[c]);
         }
     }
-    for (int c = 0; c < C; ++c) {
-        alignas(32) float out[8];
-        _mm256_store_ps(out, acc[c]);
-        std::copy(out, out + n_rows, y + static_cast<int64_t>(t0 + c) * ldy);
-    }
+    store_rows<C>(acc, n_rows, y, t0, ldy);
 }
 
 template <class Q, int C>
@@ -232,18 +237,19 @@ void gemm_q4_decoded(const uint8_t* w, size_t stride, const Tile* tiles, const A
     const size_t ahead = a.n_tokens <= 16 && 16 * stride <= 16384 ? 16 * stride : 0;
     if (tiles) {
         for (int64_t i = 0; i < n_tiles * nb; ++i) decode_tile<Q>(tiles[i], buf[static_cast<size_t>(i)]);
-    } else
-    for (int64_t tile = 0; tile < n_tiles; ++tile) {
-        const int nr = static_cast<int>(std::min<int64_t>(8, n_rows - 8 * tile));
-        const uint8_t* w8 = w + static_cast<size_t>(8 * tile) * stride;
-        const uint8_t* rows[8];
-        for (int j = 0; j < 8; ++j) rows[j] = w8 + static_cast<size_t>(std::min(j, nr - 1)) * stride;
-        for (int64_t b = 0; b < nb; ++b) {
-            if (ahead)
-                for (int i = 0; i < 3; ++i)
-                    _mm_prefetch(reinterpret_cast<const char*>(w8) + ahead + b * 8 * sizeof(B) + 64 * i, _MM_HINT_T0);
-            Q::decode(rows, buf[static_cast<size_t>(tile * nb + b)]);
-            for (int j = 0; j < 8; ++j) rows[j] += sizeof(B);
+    } else {
+        for (int64_t tile = 0; tile < n_tiles; ++tile) {
+            const int nr = static_cast<int>(std::min<int64_t>(8, n_rows - 8 * tile));
+            const uint8_t* w8 = w + static_cast<size_t>(8 * tile) * stride;
+            const uint8_t* rows[8];
+            for (int j = 0; j < 8; ++j) rows[j] = w8 + static_cast<size_t>(std::min(j, nr - 1)) * stride;
+            for (int64_t b = 0; b < nb; ++b) {
+                if (ahead)
+                    for (int i = 0; i < 3; ++i)
+                        _mm_prefetch(reinterpret_cast<const char*>(w8) + ahead + b * 8 * sizeof(B) + 64 * i, _MM_HINT_T0);
+                Q::decode(rows, buf[static_cast<size_t>(tile * nb + b)]);
+                for (int j = 0; j < 8; ++j) rows[j] += sizeof(B);
+            }
         }
     }
     for (int t = t0; t < t1; t += 8) {
