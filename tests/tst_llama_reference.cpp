@@ -1,13 +1,17 @@
 // ctest-labels: model
 // The default model against llama.cpp (tests/fixtures/smollm2_reference.json, written by
 // tests/tools/make_llama_reference.py through llama-cpp-python): our tokenizer gives the
-// same prompt ids, greedy continuations are token-identical, and the logits of the first
-// generated positions agree (max |Δ| over llama.cpp's top-20 and KL on them), and on
-// average we are about as close to llama.cpp as llama.cpp is to itself under another
-// equally valid configuration (flash attention on, F32 KV cache: the fixture's "variants").
+// same prompt ids; fed llama.cpp's greedy tokens, our argmax equals llama.cpp's at every
+// position where llama.cpp's choice is decisive (top-1 margin >= 0.75); the logits of the
+// first generated positions agree (max |Δ| over llama.cpp's top-20 and KL on them); and we
+// are about as close to llama.cpp as llama.cpp is to itself under another equally valid
+// configuration (flash attention on, F32 KV cache, the prompt fed token by token: the
+// fixture's "variants"), both in logits and in how long greedy continuations stay identical.
 #include <QtTest>
 #include <cmath>
+#include <algorithm>
 #include <fstream>
+#include <limits>
 #include <map>
 #include <nlohmann/json.hpp>
 
@@ -39,6 +43,7 @@ class TestLlamaReference : public QObject {
     Spread m_ours;                              // our engine
     std::map<std::string, Spread> m_variants;  // llama.cpp under the fixture's other configurations
     int m_positions = 0, m_flips = 0, m_identical_cases = 0;
+    int m_identical_prefix_sum = 0;  // over the cases: tokens before our first greedy difference
     static constexpr double kNearTie = 0.75;
 
 private Q_SLOTS:
@@ -108,6 +113,7 @@ private Q_SLOTS:
         m_positions += int(ours.size());
         m_flips += near_tie_flips;
         if (identical_prefix == int(ours.size())) ++m_identical_cases;
+        m_identical_prefix_sum += identical_prefix;
         qInfo("%s: greedy identical for %d of %zu tokens before the first difference; %d near-tie flips",
               c["name"].get<std::string>().c_str(), identical_prefix, ours.size(), near_tie_flips);
     }
@@ -155,14 +161,55 @@ private Q_SLOTS:
                                 .arg(widest)));
     }
 
+    // Greedy continuations are a chaotic measure: one near-tie decided the other way changes
+    // every token after it. The fixture holds llama.cpp's own free-running greedy ids under
+    // its variant configurations; they measure how long llama.cpp's continuations stay
+    // identical to its default run, the yardstick for ours (same cases, same 64 tokens).
+    void zzGreedyAgreementWithinLlamaCppOwn() {
+        if (m_positions == 0) QSKIP("no greedy runs compared (greedyMatchesLlamaCpp did not run)");
+        std::map<std::string, std::pair<int, int>> variants;  // name -> (prefix sum, identical cases)
+        for (const json& c : m_fixture["cases"]) {
+            QVERIFY2(c.contains("variant_greedy_ids"),
+                     "fixture has no variant greedy ids; regenerate it with tests/tools/make_llama_reference.py");
+            const auto ref = c["greedy_ids"].get<std::vector<int32_t>>();
+            for (const auto& [name, ids_json] : c["variant_greedy_ids"].items()) {
+                const auto ids = ids_json.get<std::vector<int32_t>>();
+                QCOMPARE(ids.size(), ref.size());
+                const int prefix = int(std::mismatch(ref.begin(), ref.end(), ids.begin()).first - ref.begin());
+                variants[name].first += prefix;
+                variants[name].second += prefix == int(ref.size()) ? 1 : 0;
+            }
+        }
+        QVERIFY(!variants.empty());
+        const int n_cases = int(m_fixture["cases"].size());
+        int fewest = std::numeric_limits<int>::max();
+        qInfo("greedy tokens identical to llama.cpp default before the first difference (sum over %d cases of %d):",
+              n_cases, n_cases * int(m_fixture["n_generate"].get<int>()));
+        qInfo("  ours:                            %4d, %d cases identical throughout", m_identical_prefix_sum,
+              m_identical_cases);
+        for (const auto& [name, v] : variants) {
+            qInfo("  llama.cpp %-22s %4d, %d cases identical throughout", (name + ":").c_str(), v.first, v.second);
+            fewest = std::min(fewest, v.first);
+        }
+        // Measured with the committed fixture: ours 248; llama.cpp flash_attn 254, kv_f32 306,
+        // prompt_token_by_token 243 (1, 2 and 1 of 10 cases identical throughout; ours 0).
+        // A forward pass with a real error diverges within a few tokens of every prompt.
+        constexpr double kPrefixFactor = 0.6;
+        QVERIFY2(m_identical_prefix_sum >= kPrefixFactor * fewest,
+                 qPrintable(QString("our greedy continuations leave llama.cpp's after %1 tokens in all; "
+                                    "llama.cpp's own variants stay for at least %2")
+                                .arg(m_identical_prefix_sum)
+                                .arg(fewest)));
+    }
+
     void cleanupTestCase() {
         if (m_ours.n == 0) return;
         qInfo("logits vs llama.cpp default over %d positions (top-20 max |delta|, KL on top-20 mass mean / max):",
               m_ours.n);
-        qInfo("  ours:                 max |delta| %.5f  KL mean %.2e max %.2e", m_ours.worst_delta, m_ours.mean_kl(),
+        qInfo("  ours:                            max |delta| %.5f  KL mean %.2e max %.2e", m_ours.worst_delta, m_ours.mean_kl(),
               m_ours.worst_kl);
         for (const auto& [name, s] : m_variants)
-            qInfo("  llama.cpp %-11s max |delta| %.5f  KL mean %.2e max %.2e", (name + ":").c_str(), s.worst_delta,
+            qInfo("  llama.cpp %-22s max |delta| %.5f  KL mean %.2e max %.2e", (name + ":").c_str(), s.worst_delta,
                   s.mean_kl(), s.worst_kl);
         qInfo("greedy: %d of %d cases identical for all tokens; %d near-tie flips in %d positions", m_identical_cases,
               int(m_fixture["cases"].size()), m_flips, m_positions);

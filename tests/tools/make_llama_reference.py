@@ -11,10 +11,13 @@ so a test can compute log-probabilities and a top-k KL divergence.
 
 For those 16 positions each step also holds "variants": llama.cpp's logits at the same
 top-20 ids, and its full-vocabulary logsumexp, under other equally valid configurations
-(VARIANTS below: flash attention on; F32 instead of F16 KV cache). A variant is fed the
-default run's prompt and greedy ids (teacher forcing, it never picks a token), so its
-logits differ from the default ones only by rounding. They measure how far llama.cpp
-moves from itself, the yardstick for how far our engine may be from llama.cpp.
+(VARIANTS below: flash attention on; F32 instead of F16 KV cache; the prompt fed one token
+per call). A variant is fed the default run's prompt and greedy ids (teacher forcing, it
+never picks a token), so its logits differ from the default ones only by rounding. They
+measure how far llama.cpp moves from itself, the yardstick for how far our engine may be
+from llama.cpp. Each case also holds "variant_greedy_ids": the 64 greedy ids each variant
+picks when it runs free, which shows how often llama.cpp's own greedy continuations stay
+token-identical across its own valid configurations.
 
 Set-up (once; the binding reuses the llama.cpp that tests/tools/bench_llamacpp.sh builds):
     tests/tools/bench_llamacpp.sh --build-only
@@ -49,13 +52,17 @@ TOP_K = 20
 
 # Other valid llama.cpp configurations: name -> extra Llama(...) keyword arguments.
 # type_k/type_v 0 is GGML_TYPE_F32 (the default KV cache type is GGML_TYPE_F16).
+# n_batch=n_ubatch=1 feeds the prompt one token per call instead of as one batch.
 VARIANTS: dict[str, dict] = {
     "flash_attn": {"flash_attn": True},
     "kv_f32": {"type_k": 0, "type_v": 0},
+    "prompt_token_by_token": {"n_batch": 1, "n_ubatch": 1},
 }
 VARIANT_DESCRIPTIONS = {
     "flash_attn": "flash_attn=True (LLAMA_FLASH_ATTN_TYPE_ENABLED; the default run has it disabled)",
     "kv_f32": "type_k=type_v=0 (GGML_TYPE_F32 KV cache; the default run uses F16)",
+    "prompt_token_by_token": "n_batch=n_ubatch=1 (the prompt is evaluated one token per call, "
+                             "the default run evaluates it as one batch)",
 }
 
 SYSTEM = "You are a helpful AI assistant named SmolLM, trained by Hugging Face"
@@ -150,6 +157,18 @@ def run_prompt(llm, name: str, text: str, eog_ids: set[int]) -> dict:
     }
 
 
+def greedy_ids(llm, prompt_ids: list[int]) -> list[int]:
+    """N_GENERATE greedy ids, the prompt evaluated as configured, then one token per call."""
+    llm.reset()
+    llm.eval(prompt_ids)
+    out = []
+    for _ in range(N_GENERATE):
+        next_id = int(top_k_desc(last_logits(llm), 1)[0])
+        out.append(next_id)
+        llm.eval([next_id])
+    return out
+
+
 def run_variant(llm, case: dict) -> list[dict]:
     """The variant's logits for the first N_DETAILED generated positions of `case`, fed the
     default run's prompt (one batch) and greedy ids (one at a time), at the default top ids."""
@@ -202,9 +221,12 @@ def main() -> int:
         for case in cases:
             for step, v in zip(case["steps"], run_variant(vllm, case)):
                 step.setdefault("variants", {})[vname] = v
+            case.setdefault("variant_greedy_ids", {})[vname] = greedy_ids(vllm, case["prompt_ids"])
         worst = max(abs(a - b) for case in cases for step in case["steps"]
                     for a, b in zip(step["top_logits"], step["variants"][vname]["top_logits"]))
-        print(f"variant {vname}: max |delta| vs default over the top-{TOP_K} {worst:.4f}", file=sys.stderr)
+        same = sum(case["variant_greedy_ids"][vname] == case["greedy_ids"] for case in cases)
+        print(f"variant {vname}: max |delta| vs default over the top-{TOP_K} {worst:.4f}; "
+              f"greedy identical to the default run in {same} of {len(cases)} cases", file=sys.stderr)
         del vllm
 
     version = llama_cpp.__version__
@@ -224,7 +246,8 @@ def main() -> int:
                 name: {"llama_kwargs": VARIANTS[name], "description": VARIANT_DESCRIPTIONS[name],
                        "fed": "the default run's prompt ids (one batch) and greedy ids (one per call)",
                        "recorded": "per step, steps[i].variants[name]: logits at steps[i].top_ids "
-                                   "and the full-vocabulary logsumexp"}
+                                   "and the full-vocabulary logsumexp; per case, "
+                                   "variant_greedy_ids[name]: the variant's own free-running greedy ids"}
                 for name in VARIANTS
             },
         },
