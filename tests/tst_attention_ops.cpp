@@ -63,6 +63,9 @@ std::map<QString, AttnScenario> attention_scenarios() {
         {"gqa3_d64_decode_split", {9, 3, 64, 16, 2.0f, {{1500, 1, {}}, {700, 1, {}}}}},
         {"gqa1_d128_decode_split", {4, 4, 128, 16, 1.0f, {{3000, 1, {}}}}},
         {"gqa2_d40_bs5_decode_split", {4, 2, 40, 5, 1.0f, {{901, 1, {}}}}},
+        // GQA 7 (Qwen2-0.5B's 14 heads over 2 kv heads): groups wider than the kernel's 4-head runs
+        {"gqa7_d64", {14, 2, 64, 16, 1.0f, {{40, 9, {}}, {33, 1, {}}}}},
+        {"gqa7_d64_decode_split", {14, 2, 64, 16, 1.0f, {{1200, 1, {}}, {20, 3, {}}}}},
     };
 }
 

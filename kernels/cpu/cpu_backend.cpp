@@ -129,7 +129,7 @@ public:
 
 private:
     struct SplitTask {
-        int t, kvh, p0, p1;  // query token, kv head, cache positions [p0, p1)
+        int t, p0, p1;  // query token, cache positions [p0, p1)
     };
     void attention_split_positions(const PagedAttentionArgs& a, int chunk);
 
@@ -164,14 +164,13 @@ private:
     const cpu::OpKernels& m_ops;
     std::vector<SplitTask> m_tasks;      // [n_tasks] of a position-split attention call
     std::vector<int64_t> m_first_task;   // [n_tokens + 1]
-    std::vector<float> m_parts;          // [n_tasks, group, head_dim + 2] partial results
+    std::vector<float> m_parts;          // [n_tasks, n_head, head_dim + 2] partial results
 };
 
-// Tasks are (query token, run of query heads that share one kv head): whole GQA groups
-// when there are enough of them to keep every thread busy (each K/V row is converted
-// once for the group). With few tokens (decode) and long contexts the positions are
-// split instead (flash-decoding): whole groups over chunks of positions, merged after.
-// Short contexts of few tokens split the groups into smaller runs of heads.
+// Tasks are whole query tokens (every head: the kernel then reads each cached position's
+// K and V once, all kv heads side by side). With fewer tokens than about 4 tasks per
+// thread and long contexts, each token's positions are split into chunks whose partial
+// softmaxes are merged (flash-decoding); with short contexts, its heads are split instead.
 void CpuBackend::paged_attention(const PagedAttentionArgs& a) {
     if (a.n_tokens <= 0) return;
     assert(a.n_kv_head > 0 && a.n_head % a.n_kv_head == 0 && a.block_size > 0);
@@ -186,56 +185,57 @@ void CpuBackend::paged_attention(const PagedAttentionArgs& a) {
         for (int t = 0; t < a.n_tokens; ++t) m_ops.attention_heads(a, t, 0, a.n_head);
         return;
     }
-    const int group = a.n_head / a.n_kv_head;
-    const int64_t n_groups = static_cast<int64_t>(a.n_tokens) * a.n_kv_head;
     const int64_t want = 4 * static_cast<int64_t>(m_pool.size());
-    int run = group;  // heads per task
-    if (n_groups < want) {
-        int64_t chunk = std::max<int64_t>(kMinSplitPositions, ceil_div(max_ctx, ceil_div(want, n_groups)));
+    if (a.n_tokens < want) {
+        int64_t chunk = std::max<int64_t>(kMinSplitPositions, ceil_div(max_ctx, ceil_div(want, a.n_tokens)));
         chunk = ceil_div(chunk, a.block_size) * a.block_size;
         if (chunk < max_ctx) {
             attention_split_positions(a, static_cast<int>(chunk));
             return;
         }
-        run = static_cast<int>(ceil_div(group, std::min<int64_t>(group, ceil_div(want, n_groups))));
+        // short contexts: about `want` tasks per call, each a run of heads inside one GQA
+        // group, or of whole groups when there are enough of them
+        const int group = a.n_head / a.n_kv_head;
+        const int64_t per_token = ceil_div(want, a.n_tokens);  // tasks wanted per token
+        int run = group, runs_per_group = 1;                    // heads per task, tasks per group
+        if (per_token <= a.n_kv_head) run = static_cast<int>(ceil_div(a.n_kv_head, per_token)) * group;
+        else run = static_cast<int>(ceil_div(group, std::min<int64_t>(group, ceil_div(per_token, a.n_kv_head))));
+        if (run < group) runs_per_group = static_cast<int>(ceil_div(group, run));
+        const int64_t runs = run < group ? int64_t{a.n_kv_head} * runs_per_group : ceil_div(a.n_head, run);
+        m_pool.parallel_for(a.n_tokens * runs, [&](int64_t task, int) {
+            const int64_t r = task % runs;
+            const int h0 = run < group ? static_cast<int>(r / runs_per_group) * group + static_cast<int>(r % runs_per_group) * run
+                                       : static_cast<int>(r) * run;
+            const int h1 = run < group ? std::min(h0 + run, (h0 / group + 1) * group) : std::min(a.n_head, h0 + run);
+            m_ops.attention_heads(a, static_cast<int>(task / runs), h0, h1);
+        });
+        return;
     }
-    const int runs_per_group = static_cast<int>(ceil_div(group, run));
-    const int64_t runs_per_token = static_cast<int64_t>(a.n_kv_head) * runs_per_group;
-    m_pool.parallel_for(a.n_tokens * runs_per_token, [&](int64_t task, int) {
-        const int t = static_cast<int>(task / runs_per_token);
-        const int64_t rest = task % runs_per_token;
-        const int kvh = static_cast<int>(rest / runs_per_group);
-        const int h0 = kvh * group + static_cast<int>(rest % runs_per_group) * run;
-        m_ops.attention_heads(a, t, h0, std::min(h0 + run, (kvh + 1) * group));
-    });
+    m_pool.parallel_for(a.n_tokens, [&](int64_t t, int) { m_ops.attention_heads(a, static_cast<int>(t), 0, a.n_head); });
 }
 
 void CpuBackend::attention_split_positions(const PagedAttentionArgs& a, int chunk) {
-    const int group = a.n_head / a.n_kv_head;
     const int64_t rec = a.head_dim + 2;  // floats per partial record (o, m, l)
-    // tasks ordered (token, kv head, chunk); first_task[t] is token t's first
+    // tasks ordered (token, chunk); first_task[t] is token t's first
     m_tasks.clear();
     m_first_task.assign(static_cast<size_t>(a.n_tokens) + 1, 0);
     for (int t = 0; t < a.n_tokens; ++t) {
         m_first_task[t] = static_cast<int64_t>(m_tasks.size());
         const int n_ctx = a.token_pos[t] + 1;
-        for (int kvh = 0; kvh < a.n_kv_head; ++kvh)
-            for (int p0 = 0; p0 < n_ctx; p0 += chunk) m_tasks.push_back({t, kvh, p0, std::min(n_ctx, p0 + chunk)});
+        for (int p0 = 0; p0 < n_ctx; p0 += chunk) m_tasks.push_back({t, p0, std::min(n_ctx, p0 + chunk)});
     }
     m_first_task[a.n_tokens] = static_cast<int64_t>(m_tasks.size());
-    m_parts.resize(m_tasks.size() * static_cast<size_t>(group * rec));  // [n_tasks, group, head_dim + 2]
+    m_parts.resize(m_tasks.size() * static_cast<size_t>(a.n_head * rec));  // [n_tasks, n_head, head_dim + 2]
     m_pool.parallel_for(static_cast<int64_t>(m_tasks.size()), [&](int64_t i, int) {
         const SplitTask& k = m_tasks[i];
-        m_ops.attention_partial(a, k.t, k.kvh * group, (k.kvh + 1) * group, k.p0, k.p1, &m_parts[i * group * rec]);
+        m_ops.attention_partial(a, k.t, 0, a.n_head, k.p0, k.p1, &m_parts[i * a.n_head * rec]);
     });
     std::vector<const float*> parts;
     for (int t = 0; t < a.n_tokens; ++t) {
-        const int64_t n_chunks = (m_first_task[t + 1] - m_first_task[t]) / a.n_kv_head;
         for (int h = 0; h < a.n_head; ++h) {
-            const int64_t first = m_first_task[t] + (h / group) * n_chunks;
             parts.clear();
-            for (int64_t c = 0; c < n_chunks; ++c) parts.push_back(&m_parts[((first + c) * group + h % group) * rec]);
-            cpu::merge_attention_partials(parts.data(), static_cast<int>(n_chunks), a.head_dim,
+            for (int64_t i = m_first_task[t]; i < m_first_task[t + 1]; ++i) parts.push_back(&m_parts[(i * a.n_head + h) * rec]);
+            cpu::merge_attention_partials(parts.data(), static_cast<int>(parts.size()), a.head_dim,
                                           a.out + (static_cast<int64_t>(t) * a.n_head + h) * a.head_dim);
         }
     }

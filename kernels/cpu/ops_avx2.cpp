@@ -209,15 +209,15 @@ struct Q8Rows {
     Q8Rows skip(int r) const { return {p + r * stride, stride}; }
 };
 
-// Per-thread working set of one attention call on kNG heads.
-struct AttnScratch {
-    float* q;  // [kNG, head_dim], pre-scaled
-    float* o;  // [kNG, head_dim], unnormalized output
-    float* p;  // [kNG, block_size], scores then weights of the current block
-};
+// [sum(a0), sum(a1), sum(a2), sum(a3)]: four horizontal sums in 5 instructions.
+__m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
+    const __m256 s = _mm256_hadd_ps(_mm256_hadd_ps(a0, a1), _mm256_hadd_ps(a2, a3));
+    return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
+}
 
 // Scores of kP consecutive positions for kNG heads: p[g * ld + i] = q_g . k_i (rows of k).
-// kP x kNG independent FMA chains hide the FMA latency. hd is a multiple of Rows::kGroup.
+// kP x kNG independent FMA chains hide the FMA latency; four positions reduce together.
+// hd is a multiple of Rows::kGroup.
 template <int kNG, int kP, class Rows>
 void qk_tile(const float* q, const Rows& k, int hd, float* p, int ld) {
     __m256 acc[kP][kNG];
@@ -235,8 +235,12 @@ void qk_tile(const float* q, const Rows& k, int hd, float* p, int ld) {
             }
         }
     }
-    for (int i = 0; i < kP; ++i)
-        for (int g = 0; g < kNG; ++g) p[g * ld + i] = hsum(acc[i][g]);
+    if constexpr (kP == 4) {
+        for (int g = 0; g < kNG; ++g) _mm_storeu_ps(p + g * ld, hsum4(acc[0][g], acc[1][g], acc[2][g], acc[3][g]));
+    } else {
+        for (int i = 0; i < kP; ++i)
+            for (int g = 0; g < kNG; ++g) p[g * ld + i] = hsum(acc[i][g]);
+    }
 }
 
 // o_g[d0 .. d0 + 8 kTD) += sum_j p[g * ld + j] * v_j[d0 ..] over n positions (rows of v);
@@ -260,104 +264,114 @@ void pv_tile(const float* p, int ld, const Rows& v, int d0, int n, int hd, float
         for (int c = 0; c < kTD; ++c) _mm256_storeu_ps(o + g * hd + 8 * c, acc[g][c]);
 }
 
-// One pass over positions [p0, p1) of the sequence's blocks for kNG query heads
-// [h0, h0 + kNG) sharing kv head kvh (flash-attention style online softmax: running max m
-// and sum l per head; each block's scores rescale the accumulated output once). K/V rows
-// are converted (from fp16 or Q8_0, by Rows) once and used by all kNG heads. part == nullptr:
-// writes the normalized output to a.out; else the partial result (see
-// OpKernels::attention_partial).
+// Scores of one block's n rows for kNG heads sharing them: p[g * ld + j] = q_g . k_j.
 template <int kNG, class Rows>
-void attend_group(const PagedAttentionArgs& a, int t, int h0, int kvh, int p0, int p1, float* part, AttnScratch& s) {
-    const int hd = a.head_dim, bs = a.block_size;
-    const int seq = a.token_seq[t];
-    const int64_t pos_bytes = static_cast<int64_t>(row_bytes(a.cache_type, static_cast<int64_t>(a.n_kv_head) * hd));
-    const int64_t head_bytes = pos_bytes / a.n_kv_head;  // one kv head's slice of a position
-    float m[kNG], l[kNG];
-    for (int g = 0; g < kNG; ++g) {
-        m[g] = -INFINITY;
-        l[g] = 0.0f;
-        const float* q = a.q + (static_cast<int64_t>(t) * a.n_head + h0 + g) * hd;  // [head_dim]
-        for (int d = 0; d < hd; ++d) s.q[g * hd + d] = q[d] * a.scale;
-    }
-    for (int i = 0; i < kNG * hd; ++i) s.o[i] = 0.0f;
-    const int32_t* table = a.block_tables + static_cast<int64_t>(seq) * a.max_blocks_per_seq;
-    for (int b = p0 / bs; b * bs < p1; ++b) {
-        const int j0 = std::max(0, p0 - b * bs);               // first position of the block in range
-        const int n_valid = std::min(bs, p1 - b * bs) - j0;    // positions of the block in range
-        const int64_t base = (static_cast<int64_t>(table[b]) * bs + j0) * pos_bytes + kvh * head_bytes;
-        const Rows kb{static_cast<const uint8_t*>(a.k_cache) + base, pos_bytes};  // [n_valid, (n_kv_head,) head_dim]
-        const Rows vb{static_cast<const uint8_t*>(a.v_cache) + base, pos_bytes};
-        constexpr int kP = kNG <= 2 ? 4 : 2;  // positions per score tile
-        int jp = 0;
-        for (; jp + kP <= n_valid; jp += kP) qk_tile<kNG, kP>(s.q, kb.skip(jp), hd, s.p + jp, bs);
-        for (; jp < n_valid; ++jp) qk_tile<kNG, 1>(s.q, kb.skip(jp), hd, s.p + jp, bs);
-        for (int g = 0; g < kNG; ++g) {
-            float* p = &s.p[g * bs];  // [n_valid]
-            float bmax = p[0];
-            for (int j = 1; j < n_valid; ++j) bmax = std::max(bmax, p[j]);
-            const float m_new = std::max(m[g], bmax);
-            const float corr = std::exp(m[g] - m_new);
-            const __m256 vm = _mm256_set1_ps(m_new);
-            __m256 vsum = _mm256_setzero_ps();
-            int j = 0;
-            for (; j + 8 <= n_valid; j += 8) {
-                const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(p + j), vm));
-                _mm256_storeu_ps(p + j, e);
-                vsum = _mm256_add_ps(vsum, e);
-            }
-            float sum = hsum(vsum);
-            for (; j < n_valid; ++j) {
-                p[j] = std::exp(p[j] - m_new);
-                sum += p[j];
-            }
-            l[g] = l[g] * corr + sum;
-            m[g] = m_new;
-            if (corr != 1.0f) {
-                const __m256 vc = _mm256_set1_ps(corr);
-                float* o = &s.o[g * hd];
-                for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(o + d, _mm256_mul_ps(_mm256_loadu_ps(o + d), vc));
-            }
-        }
-        constexpr int kTD = kNG <= 2 ? 4 : 2;  // 8-float column chunks per value tile
-        int d = 0;
-        for (; d + 8 * kTD <= hd; d += 8 * kTD) pv_tile<kNG, kTD>(s.p, bs, vb, d, n_valid, hd, s.o + d);
-        for (; d < hd; d += 8) pv_tile<kNG, 1>(s.p, bs, vb, d, n_valid, hd, s.o + d);
-    }
-    if (part) {
-        for (int g = 0; g < kNG; ++g) {
-            float* pg = part + g * (hd + 2);  // [head_dim + 2]
-            for (int d = 0; d < hd; ++d) pg[d] = s.o[g * hd + d];
-            pg[hd] = m[g];
-            pg[hd + 1] = l[g];
-        }
-        return;
-    }
-    for (int g = 0; g < kNG; ++g) {
-        float* out = a.out + (static_cast<int64_t>(t) * a.n_head + h0 + g) * hd;  // [head_dim]
-        const __m256 inv = _mm256_set1_ps(1.0f / l[g]);
-        for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_loadu_ps(&s.o[g * hd + d]), inv));
-    }
+void qk_block(const float* q, const Rows& k, int n, int hd, float* p, int ld) {
+    constexpr int kP = kNG <= 3 ? 4 : 2;  // positions per score tile
+    int j = 0;
+    for (; j + kP <= n; j += kP) qk_tile<kNG, kP>(q, k.skip(j), hd, p + j, ld);
+    for (; j < n; ++j) qk_tile<kNG, 1>(q, k.skip(j), hd, p + j, ld);
 }
 
-// Heads [h0, h1) over positions [p0, p1), in runs of at most 4 heads of one GQA group.
+// One block's n rows of V into the outputs of kNG heads sharing them (all columns).
+template <int kNG, class Rows>
+void pv_block(const float* p, int ld, const Rows& v, int n, int hd, float* o) {
+    constexpr int kTD = kNG <= 3 ? 4 : 2;  // 8-float column chunks per tile
+    int d = 0;
+    for (; d + 8 * kTD <= hd; d += 8 * kTD) pv_tile<kNG, kTD>(p, ld, v, d, n, hd, o + d);
+    for (; d < hd; d += 8) pv_tile<kNG, 1>(p, ld, v, d, n, hd, o + d);
+}
+
+// Query heads [h0, h1) of token t over positions [p0, p1) of its sequence, in three
+// passes: every score, then per head the max m, e^(s - m) and their sum l, then the
+// weighted sum of V rows. Both passes over the cache walk it block by block and, inside
+// a block, through every kv head the heads read, so the rows of a position (all kv heads
+// side by side) are read together and a block's K or V streams as one piece; heads of
+// one GQA group (at most 4 at a time) share each converted row. part == nullptr: writes
+// the normalized output to a.out; else the partial result (see OpKernels::attention_partial).
 template <class Rows>
 void attend(const PagedAttentionArgs& a, int t, int h0, int h1, int p0, int p1, float* part) {
-    constexpr int kMaxNG = 4;
-    const size_t n_hd = static_cast<size_t>(kMaxNG) * a.head_dim;
-    AttnScratch s{thread_scratch(0, n_hd), thread_scratch(1, n_hd),
-                  thread_scratch(2, static_cast<size_t>(kMaxNG) * a.block_size)};
+    const int hd = a.head_dim, bs = a.block_size, n = p1 - p0, nh = h1 - h0;
     const int group = a.n_head / a.n_kv_head;
-    for (int h = h0; h < h1;) {
-        const int kvh = h / group;
-        const int ng = std::min(std::min(kMaxNG, h1 - h), (kvh + 1) * group - h);  // never past the group
-        float* ph = part ? part + static_cast<int64_t>(h - h0) * (a.head_dim + 2) : nullptr;
-        switch (ng) {
-            case 1: attend_group<1, Rows>(a, t, h, kvh, p0, p1, ph, s); break;
-            case 2: attend_group<2, Rows>(a, t, h, kvh, p0, p1, ph, s); break;
-            case 3: attend_group<3, Rows>(a, t, h, kvh, p0, p1, ph, s); break;
-            default: attend_group<4, Rows>(a, t, h, kvh, p0, p1, ph, s); break;
+    float* q = thread_scratch(0, static_cast<size_t>(nh) * hd);  // [nh, head_dim], pre-scaled
+    float* o = thread_scratch(1, static_cast<size_t>(nh) * (hd + 2));  // [nh, head_dim] unnormalized output, m, l
+    float* p = thread_scratch(2, static_cast<size_t>(nh) * n);   // [nh, n] scores, then e^(s - m)
+    for (int i = 0; i < nh * hd; ++i) q[i] = a.q[(static_cast<int64_t>(t) * a.n_head + h0) * hd + i] * a.scale;
+    for (int i = 0; i < nh * hd; ++i) o[i] = 0.0f;
+
+    const int64_t pos_bytes = static_cast<int64_t>(row_bytes(a.cache_type, static_cast<int64_t>(a.n_kv_head) * hd));
+    const int64_t head_bytes = pos_bytes / a.n_kv_head;  // one kv head's slice of a position
+    const int32_t* table = a.block_tables + static_cast<int64_t>(a.token_seq[t]) * a.max_blocks_per_seq;
+    // Runs one fn(h, ng, rows) per run of at most 4 heads of one GQA group, over the rows
+    // [j0, j0 + cnt) of block b, with off = the index of its first row in [p0, p1).
+    auto for_runs = [&](const void* cache, int b, auto&& fn) {
+        const int j0 = std::max(0, p0 - b * bs);
+        const int cnt = std::min(bs, p1 - b * bs) - j0;
+        const int off = b * bs + j0 - p0;
+        const auto* base = static_cast<const uint8_t*>(cache) + (static_cast<int64_t>(table[b]) * bs + j0) * pos_bytes;
+        for (int h = h0; h < h1;) {
+            const int kvh = h / group;
+            const int ng = std::min(std::min(4, h1 - h), (kvh + 1) * group - h);  // never past the group
+            fn(h - h0, ng, Rows{base + kvh * head_bytes, pos_bytes}, cnt, off);
+            h += ng;
         }
-        h += ng;
+    };
+    const int b0 = p0 / bs, b1 = (p1 + bs - 1) / bs;
+    for (int b = b0; b < b1; ++b)
+        for_runs(a.k_cache, b, [&](int i, int ng, const Rows& k, int cnt, int off) {
+            float* pi = p + static_cast<int64_t>(i) * n + off;
+            switch (ng) {
+                case 1: qk_block<1>(q + i * hd, k, cnt, hd, pi, n); break;
+                case 2: qk_block<2>(q + i * hd, k, cnt, hd, pi, n); break;
+                case 3: qk_block<3>(q + i * hd, k, cnt, hd, pi, n); break;
+                default: qk_block<4>(q + i * hd, k, cnt, hd, pi, n); break;
+            }
+        });
+    float* m = o + static_cast<int64_t>(nh) * hd;  // [nh] max score per head
+    float* l = m + nh;                            // [nh] sum of e^(s - m) per head
+    for (int i = 0; i < nh; ++i) {
+        float* pi = p + static_cast<int64_t>(i) * n;  // [n]
+        int j = 0;
+        __m256 vmax = _mm256_set1_ps(-INFINITY);
+        for (; j + 8 <= n; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(pi + j));
+        float mx = hmax(vmax);
+        for (; j < n; ++j) mx = std::max(mx, pi[j]);
+        const __m256 vm = _mm256_set1_ps(mx);
+        __m256 vsum = _mm256_setzero_ps();
+        for (j = 0; j + 8 <= n; j += 8) {
+            const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(pi + j), vm));
+            _mm256_storeu_ps(pi + j, e);
+            vsum = _mm256_add_ps(vsum, e);
+        }
+        float sum = hsum(vsum);
+        for (; j < n; ++j) {
+            pi[j] = std::exp(pi[j] - mx);
+            sum += pi[j];
+        }
+        m[i] = mx;
+        l[i] = sum;
+    }
+    for (int b = b0; b < b1; ++b)
+        for_runs(a.v_cache, b, [&](int i, int ng, const Rows& v, int cnt, int off) {
+            const float* pi = p + static_cast<int64_t>(i) * n + off;
+            switch (ng) {
+                case 1: pv_block<1>(pi, n, v, cnt, hd, o + i * hd); break;
+                case 2: pv_block<2>(pi, n, v, cnt, hd, o + i * hd); break;
+                case 3: pv_block<3>(pi, n, v, cnt, hd, o + i * hd); break;
+                default: pv_block<4>(pi, n, v, cnt, hd, o + i * hd); break;
+            }
+        });
+    for (int i = 0; i < nh; ++i) {
+        if (part) {
+            float* pg = part + static_cast<int64_t>(i) * (hd + 2);  // [head_dim + 2]
+            for (int d = 0; d < hd; ++d) pg[d] = o[i * hd + d];
+            pg[hd] = m[i];
+            pg[hd + 1] = l[i];
+        } else {
+            float* out = a.out + (static_cast<int64_t>(t) * a.n_head + h0 + i) * hd;  // [head_dim]
+            const __m256 inv = _mm256_set1_ps(1.0f / l[i]);
+            for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_loadu_ps(o + i * hd + d), inv));
+        }
     }
 }
 
