@@ -103,7 +103,8 @@ void rope_token(float* x, const float* cos_sin, int n_head, int head_dim, int n_
     }
 }
 
-void softmax_row(float* x, int n) {
+// x[i] = e^(x[i] - max x) in place; returns that sum and stores the max in *max_out.
+double exp_minus_max(float* x, int n, float* max_out) {
     __m256 vm = _mm256_set1_ps(-INFINITY);
     int i = 0;
     for (; i + 8 <= n; i += 8) vm = _mm256_max_ps(vm, _mm256_loadu_ps(x + i));
@@ -122,9 +123,15 @@ void softmax_row(float* x, int n) {
         x[i] = std::exp(x[i] - mx);
         sum += x[i];
     }
-    const float inv = static_cast<float>(1.0 / sum);
+    *max_out = mx;
+    return sum;
+}
+
+void softmax_row(float* x, int n) {
+    float mx;
+    const float inv = static_cast<float>(1.0 / exp_minus_max(x, n, &mx));
     const __m256 vinv = _mm256_set1_ps(inv);
-    i = 0;
+    int i = 0;
     for (; i + 8 <= n; i += 8) _mm256_storeu_ps(x + i, _mm256_mul_ps(_mm256_loadu_ps(x + i), vinv));
     for (; i < n; ++i) x[i] *= inv;
 }
@@ -329,28 +336,7 @@ void attend(const PagedAttentionArgs& a, int t, int h0, int h1, int p0, int p1, 
         });
     float* m = o + static_cast<int64_t>(nh) * hd;  // [nh] max score per head
     float* l = m + nh;                            // [nh] sum of e^(s - m) per head
-    for (int i = 0; i < nh; ++i) {
-        float* pi = p + static_cast<int64_t>(i) * n;  // [n]
-        int j = 0;
-        __m256 vmax = _mm256_set1_ps(-INFINITY);
-        for (; j + 8 <= n; j += 8) vmax = _mm256_max_ps(vmax, _mm256_loadu_ps(pi + j));
-        float mx = hmax(vmax);
-        for (; j < n; ++j) mx = std::max(mx, pi[j]);
-        const __m256 vm = _mm256_set1_ps(mx);
-        __m256 vsum = _mm256_setzero_ps();
-        for (j = 0; j + 8 <= n; j += 8) {
-            const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(pi + j), vm));
-            _mm256_storeu_ps(pi + j, e);
-            vsum = _mm256_add_ps(vsum, e);
-        }
-        float sum = hsum(vsum);
-        for (; j < n; ++j) {
-            pi[j] = std::exp(pi[j] - mx);
-            sum += pi[j];
-        }
-        m[i] = mx;
-        l[i] = sum;
-    }
+    for (int i = 0; i < nh; ++i) l[i] = static_cast<float>(exp_minus_max(p + static_cast<int64_t>(i) * n, n, &m[i]));
     for (int b = b0; b < b1; ++b)
         for_runs(a.v_cache, b, [&](int i, int ng, const Rows& v, int cnt, int off) {
             const float* pi = p + static_cast<int64_t>(i) * n + off;
