@@ -66,6 +66,8 @@ std::map<QString, AttnScenario> attention_scenarios() {
         // GQA 7 (Qwen2-0.5B's 14 heads over 2 kv heads): groups wider than the kernel's 4-head runs
         {"gqa7_d64", {14, 2, 64, 16, 1.0f, {{40, 9, {}}, {33, 1, {}}}}},
         {"gqa7_d64_decode_split", {14, 2, 64, 16, 1.0f, {{1200, 1, {}}, {20, 3, {}}}}},
+        // two short decodes: with 3 threads the CPU backend cuts each GQA group of 4 into runs of 2
+        {"gqa4_d64_two_decodes", {16, 4, 64, 16, 1.0f, {{40, 1, {}}, {50, 1, {}}}}},
     };
 }
 
@@ -262,6 +264,8 @@ private Q_SLOTS:
     void kv_store();
     void paged_attention_data();
     void paged_attention();
+    void paged_attention_same_bits_in_any_task_data();
+    void paged_attention_same_bits_in_any_task();
     void kv_store_q8_0_data();
     void kv_store_q8_0();
     void paged_attention_q8_0_data();
@@ -357,6 +361,38 @@ void TestAttentionOps::paged_attention() {
     QString why;
     const std::vector<float> scalar = run_attention(backend_for("scalar", &why), p);
     check_error(got, std::vector<double>(scalar.begin(), scalar.end()), tol_for(backend, 2e-5, 2e-3));
+}
+
+// A token's output must not depend on how the CPU backend cuts a call into tasks (one
+// token at a time, runs of heads, several tokens of one sequence per task): the engine
+// promises batched output equal to each request alone. 1, 2 and 3 threads cut these
+// calls differently (none splits positions: every call has at least 4 tasks per thread's
+// worth of tokens, or is too small to go parallel).
+void TestAttentionOps::paged_attention_same_bits_in_any_task_data() {
+    QTest::addColumn<QString>("scenario");
+    QTest::addColumn<QString>("cache");
+    for (const char* name : {"gqa3_d64_mixed", "gqa3_d64_long", "gqa4_d64_bs8_sharp", "gqa7_d64", "gqa4_d128_bs32",
+                             "gqa4_d64_two_decodes"})
+        for (const char* cache : {"f16", "q8_0"}) QTest::addRow("%s/%s", name, cache) << QString(name) << QString(cache);
+}
+
+void TestAttentionOps::paged_attention_same_bits_in_any_task() {
+    if (cpu::detect_simd() < cpu::SimdLevel::Avx2) QSKIP("this CPU lacks AVX2/FMA/F16C");
+    QFETCH(QString, scenario);
+    QFETCH(QString, cache);
+    const AttnScenario sc = attention_scenarios().at(scenario);
+    if (cache == "q8_0" && sc.head_dim % 32 != 0) QSKIP("Q8_0 rows need head_dim % 32 == 0");
+    const AttnProblem p = make_attention_problem(sc, 77);
+    std::vector<std::vector<float>> outs;
+    for (int threads : {1, 2, 3}) {
+        auto be = make_cpu_backend(threads, "avx2");
+        outs.push_back(cache == "f16" ? run_attention(be.get(), p) : run_attention(be.get(), with_q8_0_cache(p)));
+    }
+    for (size_t i = 1; i < outs.size(); ++i) {
+        QCOMPARE(outs[i].size(), outs[0].size());
+        QVERIFY2(std::memcmp(outs[i].data(), outs[0].data(), outs[0].size() * sizeof(float)) == 0,
+                 qPrintable(QString("%1 threads give other bits than 1 thread").arg(i + 1)));
+    }
 }
 
 // ---------------------------------------------------------------- INT8 (Q8_0) KV cache

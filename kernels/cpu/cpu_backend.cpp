@@ -23,6 +23,7 @@ constexpr int64_t kMinParallelElems = 16384;   // below this an op runs on the c
 constexpr int64_t kElemChunk = 16384;          // elements per task of element-wise ops
 constexpr int64_t kMinParallelAttn = 1 << 16;  // query x key x dim products
 constexpr int64_t kMinSplitPositions = 256;    // shortest position chunk of a split attention
+constexpr int64_t kTokensPerAttnTask = 4;      // most query tokens of one sequence per attention task
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
@@ -163,6 +164,7 @@ private:
     cpu::SimdLevel m_level;
     const cpu::OpKernels& m_ops;
     std::vector<SplitTask> m_tasks;      // [n_tasks] of a position-split attention call
+    std::vector<std::pair<int, int>> m_token_runs;  // [n_tasks] token ranges [t0, t1) of an attention call
     std::vector<int64_t> m_first_task;   // [n_tokens + 1]
     std::vector<float> m_parts;          // [n_tasks, n_head, head_dim + 2] partial results
 };
@@ -182,7 +184,7 @@ void CpuBackend::paged_attention(const PagedAttentionArgs& a) {
         max_ctx = std::max(max_ctx, a.token_pos[t] + 1);
     }
     if (work < kMinParallelAttn || m_pool.size() == 1) {
-        for (int t = 0; t < a.n_tokens; ++t) m_ops.attention_heads(a, t, 0, a.n_head);
+        for (int t = 0; t < a.n_tokens; ++t) m_ops.attention(a, t, t + 1, 0, a.n_head);
         return;
     }
     const int64_t want = 4 * static_cast<int64_t>(m_pool.size());
@@ -207,11 +209,24 @@ void CpuBackend::paged_attention(const PagedAttentionArgs& a) {
             const int h0 = run < group ? static_cast<int>(r / runs_per_group) * group + static_cast<int>(r % runs_per_group) * run
                                        : static_cast<int>(r) * run;
             const int h1 = run < group ? std::min(h0 + run, (h0 / group + 1) * group) : std::min(a.n_head, h0 + run);
-            m_ops.attention_heads(a, static_cast<int>(task / runs), h0, h1);
+            const int t = static_cast<int>(task / runs);
+            m_ops.attention(a, t, t + 1, h0, h1);
         });
         return;
     }
-    m_pool.parallel_for(a.n_tokens, [&](int64_t t, int) { m_ops.attention_heads(a, static_cast<int>(t), 0, a.n_head); });
+    // consecutive tokens of one sequence (a prompt chunk) share a task, so each cache
+    // block is fetched once for all of them, while every thread keeps about 4 tasks
+    const int per_task = static_cast<int>(std::clamp<int64_t>(a.n_tokens / want, 1, kTokensPerAttnTask));
+    m_token_runs.clear();
+    for (int t = 0; t < a.n_tokens;) {
+        int t1 = t + 1;
+        while (t1 < a.n_tokens && t1 - t < per_task && a.token_seq[t1] == a.token_seq[t]) ++t1;
+        m_token_runs.push_back({t, t1});
+        t = t1;
+    }
+    m_pool.parallel_for(static_cast<int64_t>(m_token_runs.size()), [&](int64_t i, int) {
+        m_ops.attention(a, m_token_runs[i].first, m_token_runs[i].second, 0, a.n_head);
+    });
 }
 
 void CpuBackend::attention_split_positions(const PagedAttentionArgs& a, int chunk) {

@@ -28,10 +28,11 @@ struct OpKernels {
     // x as n / 32 GGML Q8_0 blocks, rounded exactly as quantize_row(DType::Q8_0) does
     // (the KV cache's INT8 rows); x [n], dst [n / 32] blocks, n a multiple of 32
     void (*to_q8_0_row)(const float* x, void* dst, int n);
-    // Query token t, query heads [h0, h1): writes a.out[t, h, :]. Heads of one GQA
-    // group share each converted K/V row, so a range inside one group is cheapest.
-    // The cache may be F16 or Q8_0 (a.cache_type).
-    void (*attention_heads)(const PagedAttentionArgs& a, int t, int h0, int h1);
+    // Query tokens [t0, t1), all of one sequence, query heads [h0, h1): writes
+    // a.out[t, h, :]. Heads of one GQA group share each converted K/V row, and the tokens
+    // of a call share each cache block while it is in L1; every token's result is the
+    // same bits whichever tokens it is called with. The cache may be F16 or Q8_0.
+    void (*attention)(const PagedAttentionArgs& a, int t0, int t1, int h0, int h1);
     // The same over cache positions [p0, p1) only (p1 <= token_pos[t] + 1), unnormalized:
     // for head h, part[(h - h0) * (head_dim + 2) + ...] = (sum_p e^(s_p - m) v_p [head_dim],
     // m = max_p s_p, l = sum_p e^(s_p - m)). merge_attention_partials combines ranges.

@@ -4,6 +4,7 @@
 #include <immintrin.h>
 
 #include <algorithm>
+#include <cassert>
 #include <cmath>
 
 #include "kernels/cpu/ops.h"
@@ -222,11 +223,12 @@ __m128 hsum4(__m256 a0, __m256 a1, __m256 a2, __m256 a3) {
     return _mm_add_ps(_mm256_castps256_ps128(s), _mm256_extractf128_ps(s, 1));
 }
 
-// Scores of kP consecutive positions for kNG heads: p[g * ld + i] = q_g . k_i (rows of k).
-// kP x kNG independent FMA chains hide the FMA latency; four positions reduce together.
-// hd is a multiple of Rows::kGroup.
+// Scores of kP consecutive positions (1, 2 or 4) for kNG heads: p[g * ld + i] = q_g . k_i
+// (rows of k). kP x kNG independent FMA chains hide the FMA latency; four positions reduce
+// together. hd is a multiple of Rows::kGroup.
 template <int kNG, int kP, class Rows>
 void qk_tile(const float* q, const Rows& k, int hd, float* p, int ld) {
+    static_assert(kP == 1 || kP == 2 || kP == 4);
     __m256 acc[kP][kNG];
     for (int i = 0; i < kP; ++i)
         for (int g = 0; g < kNG; ++g) acc[i][g] = _mm256_setzero_ps();
@@ -242,11 +244,16 @@ void qk_tile(const float* q, const Rows& k, int hd, float* p, int ld) {
             }
         }
     }
-    if constexpr (kP == 4) {
-        for (int g = 0; g < kNG; ++g) _mm_storeu_ps(p + g * ld, hsum4(acc[0][g], acc[1][g], acc[2][g], acc[3][g]));
-    } else {
-        for (int i = 0; i < kP; ++i)
-            for (int g = 0; g < kNG; ++g) p[g * ld + i] = hsum(acc[i][g]);
+    // hsum4 reduces each vector on its own, in one fixed order: a score has the same bits
+    // whatever the tile shape (kNG, kP), so any split of heads or tokens over tasks agrees
+    for (int g = 0; g < kNG; ++g) {
+        if constexpr (kP == 4) {
+            _mm_storeu_ps(p + g * ld, hsum4(acc[0][g], acc[1][g], acc[2][g], acc[3][g]));
+        } else {
+            alignas(16) float r[4];
+            _mm_store_ps(r, hsum4(acc[0][g], acc[kP > 1 ? 1 : 0][g], acc[0][g], acc[0][g]));
+            for (int i = 0; i < kP; ++i) p[g * ld + i] = r[i];
+        }
     }
 }
 
@@ -289,44 +296,55 @@ void pv_block(const float* p, int ld, const Rows& v, int n, int hd, float* o) {
     for (; d < hd; d += 8) pv_tile<kNG, 1>(p, ld, v, d, n, hd, o + d);
 }
 
-// Query heads [h0, h1) of token t over positions [p0, p1) of its sequence, in three
-// passes: every score, then per head the max m, e^(s - m) and their sum l, then the
-// weighted sum of V rows. Both passes over the cache walk it block by block and, inside
-// a block, through every kv head the heads read, so the rows of a position (all kv heads
-// side by side) are read together and a block's K or V streams as one piece; heads of
-// one GQA group (at most 4 at a time) share each converted row. part == nullptr: writes
-// the normalized output to a.out; else the partial result (see OpKernels::attention_partial).
+// Query heads [h0, h1) of tokens [t0, t1) (one sequence) over positions [p0, p1) of the
+// sequence, each token only up to its own position, in three passes: every score, then
+// per head the max m, e^(s - m) and their sum l, then the weighted sum of V rows. Both
+// passes over the cache walk it block by block and, inside a block, through every token
+// and every kv head the heads read: a position's rows (all kv heads side by side) are
+// read together, a block's K or V streams as one piece and stays in L1 for all the
+// tokens; heads of one GQA group (at most 4 at a time) share each converted row. A
+// token's arithmetic does not depend on the other tokens of the call. part == nullptr:
+// writes the normalized output to a.out; else (one token) the partial result (see
+// OpKernels::attention_partial).
 template <class Rows>
-void attend(const PagedAttentionArgs& a, int t, int h0, int h1, int p0, int p1, float* part) {
-    const int hd = a.head_dim, bs = a.block_size, n = p1 - p0, nh = h1 - h0;
+void attend(const PagedAttentionArgs& a, int t0, int t1, int h0, int h1, int p0, int p1, float* part) {
+    const int hd = a.head_dim, bs = a.block_size, n = p1 - p0, nh = h1 - h0, nt = t1 - t0;
     const int group = a.n_head / a.n_kv_head;
-    float* q = thread_scratch(0, static_cast<size_t>(nh) * hd);  // [nh, head_dim], pre-scaled
-    float* o = thread_scratch(1, static_cast<size_t>(nh) * (hd + 2));  // [nh, head_dim] unnormalized output, m, l
-    float* p = thread_scratch(2, static_cast<size_t>(nh) * n);   // [nh, n] scores, then e^(s - m)
-    for (int i = 0; i < nh * hd; ++i) q[i] = a.q[(static_cast<int64_t>(t) * a.n_head + h0) * hd + i] * a.scale;
-    for (int i = 0; i < nh * hd; ++i) o[i] = 0.0f;
+    const int64_t nq = static_cast<int64_t>(nt) * nh;  // query rows: (token, head)
+    float* q = thread_scratch(0, static_cast<size_t>(nq) * hd);        // [nt, nh, head_dim], pre-scaled
+    float* o = thread_scratch(1, static_cast<size_t>(nq) * (hd + 2));  // [nt, nh, head_dim] output, then m, l
+    float* p = thread_scratch(2, static_cast<size_t>(nq) * n);         // [nt, nh, n] scores, then e^(s - m)
+    for (int t = 0; t < nt; ++t)
+        for (int i = 0; i < nh * hd; ++i)
+            q[t * nh * hd + i] = a.q[(static_cast<int64_t>(t0 + t) * a.n_head + h0) * hd + i] * a.scale;
+    for (int64_t i = 0; i < nq * hd; ++i) o[i] = 0.0f;
+    auto n_of = [&](int t) { return std::min(p1, a.token_pos[t0 + t] + 1) - p0; };  // positions token t sees
 
     const int64_t pos_bytes = static_cast<int64_t>(row_bytes(a.cache_type, static_cast<int64_t>(a.n_kv_head) * hd));
     const int64_t head_bytes = pos_bytes / a.n_kv_head;  // one kv head's slice of a position
-    const int32_t* table = a.block_tables + static_cast<int64_t>(a.token_seq[t]) * a.max_blocks_per_seq;
-    // Runs one fn(h, ng, rows) per run of at most 4 heads of one GQA group, over the rows
-    // [j0, j0 + cnt) of block b, with off = the index of its first row in [p0, p1).
+    const int32_t* table = a.block_tables + static_cast<int64_t>(a.token_seq[t0]) * a.max_blocks_per_seq;
+    // Runs fn(row, ng, rows, cnt, off) per token and run of at most 4 heads of one GQA
+    // group, over the rows [j0, j0 + cnt) of block b that the token sees; row = the run's
+    // first query row, off = the index of the block's first row in [p0, p1).
     auto for_runs = [&](const void* cache, int b, auto&& fn) {
         const int j0 = std::max(0, p0 - b * bs);
-        const int cnt = std::min(bs, p1 - b * bs) - j0;
         const int off = b * bs + j0 - p0;
         const auto* base = static_cast<const uint8_t*>(cache) + (static_cast<int64_t>(table[b]) * bs + j0) * pos_bytes;
-        for (int h = h0; h < h1;) {
-            const int kvh = h / group;
-            const int ng = std::min(std::min(4, h1 - h), (kvh + 1) * group - h);  // never past the group
-            fn(h - h0, ng, Rows{base + kvh * head_bytes, pos_bytes}, cnt, off);
-            h += ng;
+        for (int t = 0; t < nt; ++t) {
+            const int cnt = std::min(bs - j0, n_of(t) - off);
+            if (cnt <= 0) continue;
+            for (int h = h0; h < h1;) {
+                const int kvh = h / group;
+                const int ng = std::min(std::min(4, h1 - h), (kvh + 1) * group - h);  // never past the group
+                fn(t * nh + h - h0, ng, Rows{base + kvh * head_bytes, pos_bytes}, cnt, off);
+                h += ng;
+            }
         }
     };
     const int b0 = p0 / bs, b1 = (p1 + bs - 1) / bs;
     for (int b = b0; b < b1; ++b)
-        for_runs(a.k_cache, b, [&](int i, int ng, const Rows& k, int cnt, int off) {
-            float* pi = p + static_cast<int64_t>(i) * n + off;
+        for_runs(a.k_cache, b, [&](int64_t i, int ng, const Rows& k, int cnt, int off) {
+            float* pi = p + i * n + off;
             switch (ng) {
                 case 1: qk_block<1>(q + i * hd, k, cnt, hd, pi, n); break;
                 case 2: qk_block<2>(q + i * hd, k, cnt, hd, pi, n); break;
@@ -334,12 +352,15 @@ void attend(const PagedAttentionArgs& a, int t, int h0, int h1, int p0, int p1, 
                 default: qk_block<4>(q + i * hd, k, cnt, hd, pi, n); break;
             }
         });
-    float* m = o + static_cast<int64_t>(nh) * hd;  // [nh] max score per head
-    float* l = m + nh;                            // [nh] sum of e^(s - m) per head
-    for (int i = 0; i < nh; ++i) l[i] = static_cast<float>(exp_minus_max(p + static_cast<int64_t>(i) * n, n, &m[i]));
+    float* m = o + nq * hd;  // [nt, nh] max score per query row
+    float* l = m + nq;       // [nt, nh] sum of e^(s - m)
+    for (int64_t i = 0; i < nq; ++i) {
+        const int ni = n_of(static_cast<int>(i / nh));
+        l[i] = static_cast<float>(exp_minus_max(p + i * n, ni, &m[i]));
+    }
     for (int b = b0; b < b1; ++b)
-        for_runs(a.v_cache, b, [&](int i, int ng, const Rows& v, int cnt, int off) {
-            const float* pi = p + static_cast<int64_t>(i) * n + off;
+        for_runs(a.v_cache, b, [&](int64_t i, int ng, const Rows& v, int cnt, int off) {
+            const float* pi = p + i * n + off;
             switch (ng) {
                 case 1: pv_block<1>(pi, n, v, cnt, hd, o + i * hd); break;
                 case 2: pv_block<2>(pi, n, v, cnt, hd, o + i * hd); break;
@@ -347,27 +368,33 @@ void attend(const PagedAttentionArgs& a, int t, int h0, int h1, int p0, int p1, 
                 default: pv_block<4>(pi, n, v, cnt, hd, o + i * hd); break;
             }
         });
-    for (int i = 0; i < nh; ++i) {
+    for (int64_t i = 0; i < nq; ++i) {
         if (part) {
-            float* pg = part + static_cast<int64_t>(i) * (hd + 2);  // [head_dim + 2]
+            float* pg = part + i * (hd + 2);  // [head_dim + 2]
             for (int d = 0; d < hd; ++d) pg[d] = o[i * hd + d];
             pg[hd] = m[i];
             pg[hd + 1] = l[i];
         } else {
-            float* out = a.out + (static_cast<int64_t>(t) * a.n_head + h0 + i) * hd;  // [head_dim]
+            const int64_t t = t0 + i / nh, h = h0 + i % nh;
+            float* out = a.out + (t * a.n_head + h) * hd;  // [head_dim]
             const __m256 inv = _mm256_set1_ps(1.0f / l[i]);
             for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_loadu_ps(o + i * hd + d), inv));
         }
     }
 }
 
-void attention_heads(const PagedAttentionArgs& a, int t, int h0, int h1) {
+void attention(const PagedAttentionArgs& a, int t0, int t1, int h0, int h1) {
     if (a.head_dim % 8 != 0) {
-        scalar_op_kernels().attention_heads(a, t, h0, h1);
+        scalar_op_kernels().attention(a, t0, t1, h0, h1);
         return;
     }
-    if (a.cache_type == DType::Q8_0) attend<Q8Rows>(a, t, h0, h1, 0, a.token_pos[t] + 1, nullptr);
-    else attend<F16Rows>(a, t, h0, h1, 0, a.token_pos[t] + 1, nullptr);
+    int p1 = 0;
+    for (int t = t0; t < t1; ++t) {
+        assert(a.token_seq[t] == a.token_seq[t0]);
+        p1 = std::max(p1, a.token_pos[t] + 1);
+    }
+    if (a.cache_type == DType::Q8_0) attend<Q8Rows>(a, t0, t1, h0, h1, 0, p1, nullptr);
+    else attend<F16Rows>(a, t0, t1, h0, h1, 0, p1, nullptr);
 }
 
 void attention_partial(const PagedAttentionArgs& a, int t, int h0, int h1, int p0, int p1, float* part) {
@@ -375,15 +402,15 @@ void attention_partial(const PagedAttentionArgs& a, int t, int h0, int h1, int p
         scalar_op_kernels().attention_partial(a, t, h0, h1, p0, p1, part);
         return;
     }
-    if (a.cache_type == DType::Q8_0) attend<Q8Rows>(a, t, h0, h1, p0, p1, part);
-    else attend<F16Rows>(a, t, h0, h1, p0, p1, part);
+    if (a.cache_type == DType::Q8_0) attend<Q8Rows>(a, t, t + 1, h0, h1, p0, p1, part);
+    else attend<F16Rows>(a, t, t + 1, h0, h1, p0, p1, part);
 }
 
 }  // namespace
 
 const OpKernels& avx2_op_kernels() {
     static const OpKernels k{rms_norm_row, rope_token,  softmax_row, swiglu_range,    add_range,
-                             to_fp16_row,  to_q8_0_row, attention_heads, attention_partial};
+                             to_fp16_row,  to_q8_0_row, attention, attention_partial};
     return k;
 }
 

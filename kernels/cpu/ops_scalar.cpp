@@ -108,6 +108,10 @@ void attention_heads(const PagedAttentionArgs& a, int t, int h0, int h1) {
     }
 }
 
+void attention(const PagedAttentionArgs& a, int t0, int t1, int h0, int h1) {
+    for (int t = t0; t < t1; ++t) attention_heads(a, t, h0, h1);
+}
+
 // Scores of positions [p0, p1), their max m and sum l of e^(s - m), and the unnormalized
 // weighted sum of values.
 void attention_partial(const PagedAttentionArgs& a, int t, int h0, int h1, int p0, int p1, float* part) {
@@ -176,7 +180,7 @@ void rope_angles(int32_t pos, int n_rot, float freq_base, float* cos_sin) {
 
 const OpKernels& scalar_op_kernels() {
     static const OpKernels k{rms_norm_row, rope_token,  softmax_row, swiglu_range,    add_range,
-                             to_fp16_row,  to_q8_0_row, attention_heads, attention_partial};
+                             to_fp16_row,  to_q8_0_row, attention, attention_partial};
     return k;
 }
 
