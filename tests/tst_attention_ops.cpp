@@ -364,15 +364,16 @@ void TestAttentionOps::paged_attention() {
 }
 
 // A token's output must not depend on how the CPU backend cuts a call into tasks (one
-// token at a time, runs of heads, several tokens of one sequence per task): the engine
-// promises batched output equal to each request alone. 1, 2 and 3 threads cut these
-// calls differently (none splits positions: every call has at least 4 tasks per thread's
-// worth of tokens, or is too small to go parallel).
+// token at a time, runs of heads, several tokens of one sequence per task, the positions
+// of a long context over threads): the engine promises batched output equal to each
+// request alone, and speculative verify passes equal to plain decoding. 1, 2 and 3
+// threads cut these calls differently (1 thread runs every token whole).
 void TestAttentionOps::paged_attention_same_bits_in_any_task_data() {
     QTest::addColumn<QString>("scenario");
     QTest::addColumn<QString>("cache");
     for (const char* name : {"gqa3_d64_mixed", "gqa3_d64_long", "gqa4_d64_bs8_sharp", "gqa7_d64", "gqa4_d128_bs32",
-                             "gqa4_d64_two_decodes"})
+                             "gqa4_d64_two_decodes", "gqa3_d64_decode_split", "gqa1_d128_decode_split",
+                             "gqa7_d64_decode_split"})
         for (const char* cache : {"f16", "q8_0"}) QTest::addRow("%s/%s", name, cache) << QString(name) << QString(cache);
 }
 

@@ -22,7 +22,6 @@ namespace {
 constexpr int64_t kMinParallelElems = 16384;   // below this an op runs on the caller
 constexpr int64_t kElemChunk = 16384;          // elements per task of element-wise ops
 constexpr int64_t kMinParallelAttn = 1 << 16;  // query x key x dim products
-constexpr int64_t kMinSplitPositions = 256;    // shortest position chunk of a split attention
 constexpr int64_t kTokensPerAttnTask = 4;      // most query tokens of one sequence per attention task
 
 int64_t ceil_div(int64_t a, int64_t b) { return (a + b - 1) / b; }
@@ -171,8 +170,9 @@ private:
 
 // Tasks are whole query tokens (every head: the kernel then reads each cached position's
 // K and V once, all kv heads side by side). With fewer tokens than about 4 tasks per
-// thread and long contexts, each token's positions are split into chunks whose partial
-// softmaxes are merged (flash-decoding); with short contexts, its heads are split instead.
+// thread and long contexts, each token's positions are split into the kernels' own
+// chunks of cpu::kAttnChunk, whose partial softmaxes are merged (flash-decoding) exactly
+// as the kernel merges them itself; with short contexts, its heads are split instead.
 void CpuBackend::paged_attention(const PagedAttentionArgs& a) {
     if (a.n_tokens <= 0) return;
     assert(a.n_kv_head > 0 && a.n_head % a.n_kv_head == 0 && a.block_size > 0);
@@ -189,10 +189,8 @@ void CpuBackend::paged_attention(const PagedAttentionArgs& a) {
     }
     const int64_t want = 4 * static_cast<int64_t>(m_pool.size());
     if (a.n_tokens < want) {
-        int64_t chunk = std::max<int64_t>(kMinSplitPositions, ceil_div(max_ctx, ceil_div(want, a.n_tokens)));
-        chunk = ceil_div(chunk, a.block_size) * a.block_size;
-        if (chunk < max_ctx) {
-            attention_split_positions(a, static_cast<int>(chunk));
+        if (max_ctx > cpu::kAttnChunk) {  // long contexts: the kernels' own position chunks as tasks
+            attention_split_positions(a, cpu::kAttnChunk);
             return;
         }
         // short contexts: about `want` tasks per call, each a run of heads inside one GQA

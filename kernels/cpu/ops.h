@@ -33,7 +33,8 @@ struct OpKernels {
     // of a call share each cache block while it is in L1; every token's result is the
     // same bits whichever tokens it is called with. The cache may be F16 or Q8_0.
     void (*attention)(const PagedAttentionArgs& a, int t0, int t1, int h0, int h1);
-    // The same over cache positions [p0, p1) only (p1 <= token_pos[t] + 1), unnormalized:
+    // The same over cache positions [p0, p1) only (p1 <= token_pos[t] + 1; the AVX2
+    // kernel wants them inside one kAttnChunk-aligned chunk), unnormalized:
     // for head h, part[(h - h0) * (head_dim + 2) + ...] = (sum_p e^(s_p - m) v_p [head_dim],
     // m = max_p s_p, l = sum_p e^(s_p - m)). merge_attention_partials combines ranges.
     void (*attention_partial)(const PagedAttentionArgs& a, int t, int h0, int h1, int p0, int p1, float* part);
@@ -42,6 +43,12 @@ struct OpKernels {
 // out [head_dim] = the attention of one head from n_parts partial results of disjoint
 // position ranges; parts [n_parts] point at (o [head_dim], m, l) records.
 void merge_attention_partials(const float* const* parts, int n_parts, int head_dim, float* out);
+
+// The AVX2 attention computes every token as partials over the position chunks
+// [c kAttnChunk, (c + 1) kAttnChunk), merged in order by merge_attention_partials, whether
+// one task runs the whole token or the backend splits its positions over threads
+// (attention_partial per chunk): a token's output has the same bits either way.
+constexpr int kAttnChunk = 256;
 
 const OpKernels& scalar_op_kernels();
 const OpKernels& avx2_op_kernels();  // only call when detect_simd() >= Avx2

@@ -258,13 +258,14 @@ void qk_tile(const float* q, const Rows& k, int hd, float* p, int ld) {
 }
 
 // o_g[d0 .. d0 + 8 kTD) += sum_j p[g * ld + j] * v_j[d0 ..] over n positions (rows of v);
-// o points at element d0 of head 0's output; kNG x kTD chains. 8 kTD divides 32 and d0 is
-// a multiple of it, so the columns lie in one Q8_0 block (one scale per row).
+// o points at element d0 of head 0's output, head g's ld_o floats further; kNG x kTD
+// chains. 8 kTD divides 32 and d0 is a multiple of it, so the columns lie in one Q8_0
+// block (one scale per row).
 template <int kNG, int kTD, class Rows>
-void pv_tile(const float* p, int ld, const Rows& v, int d0, int n, int hd, float* o) {
+void pv_tile(const float* p, int ld, const Rows& v, int d0, int n, int ld_o, float* o) {
     __m256 acc[kNG][kTD];
     for (int g = 0; g < kNG; ++g)
-        for (int c = 0; c < kTD; ++c) acc[g][c] = _mm256_loadu_ps(o + g * hd + 8 * c);
+        for (int c = 0; c < kTD; ++c) acc[g][c] = _mm256_loadu_ps(o + g * ld_o + 8 * c);
     for (int j = 0; j < n; ++j) {
         __m256 pb[kNG];
         for (int g = 0; g < kNG; ++g) pb[g] = _mm256_broadcast_ss(p + g * ld + j);
@@ -275,7 +276,7 @@ void pv_tile(const float* p, int ld, const Rows& v, int d0, int n, int hd, float
         }
     }
     for (int g = 0; g < kNG; ++g)
-        for (int c = 0; c < kTD; ++c) _mm256_storeu_ps(o + g * hd + 8 * c, acc[g][c]);
+        for (int c = 0; c < kTD; ++c) _mm256_storeu_ps(o + g * ld_o + 8 * c, acc[g][c]);
 }
 
 // Scores of one block's n rows for kNG heads sharing them: p[g * ld + j] = q_g . k_j.
@@ -287,58 +288,72 @@ void qk_block(const float* q, const Rows& k, int n, int hd, float* p, int ld) {
     for (; j < n; ++j) qk_tile<kNG, 1>(q, k.skip(j), hd, p + j, ld);
 }
 
-// One block's n rows of V into the outputs of kNG heads sharing them (all columns).
+// One block's n rows of V into the outputs of kNG heads sharing them (all columns; head
+// g's output ld_o floats after head g - 1's).
 template <int kNG, class Rows>
-void pv_block(const float* p, int ld, const Rows& v, int n, int hd, float* o) {
+void pv_block(const float* p, int ld, const Rows& v, int n, int hd, int ld_o, float* o) {
     constexpr int kTD = kNG <= 3 ? 4 : 2;  // 8-float column chunks per tile
     int d = 0;
-    for (; d + 8 * kTD <= hd; d += 8 * kTD) pv_tile<kNG, kTD>(p, ld, v, d, n, hd, o + d);
-    for (; d < hd; d += 8) pv_tile<kNG, 1>(p, ld, v, d, n, hd, o + d);
+    for (; d + 8 * kTD <= hd; d += 8 * kTD) pv_tile<kNG, kTD>(p, ld, v, d, n, ld_o, o + d);
+    for (; d < hd; d += 8) pv_tile<kNG, 1>(p, ld, v, d, n, ld_o, o + d);
+}
+
+std::vector<const float*>& thread_parts() {
+    thread_local std::vector<const float*> parts;
+    return parts;
 }
 
 // Query heads [h0, h1) of tokens [t0, t1) (one sequence) over positions [p0, p1) of the
 // sequence, each token only up to its own position, in three passes: every score, then
-// per head the max m, e^(s - m) and their sum l, then the weighted sum of V rows. Both
-// passes over the cache walk it block by block and, inside a block, through every token
-// and every kv head the heads read: a position's rows (all kv heads side by side) are
-// read together, a block's K or V streams as one piece and stays in L1 for all the
-// tokens; heads of one GQA group (at most 4 at a time) share each converted row. A
-// token's arithmetic does not depend on the other tokens of the call. part == nullptr:
-// writes the normalized output to a.out; else (one token) the partial result (see
-// OpKernels::attention_partial).
+// per head and kAttnChunk-position chunk the max m, e^(s - m) and their sum l, then the
+// weighted sums of V rows per chunk. Both passes over the cache walk it block by block
+// and, inside a block, through every token and every kv head the heads read: a
+// position's rows (all kv heads side by side) are read together, a block's K or V
+// streams as one piece and stays in L1 for all the tokens; heads of one GQA group (at
+// most 4 at a time) share each converted row. A token's arithmetic does not depend on
+// the other tokens or heads of the call, and its chunks are the same fixed ranges as
+// attention_partial's, merged by merge_attention_partials: its output has the same bits
+// however a call is split over tasks. part == nullptr: writes the normalized output to
+// a.out; else ([p0, p1) inside one chunk) the partial records, [nt * nh, head_dim + 2].
 template <class Rows>
 void attend(const PagedAttentionArgs& a, int t0, int t1, int h0, int h1, int p0, int p1, float* part) {
     const int hd = a.head_dim, bs = a.block_size, n = p1 - p0, nh = h1 - h0, nt = t1 - t0;
     const int group = a.n_head / a.n_kv_head;
     const int64_t nq = static_cast<int64_t>(nt) * nh;  // query rows: (token, head)
-    float* q = thread_scratch(0, static_cast<size_t>(nq) * hd);        // [nt, nh, head_dim], pre-scaled
-    float* o = thread_scratch(1, static_cast<size_t>(nq) * (hd + 2));  // [nt, nh, head_dim] output, then m, l
-    float* p = thread_scratch(2, static_cast<size_t>(nq) * n);         // [nt, nh, n] scores, then e^(s - m)
+    const int c0 = p0 / kAttnChunk, n_chunks = (p1 - 1) / kAttnChunk - c0 + 1;
+    assert(!part || n_chunks == 1);
+    const int64_t rec = hd + 2;  // floats per partial record (o [head_dim], m, l)
+    float* q = thread_scratch(0, static_cast<size_t>(nq) * hd);  // [nt, nh, head_dim], pre-scaled
+    float* r = part ? part : thread_scratch(1, static_cast<size_t>(nq * n_chunks * rec));  // [nt, nh, n_chunks, rec]
+    float* p = thread_scratch(2, static_cast<size_t>(nq) * n);   // [nt, nh, n] scores, then e^(s - m) per chunk
     for (int t = 0; t < nt; ++t)
         for (int i = 0; i < nh * hd; ++i)
             q[t * nh * hd + i] = a.q[(static_cast<int64_t>(t0 + t) * a.n_head + h0) * hd + i] * a.scale;
-    for (int64_t i = 0; i < nq * hd; ++i) o[i] = 0.0f;
+    std::fill(r, r + nq * n_chunks * rec, 0.0f);
     auto n_of = [&](int t) { return std::min(p1, a.token_pos[t0 + t] + 1) - p0; };  // positions token t sees
 
     const int64_t pos_bytes = static_cast<int64_t>(row_bytes(a.cache_type, static_cast<int64_t>(a.n_kv_head) * hd));
     const int64_t head_bytes = pos_bytes / a.n_kv_head;  // one kv head's slice of a position
     const int32_t* table = a.block_tables + static_cast<int64_t>(a.token_seq[t0]) * a.max_blocks_per_seq;
-    // Runs fn(row, ng, rows, cnt, off) per token and run of at most 4 heads of one GQA
-    // group, over the rows [j0, j0 + cnt) of block b that the token sees; row = the run's
-    // first query row, off = the index of the block's first row in [p0, p1).
+    // Runs fn(row, ng, rows, cnt, off) per piece of block b inside one chunk, token and run
+    // of at most 4 heads of one GQA group, over the rows the token sees; row = the run's
+    // first query row, off = the index of the piece's first row in [p0, p1).
     auto for_runs = [&](const void* cache, int b, auto&& fn) {
-        const int j0 = std::max(0, p0 - b * bs);
-        const int off = b * bs + j0 - p0;
-        const auto* base = static_cast<const uint8_t*>(cache) + (static_cast<int64_t>(table[b]) * bs + j0) * pos_bytes;
-        for (int t = 0; t < nt; ++t) {
-            const int cnt = std::min(bs - j0, n_of(t) - off);
-            if (cnt <= 0) continue;
-            for (int h = h0; h < h1;) {
-                const int kvh = h / group;
-                const int ng = std::min(std::min(4, h1 - h), (kvh + 1) * group - h);  // never past the group
-                fn(t * nh + h - h0, ng, Rows{base + kvh * head_bytes, pos_bytes}, cnt, off);
-                h += ng;
+        for (int j0 = std::max(0, p0 - b * bs); j0 < bs && b * bs + j0 < p1;) {
+            const int off = b * bs + j0 - p0;
+            const int piece = std::min(bs - j0, kAttnChunk - (b * bs + j0) % kAttnChunk);  // never past a chunk
+            const auto* base = static_cast<const uint8_t*>(cache) + (static_cast<int64_t>(table[b]) * bs + j0) * pos_bytes;
+            for (int t = 0; t < nt; ++t) {
+                const int cnt = std::min(piece, n_of(t) - off);
+                if (cnt <= 0) continue;
+                for (int h = h0; h < h1;) {
+                    const int kvh = h / group;
+                    const int ng = std::min(std::min(4, h1 - h), (kvh + 1) * group - h);  // never past the group
+                    fn(t * nh + h - h0, ng, Rows{base + kvh * head_bytes, pos_bytes}, cnt, off);
+                    h += ng;
+                }
             }
+            j0 += piece;
         }
     };
     const int b0 = p0 / bs, b1 = (p1 + bs - 1) / bs;
@@ -352,34 +367,37 @@ void attend(const PagedAttentionArgs& a, int t0, int t1, int h0, int h1, int p0,
                 default: qk_block<4>(q + i * hd, k, cnt, hd, pi, n); break;
             }
         });
-    float* m = o + nq * hd;  // [nt, nh] max score per query row
-    float* l = m + nq;       // [nt, nh] sum of e^(s - m)
+    // chunk c of row i covers [max(p0, (c0 + c) kAttnChunk), min(n_of, (c0 + c + 1) kAttnChunk))
+    auto chunk_of = [&](int off) { return (p0 + off) / kAttnChunk - c0; };
     for (int64_t i = 0; i < nq; ++i) {
         const int ni = n_of(static_cast<int>(i / nh));
-        l[i] = static_cast<float>(exp_minus_max(p + i * n, ni, &m[i]));
+        for (int c = 0; c < n_chunks; ++c) {
+            const int s0 = std::max(0, (c0 + c) * kAttnChunk - p0), s1 = std::min(ni, (c0 + c + 1) * kAttnChunk - p0);
+            if (s0 >= s1) break;
+            float* rc = r + (i * n_chunks + c) * rec;
+            rc[hd + 1] = static_cast<float>(exp_minus_max(p + i * n + s0, s1 - s0, &rc[hd]));
+        }
     }
     for (int b = b0; b < b1; ++b)
         for_runs(a.v_cache, b, [&](int64_t i, int ng, const Rows& v, int cnt, int off) {
             const float* pi = p + i * n + off;
+            float* o = r + (i * n_chunks + chunk_of(off)) * rec;  // the run's rows are n_chunks records apart
+            const int ld_o = static_cast<int>(n_chunks * rec);
             switch (ng) {
-                case 1: pv_block<1>(pi, n, v, cnt, hd, o + i * hd); break;
-                case 2: pv_block<2>(pi, n, v, cnt, hd, o + i * hd); break;
-                case 3: pv_block<3>(pi, n, v, cnt, hd, o + i * hd); break;
-                default: pv_block<4>(pi, n, v, cnt, hd, o + i * hd); break;
+                case 1: pv_block<1>(pi, n, v, cnt, hd, ld_o, o); break;
+                case 2: pv_block<2>(pi, n, v, cnt, hd, ld_o, o); break;
+                case 3: pv_block<3>(pi, n, v, cnt, hd, ld_o, o); break;
+                default: pv_block<4>(pi, n, v, cnt, hd, ld_o, o); break;
             }
         });
+    if (part) return;
+    std::vector<const float*>& parts = thread_parts();
     for (int64_t i = 0; i < nq; ++i) {
-        if (part) {
-            float* pg = part + i * (hd + 2);  // [head_dim + 2]
-            for (int d = 0; d < hd; ++d) pg[d] = o[i * hd + d];
-            pg[hd] = m[i];
-            pg[hd + 1] = l[i];
-        } else {
-            const int64_t t = t0 + i / nh, h = h0 + i % nh;
-            float* out = a.out + (t * a.n_head + h) * hd;  // [head_dim]
-            const __m256 inv = _mm256_set1_ps(1.0f / l[i]);
-            for (int d = 0; d < hd; d += 8) _mm256_storeu_ps(out + d, _mm256_mul_ps(_mm256_loadu_ps(o + i * hd + d), inv));
-        }
+        const int ni = n_of(static_cast<int>(i / nh));
+        parts.clear();
+        for (int c = 0; c < n_chunks && (c0 + c) * kAttnChunk - p0 < ni; ++c) parts.push_back(r + (i * n_chunks + c) * rec);
+        const int64_t t = t0 + i / nh, h = h0 + i % nh;
+        merge_attention_partials(parts.data(), static_cast<int>(parts.size()), hd, a.out + (t * a.n_head + h) * hd);
     }
 }
 
