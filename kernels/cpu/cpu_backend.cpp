@@ -193,22 +193,15 @@ void CpuBackend::paged_attention(const PagedAttentionArgs& a) {
             attention_split_positions(a, cpu::kAttnChunk);
             return;
         }
-        // short contexts: about `want` tasks per call, each a run of heads inside one GQA
-        // group, or of whole groups when there are enough of them
+        // short contexts: about `want` tasks per call, each a range of heads (whole GQA
+        // groups when a task gets more than one); the kernel's bits do not depend on the cut
         const int group = a.n_head / a.n_kv_head;
-        const int64_t per_token = ceil_div(want, a.n_tokens);  // tasks wanted per token
-        int run = group, runs_per_group = 1;                    // heads per task, tasks per group
-        if (per_token <= a.n_kv_head) run = static_cast<int>(ceil_div(a.n_kv_head, per_token)) * group;
-        else run = static_cast<int>(ceil_div(group, std::min<int64_t>(group, ceil_div(per_token, a.n_kv_head))));
-        if (run < group) runs_per_group = static_cast<int>(ceil_div(group, run));
-        const int64_t runs = run < group ? int64_t{a.n_kv_head} * runs_per_group : ceil_div(a.n_head, run);
+        int run = static_cast<int>(std::max<int64_t>(1, a.n_head / ceil_div(want, a.n_tokens)));  // heads per task
+        if (run >= group) run -= run % group;
+        const int64_t runs = ceil_div(a.n_head, run);
         m_pool.parallel_for(a.n_tokens * runs, [&](int64_t task, int) {
-            const int64_t r = task % runs;
-            const int h0 = run < group ? static_cast<int>(r / runs_per_group) * group + static_cast<int>(r % runs_per_group) * run
-                                       : static_cast<int>(r) * run;
-            const int h1 = run < group ? std::min(h0 + run, (h0 / group + 1) * group) : std::min(a.n_head, h0 + run);
-            const int t = static_cast<int>(task / runs);
-            m_ops.attention(a, t, t + 1, h0, h1);
+            const int t = static_cast<int>(task / runs), h0 = static_cast<int>(task % runs) * run;
+            m_ops.attention(a, t, t + 1, h0, std::min(a.n_head, h0 + run));
         });
         return;
     }
