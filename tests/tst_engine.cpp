@@ -81,6 +81,18 @@ SamplingParams greedy(int n) {
     return p;
 }
 
+// Submits every prompt with greedy(n); their ids in order.
+std::vector<RequestId> submit_greedy(Engine& e, const std::vector<std::vector<int32_t>>& prompts, int n) {
+    std::vector<RequestId> ids;
+    for (const auto& p : prompts) {
+        GenerationRequest r;
+        r.prompt = p;
+        r.params = greedy(n);
+        ids.push_back(*e.submit(r));
+    }
+    return ids;
+}
+
 }  // namespace
 
 class TestEngine : public QObject {
@@ -202,13 +214,7 @@ private Q_SLOTS:
         o.max_model_len = 512;
         o.scheduler.max_num_batched_tokens = 32;
         auto e = make_engine(o);
-        std::vector<RequestId> ids;
-        for (const auto& p : prompts) {
-            GenerationRequest r;
-            r.prompt = p;
-            r.params = greedy(6);
-            ids.push_back(*e->submit(r));
-        }
+        const std::vector<RequestId> ids = submit_greedy(*e, prompts, 6);
         int64_t steps = 0, tokens = 0;
         while (e->has_work()) {
             auto st = e->step();
@@ -486,13 +492,7 @@ private Q_SLOTS:
         o.max_model_len = 256;
         auto e = make_engine(o);
         const auto prompts = random_prompts(5, 3, 8, m_model->config.n_vocab, 41);
-        std::vector<RequestId> ids;
-        for (const auto& p : prompts) {
-            GenerationRequest r;
-            r.prompt = p;
-            r.params = greedy(3);
-            ids.push_back(*e->submit(r));
-        }
+        const std::vector<RequestId> ids = submit_greedy(*e, prompts, 3);
         QVERIFY(e->run_until_idle().is_ok());
         e->remove_finished(2);
         QCOMPARE(int(e->scheduler().requests().size()), 2);
