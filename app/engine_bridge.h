@@ -17,16 +17,14 @@
 
 namespace kvs {
 struct Model;
-struct SpecParams;
 struct GenerationRequest;
+struct RequestMetrics;
 class EngineLoop;
+class Session;
 class SnapshotRing;
-class Tokenizer;
 }  // namespace kvs
 
 namespace kvs::app {
-
-struct ReplyStats;
 
 struct ChatTurn {
     QString role;     // "system", "user", "assistant"
@@ -50,15 +48,23 @@ struct ChatSettings {
     bool specAdaptive = false;  // k moves within 1..8 with the acceptance
 };
 
+// What submitChat returns: the request's id (> 0) once it is queued, or why it could not be.
+struct SubmitResult {
+    qint64 id = 0;
+    QString error;  // empty when id > 0
+    bool ok() const { return id > 0; }
+};
+
 class EngineBridge : public QObject {
     Q_OBJECT
 public:
     EngineBridge();
     ~EngineBridge() override;
 
-    // Thread-safe. Queues the assistant's reply to the conversation; returns its request
-    // id, or 0 when no model is loaded (requestFailed says so).
-    qint64 submitChat(const QList<kvs::app::ChatTurn>& turns, const kvs::app::ChatSettings& settings);
+    // Thread-safe. Queues the assistant's reply to the conversation; returns its request id,
+    // or the reason it could not be queued (no model, a draft the model lacks). Errors that
+    // come later (the engine rejects the prompt) arrive as requestFailed with that id.
+    SubmitResult submitChat(const QList<kvs::app::ChatTurn>& turns, const kvs::app::ChatSettings& settings);
     void cancel(qint64 requestId);  // frees its blocks at once; unknown ids are ignored
     // Lesson mode: n requests of random prompt tokens that generate exactly outputLen
     // tokens each (end-of-generation ignored). Returns their ids (empty without a model).
@@ -114,30 +120,20 @@ Q_SIGNALS:
 
 private:
     void forget(qint64 id);
-    // ChatSettings::speculative -> the engine's SpecParams (m_mu held).
-    SpecParams specParams(const QString& choice, int k, bool adaptive) const;
-    // Why a choice cannot run on this model (m_mu held); empty when it can.
-    QString missingDraft(const QString& choice) const;
-    // Submits a lesson request that reports its latencies (m_mu held, m_loop set).
-    qint64 submitSynthetic(GenerationRequest req);
-    void recordLatency(const ReplyStats& st);  // TTFT and TPOT of a finished request, for the metrics
-    // Builds an engine for m_model with the settings and swaps it in; the error, or "".
-    using Drafts = std::vector<std::pair<std::string, std::shared_ptr<const Model>>>;
-    QString startEngine(std::shared_ptr<Model> model, std::shared_ptr<const Tokenizer> tok, Drafts drafts,
-                        const EngineSettings& s, QString* backend);
+    // Submits a request whose final event records its latencies (m_mu held, m_loop set);
+    // chat replies also get a requestFinished summary.
+    qint64 submitLocked(GenerationRequest req, bool chatReply);
+    void recordLatency(const RequestMetrics& m);  // TTFT and TPOT of a finished request, for the metrics
+    // Builds an engine for the session with the settings and swaps it in; the error, or "".
+    QString startEngine(std::shared_ptr<const Session> session, const EngineSettings& s, QString* backend);
 
     mutable std::mutex m_mu;  // guards everything below
-    std::shared_ptr<Model> m_model;
-    std::shared_ptr<const Tokenizer> m_tokenizer;
+    std::shared_ptr<const Session> m_session;
     std::unique_ptr<EngineLoop> m_loop;
     std::shared_ptr<const SnapshotRing> m_ring;
     std::set<qint64> m_inFlight;
     std::vector<std::pair<double, double>> m_latencies;  // ring of (ttft, tpot), newest last
     int64_t m_kvBytesPerBlock = 0;
-    // Draft models of m_model (name -> model), given to every engine built for it.
-    std::vector<std::pair<std::string, std::shared_ptr<const Model>>> m_drafts;
-    std::string m_layerSkipName;  // "layer-skip:N", empty when the model has too few layers
-    QString m_draftNote;          // why a draft is missing, for the error a request gets
 };
 
 }  // namespace kvs::app
