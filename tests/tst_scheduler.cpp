@@ -8,7 +8,10 @@
 // or generates. After every step it checks the scheduler's contract (budget,
 // max_num_seqs, chunks following num_computed_tokens, block tables covering them) and the
 // block accounting (ref counts = tables holding a block, free queue and host tier
-// consistent). The cases below drive it through each behaviour of issue 4.
+// consistent). It reports back through the engine's own Scheduler::update (the tokens
+// each chunk produced), and can play speculative decoding: drafts that are right up to a
+// random point, verified against what it samples. The cases below drive it through each
+// behaviour of issue 4.
 #include <QtTest>
 
 #include <algorithm>
@@ -88,6 +91,7 @@ private Q_SLOTS:
     void static_batching();
     void abort_and_finish();
     void engine_appends_token();
+    void drafts_verified_and_rolled_back();
     void preempted_resume_identical_data();
     void preempted_resume_identical();
     void randomized_invariants_data();
@@ -645,21 +649,62 @@ void TestScheduler::engine_appends_token() {
     QVERIFY(sim.check_drained().isEmpty());
 }
 
+void TestScheduler::drafts_verified_and_rolled_back() {
+    // Speculative decoding: a decode with drafts runs [last token, drafts...] on lookahead
+    // slots; update() keeps the accepted drafts and the target's own token, gives back the
+    // slots of rejected drafts, and stops at max_tokens.
+    Sim sim(config(512), 16, 4, false);  // drafts set by hand (max_drafts 0)
+    ADD(sim, 1, seq(1, 6), 10);
+    ADD(sim, 2, seq(50, 6), 5, /*priority*/ 1);
+    QVERIFY(!sim.s->set_spec_tokens(1, {5}));  // waiting: nothing to decode yet
+    QVERIFY(!sim.s->set_spec_tokens(99, {5}));  // unknown
+    STEP(sim);  // prefills, first tokens
+    QCOMPARE(sim.s->request(1)->num_output(), 1);
+    // Two right drafts, then a wrong one.
+    const auto own = sim.own_tokens(1, 3);
+    QVERIFY(sim.s->set_spec_tokens(1, {own[0], own[1], own[2] % 30000 + 1}));
+    STEP(sim);
+    QCOMPARE(sim.chunk(1)->num_spec, 3);
+    QCOMPARE(sim.chunk(1)->num_tokens, 4);
+    QCOMPARE(sim.chunk(1)->start_pos, 6);
+    QCOMPARE(sim.last.num_spec_tokens, 3);
+    QCOMPARE(sim.last.num_decode_tokens, 5);  // request 1's 4, request 2's 1
+    const SchedRequest* r = sim.s->request(1);
+    QCOMPARE(std::vector<int32_t>(r->output.begin() + 1, r->output.end()), own);  // 2 accepted + the correction
+    QCOMPARE(r->num_computed_tokens, 9);  // the correction has no KV yet
+    QCOMPARE(sim.kv->num_tokens(1), 9);   // the rejected draft's slot is given back
+    QVERIFY(r->spec_tokens.empty());
+    QCOMPARE(sim.spec_drafted, int64_t(3));
+    QCOMPARE(sim.spec_accepted, int64_t(2));
+    // More right drafts than max_tokens leaves room for: trimmed, and the bonus token ends it.
+    QVERIFY(sim.s->set_spec_tokens(1, sim.own_tokens(1, 8)));
+    STEP(sim);
+    QCOMPARE(sim.chunk(1)->num_spec, 10 - 4 - 1);
+    QCOMPARE(sim.last_finished, (std::vector<RequestId>{1}));
+    QCOMPARE(sim.s->request(1)->finish_reason, FinishReason::length);
+    QCOMPARE(sim.s->request(1)->num_output(), 10);
+    RUN(sim);
+}
+
 void TestScheduler::preempted_resume_identical_data() {
     QTest::addColumn<PreemptionMode>("mode");
     QTest::addColumn<int>("host_blocks");
     QTest::addColumn<bool>("prefix_caching");
-    QTest::newRow("recompute") << PreemptionMode::recompute << 0 << false;
-    QTest::newRow("recompute, prefix cache") << PreemptionMode::recompute << 0 << true;
-    QTest::newRow("swap") << PreemptionMode::swap << 64 << false;
-    QTest::newRow("swap, prefix cache") << PreemptionMode::swap << 64 << true;
-    QTest::newRow("swap, tiny host tier") << PreemptionMode::swap << 3 << true;
+    QTest::addColumn<int>("drafts");
+    QTest::newRow("recompute") << PreemptionMode::recompute << 0 << false << 0;
+    QTest::newRow("recompute, prefix cache") << PreemptionMode::recompute << 0 << true << 0;
+    QTest::newRow("swap") << PreemptionMode::swap << 64 << false << 0;
+    QTest::newRow("swap, prefix cache") << PreemptionMode::swap << 64 << true << 0;
+    QTest::newRow("swap, tiny host tier") << PreemptionMode::swap << 3 << true << 0;
+    QTest::newRow("recompute, drafts") << PreemptionMode::recompute << 0 << true << 4;
+    QTest::newRow("swap, drafts") << PreemptionMode::swap << 64 << false << 4;
 }
 
 void TestScheduler::preempted_resume_identical() {
     QFETCH(PreemptionMode, mode);
     QFETCH(int, host_blocks);
     QFETCH(bool, prefix_caching);
+    QFETCH(int, drafts);
     auto workload = [](Sim& sim) {
         for (int i = 0; i < 12; ++i) {
             const auto prompt = cat(i % 3 == 0 ? seq(9000, 12) : std::vector<int32_t>{}, seq(100 * i, 5 + (i * 7) % 17));
@@ -674,11 +719,13 @@ void TestScheduler::preempted_resume_identical() {
     QCOMPARE(QString::fromStdString(workload(base)), QString());
     RUN(base);
     QCOMPARE(base.s->counters().preemptions, int64_t(0));
-    // A tight pool: preemptions all along.
+    // A tight pool: preemptions all along (and with drafts, tokens verified several at a
+    // time: the same tokens all the same).
     SchedulerConfig c = base_cfg;
     c.preemption = mode;
     c.n_host_blocks = host_blocks;
     Sim tight(c, 14, 4, prefix_caching);
+    tight.max_drafts = drafts;
     QCOMPARE(QString::fromStdString(workload(tight)), QString());
     RUN(tight);
     const auto& k = tight.s->counters();
@@ -689,6 +736,7 @@ void TestScheduler::preempted_resume_identical() {
     }
     if (mode == PreemptionMode::swap && host_blocks < 64) QVERIFY2(k.recomputes > 0 && k.swap_outs > 0, "expected both kinds");
     if (mode == PreemptionMode::recompute) QCOMPARE(k.recomputes, k.preemptions);
+    if (drafts > 0) QVERIFY(tight.spec_accepted > 0 && tight.spec_accepted < tight.spec_drafted);
     for (RequestId id = 1; id <= 12; ++id) {
         QCOMPARE(tight.s->request(id)->finish_reason, FinishReason::length);
         QCOMPARE(tight.s->request(id)->output, base.s->request(id)->output);
@@ -701,13 +749,19 @@ void TestScheduler::randomized_invariants_data() {
     QTest::addColumn<bool>("prefix_caching");
     QTest::addColumn<bool>("chunked");
     QTest::addColumn<int>("seed");
+    QTest::addColumn<int>("drafts");  // speculative decoding: up to this many drafts per decode
+    const auto continuous = BatchingPolicy::continuous, static_batch = BatchingPolicy::static_batch;
+    const auto recompute = PreemptionMode::recompute, swap = PreemptionMode::swap;
     for (int seed : {1, 2, 3}) {
-        QTest::addRow("recompute, prefix, seed %d", seed) << PreemptionMode::recompute << BatchingPolicy::continuous << true << true << seed;
-        QTest::addRow("swap, prefix, seed %d", seed) << PreemptionMode::swap << BatchingPolicy::continuous << true << true << seed;
-        QTest::addRow("recompute, no prefix, unchunked, seed %d", seed) << PreemptionMode::recompute << BatchingPolicy::continuous << false << false << seed;
-        QTest::addRow("swap, no prefix, unchunked, seed %d", seed) << PreemptionMode::swap << BatchingPolicy::continuous << false << false << seed;
-        QTest::addRow("static, swap, prefix, seed %d", seed) << PreemptionMode::swap << BatchingPolicy::static_batch << true << true << seed;
-        QTest::addRow("static, recompute, seed %d", seed) << PreemptionMode::recompute << BatchingPolicy::static_batch << false << true << seed;
+        QTest::addRow("recompute, prefix, seed %d", seed) << recompute << continuous << true << true << seed << 0;
+        QTest::addRow("swap, prefix, seed %d", seed) << swap << continuous << true << true << seed << 0;
+        QTest::addRow("recompute, no prefix, unchunked, seed %d", seed) << recompute << continuous << false << false << seed << 0;
+        QTest::addRow("swap, no prefix, unchunked, seed %d", seed) << swap << continuous << false << false << seed << 0;
+        QTest::addRow("static, swap, prefix, seed %d", seed) << swap << static_batch << true << true << seed << 0;
+        QTest::addRow("static, recompute, seed %d", seed) << recompute << static_batch << false << true << seed << 0;
+        QTest::addRow("drafts, recompute, prefix, seed %d", seed) << recompute << continuous << true << true << seed << 4;
+        QTest::addRow("drafts, swap, unchunked, seed %d", seed) << swap << continuous << false << false << seed << 4;
+        QTest::addRow("drafts, static, swap, prefix, seed %d", seed) << swap << static_batch << true << true << seed << 3;
     }
 }
 
@@ -717,6 +771,7 @@ void TestScheduler::randomized_invariants() {
     QFETCH(bool, prefix_caching);
     QFETCH(bool, chunked);
     QFETCH(int, seed);
+    QFETCH(int, drafts);
     SchedulerConfig c = config(48, 12);
     c.max_model_len = 160;
     c.preemption = mode;
@@ -726,6 +781,8 @@ void TestScheduler::randomized_invariants() {
     c.n_host_blocks = 20;
     constexpr int kBlocks = 40, kBs = 4;
     Sim sim(c, kBlocks, kBs, prefix_caching);
+    sim.max_drafts = drafts;
+    sim.draft_rng.seed(static_cast<uint32_t>(seed));
     std::mt19937 rng(static_cast<uint32_t>(seed));
     auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
     const std::vector<std::vector<int32_t>> systems = {seq(5000, 16), seq(6000, 9)};
@@ -793,10 +850,11 @@ void TestScheduler::randomized_invariants() {
     RUN(sim);
     const auto& k = sim.s->counters();
     qInfo("added %d, rejected %d, aborted %d, forks %d, stops %d; preemptions %lld (swap %lld, recompute %lld), "
-          "copies %lld, prefix hit tokens %lld",
+          "copies %lld, prefix hit tokens %lld, drafts accepted %lld of %lld",
           added, rejected, aborted, forks, stops, static_cast<long long>(k.preemptions),
           static_cast<long long>(k.swap_outs), static_cast<long long>(k.recomputes),
-          static_cast<long long>(k.cow_copies), static_cast<long long>(sim.kv->stats().hit_tokens));
+          static_cast<long long>(k.cow_copies), static_cast<long long>(sim.kv->stats().hit_tokens),
+          static_cast<long long>(sim.spec_accepted), static_cast<long long>(sim.spec_drafted));
     QVERIFY(rejected > 0);
     QCOMPARE(k.rejected, int64_t(rejected));
     QVERIFY(forks > 0);
@@ -806,6 +864,7 @@ void TestScheduler::randomized_invariants() {
         QVERIFY(k.cow_copies > 0);
     }
     if (prefix_caching) QVERIFY(sim.kv->stats().hit_tokens > 0);
+    if (drafts > 0) QVERIFY(sim.spec_accepted > 0 && sim.spec_accepted < sim.spec_drafted);
     // Every request ended with a reason that fits what happened to it.
     for (const SchedRequest* r : sim.s->requests()) {
         QCOMPARE(r->status, RequestStatus::finished);

@@ -400,24 +400,6 @@ bool Scheduler::set_spec_tokens(RequestId id, std::vector<int32_t> drafts) {
     return true;
 }
 
-std::vector<RequestId> Scheduler::update(const SchedulerOutput& out, const std::vector<int32_t>& sampled) {
-    std::vector<RequestId> finished;
-    for (size_t i = 0; i < out.chunks.size(); ++i) {
-        const ScheduledChunk& ch = out.chunks[i];
-        auto it = m_impl->reqs.find(ch.id);
-        if (it == m_impl->reqs.end() || it->second.status != RequestStatus::running) continue;
-        SchedRequest& r = it->second;
-        r.num_computed_tokens = ch.start_pos + ch.num_tokens;
-        if (!ch.sample || i >= sampled.size() || sampled[i] < 0) continue;
-        r.output.push_back(sampled[i]);
-        if (r.num_output() >= r.max_tokens || r.num_tokens() >= m_config.max_model_len) {
-            finish_request(r.id, FinishReason::length);
-            finished.push_back(r.id);
-        }
-    }
-    return finished;
-}
-
 const SchedRequest* Scheduler::request(RequestId id) const {
     auto it = m_impl->reqs.find(id);
     return it == m_impl->reqs.end() ? nullptr : &it->second;

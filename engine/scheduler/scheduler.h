@@ -9,8 +9,9 @@
 //   perform out.swap_out, then out.swap_in, then out.copies (KV block copies);
 //   run the forward pass over out.chunks (chunk i: tokens [start_pos, start_pos+num_tokens)
 //     of request i's prompt+output, written at those positions through its block table);
-//   sampled[i] = next token for chunks with sample = true (ignored otherwise);
-//   finished = sched.update(out, sampled);
+//   emitted[i] = the tokens chunk i produced (one sampled token; with drafts, the
+//     accepted drafts then the target's own token; read only where sample = true);
+//   finished = sched.update(out, emitted);
 //   for stop strings / EOS the engine calls finish_request(id, FinishReason::stop).
 //
 // Policies:
@@ -120,16 +121,14 @@ public:
 
     SchedulerOutput schedule();
 
-    // After the forward pass of `out`: sampled[i] is the token of chunk i (used only where
-    // chunks[i].sample; -1 there means the engine appends it itself with append_token).
-    // Advances num_computed_tokens, appends tokens, finishes requests that reached
-    // max_tokens (FinishReason::length). Returns the requests this call finished.
-    std::vector<RequestId> update(const SchedulerOutput& out, const std::vector<int32_t>& sampled);
-    // The same with any number of tokens per chunk (speculative decoding): emitted[i] are
-    // the tokens chunk i produced, in order — for a chunk with drafts, the accepted drafts
-    // then the target's own token. num_computed_tokens advances to start_pos + size (the
-    // last emitted token has no KV yet), the KV slots of rejected drafts are rolled back,
-    // and at most max_tokens tokens are kept.
+    // After the forward pass of `out`: emitted[i] are the tokens chunk i produced, in order,
+    // read only where chunks[i].sample: one sampled token for a plain chunk; for a chunk with
+    // drafts (speculative decoding), the accepted drafts then the target's own token; empty
+    // when the engine appends the token itself later (append_token: beam search).
+    // Advances num_computed_tokens (with drafts, to start_pos + size: the last emitted token
+    // has no KV yet, and the KV slots of rejected drafts are given back), appends the tokens
+    // and finishes requests that reach max_tokens or max_model_len (FinishReason::length;
+    // tokens past that are dropped). Returns the requests this call finished.
     std::vector<RequestId> update(const SchedulerOutput& out, const std::vector<std::vector<int32_t>>& emitted);
 
     // Speculative decoding: drafts to verify the next time this request decodes. Only a

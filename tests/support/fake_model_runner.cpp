@@ -2,6 +2,7 @@
 #include "tests/support/kv_invariants.h"
 
 #include <algorithm>
+#include <map>
 #include <set>
 
 namespace kvs::test {
@@ -13,6 +14,14 @@ int ceil_div(int a, int b) { return (a + b - 1) / b; }
 uint64_t mix(uint64_t h, uint64_t v) {
     h ^= v + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
     return h * 0xff51afd7ed558ccdull;
+}
+
+// Prompt, output, then the drafts the request carries (their KV is written by a chunk
+// with drafts, and read back in the same step).
+std::vector<int32_t> tokens_with_drafts(const SchedRequest& r) {
+    std::vector<int32_t> t = r.all_tokens();
+    t.insert(t.end(), r.spec_tokens.begin(), r.spec_tokens.end());
+    return t;
 }
 
 }  // namespace
@@ -43,7 +52,9 @@ int32_t FakeModelRunner::sample_token(RequestId id, uint64_t last_fp) {
 
 QString FakeModelRunner::read_back(const SchedRequest& r, const std::vector<int32_t>& table, int n,
                                    const std::vector<std::vector<uint64_t>>& mem, const char* where) const {
-    const auto fp = prefix_fingerprints(r.all_tokens());
+    const auto fp = prefix_fingerprints(tokens_with_drafts(r));
+    if (n > static_cast<int>(fp.size()))
+        return QString("request %1: %2 KV of %3 positions for %4 tokens").arg(r.id).arg(where).arg(n).arg(fp.size());
     if (static_cast<int>(table.size()) < ceil_div(n, bs))
         return QString("request %1: %2 table of %3 blocks cannot hold %4 tokens").arg(r.id).arg(where).arg(table.size()).arg(n);
     for (int p = 0; p < n; ++p) {
@@ -56,24 +67,62 @@ QString FakeModelRunner::read_back(const SchedRequest& r, const std::vector<int3
     return {};
 }
 
+std::vector<int32_t> FakeModelRunner::own_tokens(RequestId id, int n) const {
+    std::vector<int32_t> toks = s->request(id)->all_tokens(), out;
+    for (int j = 0; j < n; ++j) {
+        out.push_back(sample_token(id, prefix_fingerprints(toks).back()));
+        toks.push_back(out.back());
+    }
+    return out;
+}
+
+void FakeModelRunner::propose_drafts() {
+    if (max_drafts <= 0) return;
+    auto uni = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(draft_rng); };
+    for (const SchedRequest* r : s->requests()) {
+        if (r->status != RequestStatus::running || r->num_output() == 0 || r->num_tokens() - r->num_computed_tokens != 1)
+            continue;
+        // The fake model's own continuation for the first `right` drafts, then one it would
+        // not pick (what follows a wrong draft is never looked at).
+        const int n = uni(0, max_drafts), right = uni(0, n);
+        std::vector<int32_t> drafts = own_tokens(r->id, n);
+        if (right < n) drafts[static_cast<size_t>(right)] = drafts[static_cast<size_t>(right)] % 30000 + 1;
+        if (!s->set_spec_tokens(r->id, std::move(drafts))) qFatal("set_spec_tokens refused request %lld", static_cast<long long>(r->id));
+    }
+}
+
+std::vector<int32_t> FakeModelRunner::emit(const ScheduledChunk& c) {
+    if (!c.sample || sample_minus_one) return {};
+    const SchedRequest* r = s->request(c.id);
+    const auto fp = prefix_fingerprints(tokens_with_drafts(*r));
+    // Position p's logits give the token after p; the chunk's first token is the last known one.
+    const int first = c.start_pos + c.num_tokens - c.num_spec - 1;
+    std::vector<int32_t> out;
+    for (int j = 0; j <= c.num_spec; ++j) {
+        const int32_t own = sample_token(c.id, fp[static_cast<size_t>(first + j)]);
+        out.push_back(own);
+        if (j == c.num_spec || r->spec_tokens[static_cast<size_t>(j)] != own) break;  // bonus / correction
+    }
+    spec_drafted += c.num_spec;
+    spec_accepted += static_cast<int64_t>(out.size()) - 1;
+    return out;
+}
+
 QString FakeModelRunner::step() {
     std::set<RequestId> was_running;
     for (const SchedRequest* r : s->requests())
         if (r->status == RequestStatus::running) was_running.insert(r->id);
+    propose_drafts();
+    std::map<RequestId, std::vector<int32_t>> drafts;  // as proposed (by propose_drafts or by hand)
+    for (const SchedRequest* r : s->requests())
+        if (!r->spec_tokens.empty()) drafts[r->id] = r->spec_tokens;
     SchedulerOutput out = s->schedule();
     QString e = check_limits(out, was_running);
-    if (e.isEmpty()) e = forward(out);
+    if (e.isEmpty()) e = forward(out, drafts);
     if (!e.isEmpty()) return QString("step %1: ").arg(out.step) + e;
-    // Sample.
-    std::vector<int32_t> sampled(out.chunks.size(), -1);
-    for (size_t i = 0; i < out.chunks.size(); ++i) {
-        const auto& c = out.chunks[i];
-        if (!c.sample) continue;
-        const SchedRequest* r = s->request(c.id);
-        const auto fp = prefix_fingerprints(r->all_tokens());
-        sampled[i] = sample_minus_one ? -1 : sample_token(c.id, fp.back());
-    }
-    last_finished = s->update(out, sampled);
+    std::vector<std::vector<int32_t>> emitted(out.chunks.size());
+    for (size_t i = 0; i < out.chunks.size(); ++i) emitted[i] = emit(out.chunks[i]);
+    last_finished = s->update(out, emitted);
     last = std::move(out);
     return check_state();
 }
@@ -99,7 +148,7 @@ QString FakeModelRunner::check_limits(const SchedulerOutput& out, const std::set
     return {};
 }
 
-QString FakeModelRunner::forward(const SchedulerOutput& out) {
+QString FakeModelRunner::forward(const SchedulerOutput& out, const std::map<RequestId, std::vector<int32_t>>& drafts) {
     // The engine's order: swap-outs, swap-ins, copies, then the forward pass.
     for (const auto& op : out.swap_out) host.at(static_cast<size_t>(op.host_block)) = dev.at(static_cast<size_t>(op.device_block));
     for (const auto& op : out.swap_in) dev.at(static_cast<size_t>(op.device_block)) = host.at(static_cast<size_t>(op.host_block));
@@ -107,7 +156,7 @@ QString FakeModelRunner::forward(const SchedulerOutput& out) {
 
     // Every chunk follows on from num_computed_tokens and has slots for its tokens.
     std::set<RequestId> seen;
-    int prefill = 0, decode = 0, padding = 0;
+    int prefill = 0, decode = 0, padding = 0, spec = 0;
     for (const auto& c : out.chunks) {
         const SchedRequest* r = s->request(c.id);
         if (!r) return QString("chunk for unknown request %1").arg(c.id);
@@ -123,18 +172,30 @@ QString FakeModelRunner::forward(const SchedulerOutput& out) {
         if (r->status != RequestStatus::running) return QString("chunk for request %1 that is %2").arg(c.id).arg(status_name(r->status));
         if (c.start_pos != r->num_computed_tokens)
             return QString("request %1: chunk starts at %2 but %3 tokens are computed").arg(c.id).arg(c.start_pos).arg(r->num_computed_tokens);
-        if (c.num_tokens <= 0 || c.start_pos + c.num_tokens > r->num_tokens())
-            return QString("request %1: chunk [%2, +%3) outside its %4 tokens").arg(c.id).arg(c.start_pos).arg(c.num_tokens).arg(r->num_tokens());
-        if (c.sample != (c.start_pos + c.num_tokens == r->num_tokens()))
+        const int own = c.num_tokens - c.num_spec;  // the request's own tokens in the chunk
+        if (own <= 0 || c.start_pos + own > r->num_tokens())
+            return QString("request %1: chunk [%2, +%3) outside its %4 tokens").arg(c.id).arg(c.start_pos).arg(own).arg(r->num_tokens());
+        if (c.sample != (c.start_pos + own == r->num_tokens()))
             return QString("request %1: sample flag wrong").arg(c.id);
-        const bool decode_chunk = r->num_output() > 0 && c.num_tokens == 1 && c.start_pos == r->num_tokens() - 1;
+        const bool decode_chunk = r->num_output() > 0 && own == 1 && c.start_pos == r->num_tokens() - 1;
         if (c.is_prefill == decode_chunk) return QString("request %1: is_prefill wrong").arg(c.id);
+        // Drafts: only on a decode, a prefix of what was proposed, kept on the request for verification.
+        const auto d = drafts.find(c.id);
+        const size_t n_proposed = d == drafts.end() ? 0 : d->second.size();
+        if (c.num_spec < 0 || static_cast<size_t>(c.num_spec) > n_proposed || (c.num_spec > 0 && !decode_chunk) ||
+            r->spec_tokens.size() != static_cast<size_t>(c.num_spec) ||
+            !std::equal(r->spec_tokens.begin(), r->spec_tokens.end(), d == drafts.end() ? r->spec_tokens.begin() : d->second.begin()))
+            return QString("request %1: %2 drafts in the chunk, %3 kept, %4 proposed").arg(c.id).arg(c.num_spec).arg(r->spec_tokens.size()).arg(n_proposed);
+        // The target adds a token of its own after the drafts: that one must fit too.
+        if (r->num_tokens() + c.num_spec >= std::min(r->num_prompt() + r->max_tokens, cfg.max_model_len))
+            return QString("request %1: drafts past max_tokens or the context").arg(c.id);
+        spec += c.num_spec;
         (c.is_prefill ? prefill : decode) += c.num_tokens;
         if (kv->num_tokens(c.id) != c.start_pos + c.num_tokens)
             return QString("request %1: %2 slots for a chunk ending at %3").arg(c.id).arg(kv->num_tokens(c.id)).arg(c.start_pos + c.num_tokens);
         // Write the chunk's KV.
         const auto& table = kv->block_table(c.id);
-        const auto fp = prefix_fingerprints(r->all_tokens());
+        const auto fp = prefix_fingerprints(tokens_with_drafts(*r));
         for (int p = c.start_pos; p < c.start_pos + c.num_tokens; ++p) {
             const int32_t b = table.at(static_cast<size_t>(p / bs));
             dev[static_cast<size_t>(b)][static_cast<size_t>(p % bs)] = fp[static_cast<size_t>(p)];
@@ -143,6 +204,7 @@ QString FakeModelRunner::forward(const SchedulerOutput& out) {
     if (padding != out.num_padding_tokens) return QString("%1 padding chunks, output says %2").arg(padding).arg(out.num_padding_tokens);
     if (prefill != out.num_prefill_tokens || decode != out.num_decode_tokens)
         return QString("prefill/decode token counts %1/%2, chunks say %3/%4").arg(out.num_prefill_tokens).arg(out.num_decode_tokens).arg(prefill).arg(decode);
+    if (spec != out.num_spec_tokens) return QString("%1 draft tokens in chunks, output says %2").arg(spec).arg(out.num_spec_tokens);
     if (prefill > 0 && decode > 0) ++steps_with_mixed;
 
     // Attention: every running request reads all of its KV (chunks read what they wrote).
