@@ -12,8 +12,7 @@
 #include <QVBoxLayout>
 #include <unistd.h>
 
-#include "engine/model/model.h"
-#include "engine/model/model_registry.h"
+#include "engine/runtime/session.h"
 #include "ui/memory_planner.h"
 
 namespace kvs::app {
@@ -23,7 +22,7 @@ ModelManagerDialog::ModelManagerDialog(QWidget* parent) : QDialog(parent) {
     setObjectName("modelManager");
     m_list = new QListWidget(this);
     m_list->setObjectName("modelList");
-    for (const ModelEntry& e : list_models()) {
+    for (const InstalledModel& e : Session::installed_models()) {
         auto* item = new QListWidgetItem(QString::fromStdString(e.name), m_list);
         item->setData(Qt::UserRole, QString::fromStdString(e.path));
         item->setToolTip(QString::fromStdString(e.path));
@@ -42,7 +41,7 @@ ModelManagerDialog::ModelManagerDialog(QWidget* parent) : QDialog(parent) {
     m_load->setEnabled(false);
 
     auto* left = new QVBoxLayout;
-    left->addWidget(new QLabel(tr("Installed in %1").arg(QString::fromStdString(models_dir())), this));
+    left->addWidget(new QLabel(tr("Installed in %1").arg(QString::fromStdString(Session::models_dir())), this));
     left->addWidget(m_list, 1);
     left->addWidget(browse);
     auto* right = new QVBoxLayout;
@@ -76,13 +75,13 @@ void ModelManagerDialog::inspect(const QString& path) {
     QPointer<ModelManagerDialog> self(this);
     // Reading a model maps it and checks every tensor: a worker thread does it.
     QThread* t = QThread::create([self, path, gen] {
-        auto m = load_model(path.toStdString());
+        auto m = Session::open(path.toStdString());
         QString details, name;
         int layers = 0, kvh = 0, hd = 0;
         qint64 wb = 0;
         const bool ok = m.is_ok();
         if (ok) {
-            const Model& model = **m;
+            const Model& model = (*m)->model();
             const ModelConfig& c = model.config;
             name = QString::fromStdString(c.name);
             layers = c.n_layer;

@@ -24,8 +24,8 @@
 
 namespace kvs {
 struct Model;
-class Tokenizer;
-class Backend;
+struct QuantVariant;
+class Session;
 }  // namespace kvs
 
 namespace kvs::app {
@@ -60,17 +60,12 @@ private Q_SLOTS:
     void run(qint64 runId, const kvs::ui::QuantCompareRequest& request);
 
 private:
-    struct Variant {
-        std::string scheme;  // QuantScheme::name
-        std::shared_ptr<const Model> model;
-        QString label;
-    };
     bool stopped(qint64 runId) const;
-    // The cached state for `model`: reference, tokenizer, variants (rebuilt when it changed).
+    // The cached state for `model`: its session (tokenizer, chat encoding), the reference
+    // and the variants, rebuilt when the model changed.
     QString prepare(const std::shared_ptr<const Model>& model, qint64 runId);
     // The variant of scheme `name`, from the cache or built now; null with *error set.
-    const Variant* variant(const std::string& name, qint64 runId, QString* error);
-    std::vector<int32_t> promptTokens(const QString& text) const;
+    const QuantVariant* variant(const std::string& name, qint64 runId, QString* error);
 
     const int m_nThreads;
     std::atomic<qint64> m_lastId{0};
@@ -78,11 +73,9 @@ private:
     mutable std::mutex m_mu;  // guards m_next
     std::shared_ptr<const Model> m_next;
     // Worker thread only:
-    std::shared_ptr<const Model> m_source;
-    std::shared_ptr<const Tokenizer> m_tok;
-    std::shared_ptr<Backend> m_backend;
-    Variant m_ref;
-    std::vector<Variant> m_variants;  // most recently used last
+    std::shared_ptr<const Session> m_session;
+    std::unique_ptr<QuantVariant> m_ref;
+    std::vector<QuantVariant> m_variants;  // most recently used last
 };
 
 }  // namespace kvs::app

@@ -2,51 +2,12 @@
 
 #include <CLI/CLI.hpp>
 #include <cstdio>
-#include <thread>
 
+#include "app/cli/cli_options.h"
 #include "app/cli/commands.h"
 #include "app/gui_main.h"
-#include "engine/kv_cache/kv_tensors.h"
-#include "engine/model/model_registry.h"
 
 namespace kvs::app {
-namespace {
-
-void add_runner_options(CLI::App* c, RunnerOptions& r) {
-    c->add_option("--ctx", r.n_ctx, "context size in tokens")->check(CLI::PositiveNumber);
-    c->add_option("--batch", r.n_batch, "most tokens per forward pass (prompt chunk)")->check(CLI::PositiveNumber);
-    c->add_option("-t,--threads", r.n_threads, "CPU threads (0: one per core)")->check(CLI::NonNegativeNumber);
-    c->add_option("--backend", r.backend, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-    c->add_option("--simd", r.simd, "CPU kernels: auto, avx512, avx2, scalar")
-        ->check(CLI::IsMember({"auto", "avx512", "avx2", "scalar"}));
-    c->add_option("--block-size", r.block_size, "KV block size in tokens (8, 16, 32)")
-        ->check(CLI::IsMember({8, 16, 32}));
-    c->add_option_function<std::string>(
-         "--kv-type", [&r](const std::string& name) { r.kv_type = parse_kv_type(name).value(); },
-         "KV cache elements: f16, or int8 (8-bit values with one fp16 scale per 32; about half the memory)")
-        ->check(CLI::IsMember({"f16", "int8"}))
-        ->default_str("f16");
-}
-
-void add_sampling_options(CLI::App* c, SamplingParams& s) {
-    c->add_option("-n,--max-tokens", s.max_tokens, "tokens to generate (-1: until end or context full)");
-    c->add_option("--temp", s.temperature, "temperature (0: greedy)")->check(CLI::NonNegativeNumber);
-    c->add_option("--top-k", s.top_k, "keep the k most likely tokens (0: off)")->check(CLI::NonNegativeNumber);
-    c->add_option("--top-p", s.top_p, "nucleus sampling mass (1: off)")->check(CLI::Range(0.0, 1.0));
-    c->add_option("--min-p", s.min_p, "drop tokens under min-p x the top probability (0: off)")
-        ->check(CLI::Range(0.0, 1.0));
-    c->add_option("--repeat-penalty", s.repeat_penalty, "repetition penalty (1: off)")->check(CLI::PositiveNumber);
-    c->add_option("--presence-penalty", s.presence_penalty, "presence penalty (0: off)");
-    c->add_option("--frequency-penalty", s.frequency_penalty, "frequency penalty (0: off)");
-    c->add_option("--penalty-last-n", s.penalty_last_n, "tokens the penalties look back over");
-    c->add_option("--no-repeat-ngram", s.no_repeat_ngram_size, "ban repeating n-grams of this size (0: off)")
-        ->check(CLI::NonNegativeNumber);
-    c->add_option("--seed", s.seed, "random seed");
-    c->add_option("--stop", s.stop, "stop string (repeatable)");
-    c->add_flag("--ignore-eos", s.ignore_eos, "keep generating past end-of-sequence tokens");
-}
-
-}  // namespace
 
 int run_main(int argc, char** argv) {
     if (argc <= 1) return run_gui(argc, argv);
@@ -55,11 +16,12 @@ int run_main(int argc, char** argv) {
                  "Without a subcommand, opens the desktop program."};
     app.require_subcommand(0, 1);
     app.set_version_flag("--version", "kvscope 0.1.0");
+    const std::string kDefaultModel = Session::default_model_name();
     const std::string model_help = "model: a .gguf file, a safetensors folder, or an installed name (default " +
-                                   std::string(kDefaultModelName) + ")";
+                                   kDefaultModel + ")";
 
     GenerateOptions gen;
-    gen.model = std::string(kDefaultModelName);
+    gen.model = kDefaultModel;
     auto* g = app.add_subcommand("generate", "generate text from a prompt, streaming tokens");
     g->add_option("-m,--model", gen.model, model_help);
     g->add_option("-p,--prompt", gen.prompt, "the prompt");
@@ -77,23 +39,23 @@ int run_main(int argc, char** argv) {
     add_runner_options(g, gen.runner);
 
     InspectOptions ins;
-    ins.model = std::string(kDefaultModelName);
+    ins.model = kDefaultModel;
     auto* in = app.add_subcommand("inspect", "architecture, tensor types, parameters, weight and KV memory");
     in->add_option("model", ins.model, model_help);
-    in->add_option("--ctx", ins.ctx, "context for the KV size (default: the model's)")->check(CLI::PositiveNumber);
-    in->add_option("--batch", ins.batch, "concurrent sequences for the KV size")->check(CLI::PositiveNumber);
+    in->add_option("--ctx", ins.ctx, "context for the KV size (default: the model's)")->check(CLI::Range(1, 1 << 24));
+    in->add_option("--batch", ins.batch, "concurrent sequences for the KV size")->check(CLI::Range(1, kMaxBatch));
     in->add_flag("--tensors", ins.tensors, "list every tensor");
     in->add_flag("--json", ins.json, "print JSON");
 
     BenchOptions bench;
-    bench.model = std::string(kDefaultModelName);
+    bench.model = kDefaultModel;
     auto* b = app.add_subcommand("bench", "prompt processing (pp) and generation (tg) speed, llama-bench style");
     b->add_option("model", bench.model, model_help);
-    b->add_option("-p,--n-prompt", bench.n_prompt, "prompt tokens for pp")->check(CLI::NonNegativeNumber);
-    b->add_option("-n,--n-gen", bench.n_gen, "generated tokens for tg")->check(CLI::NonNegativeNumber);
+    b->add_option("-p,--n-prompt", bench.n_prompt, "prompt tokens for pp")->check(CLI::Range(0, kMaxTokens));
+    b->add_option("-n,--n-gen", bench.n_gen, "generated tokens for tg")->check(CLI::Range(0, kMaxTokens));
     b->add_option("-d,--depth", bench.depth, "tokens already in the context (untimed) before each pp and tg test")
-        ->check(CLI::NonNegativeNumber);
-    b->add_option("-r,--repetitions", bench.repetitions, "runs per test")->check(CLI::PositiveNumber);
+        ->check(CLI::Range(0, kMaxCtx));
+    b->add_option("-r,--repetitions", bench.repetitions, "runs per test")->check(CLI::Range(1, 1000));
     b->add_flag("--json", bench.json, "print JSON instead of the table");
     b->add_option("--json-out", bench.json_out, "also write the JSON to this file");
     b->add_option("--workload", bench.workload,
@@ -102,29 +64,29 @@ int run_main(int argc, char** argv) {
     b->add_option("--policy", bench.policy, "batching policy for --workload: continuous, static or both")
         ->check(CLI::IsMember({"continuous", "static", "both"}));
     b->add_option("--max-seqs", bench.max_seqs, "most sequences per step (also the static batch size)")
-        ->check(CLI::PositiveNumber);
-    b->add_option("--step-budget", bench.step_budget, "most tokens per engine step")->check(CLI::PositiveNumber);
-    b->add_option("--kv-blocks", bench.kv_blocks, "KV pool size in blocks")->check(CLI::PositiveNumber);
-    b->add_option("--kv-mib", bench.kv_mib, "KV pool size in MiB (default 1024)")->check(CLI::PositiveNumber);
+        ->check(CLI::Range(1, 4096));
+    b->add_option("--step-budget", bench.step_budget, "most tokens per engine step")->check(CLI::Range(1, kMaxBatch));
+    b->add_option("--kv-blocks", bench.kv_blocks, "KV pool size in blocks")->check(CLI::Range(1, 1 << 24));
+    b->add_option("--kv-mib", bench.kv_mib, "KV pool size in MiB (default 1024)")->check(CLI::Range(1.0, 1048576.0));
     b->add_option("--preemption", bench.preemption, "when the KV pool is full: recompute or swap")
         ->check(CLI::IsMember({"recompute", "swap"}));
     b->add_option("--host-blocks", bench.host_blocks, "CPU swap tier size in blocks (with --preemption swap)")
-        ->check(CLI::NonNegativeNumber);
+        ->check(CLI::Range(0, 1 << 24));
     b->add_flag("--no-prefix-cache", bench.no_prefix_cache, "turn prefix caching off");
     b->add_option("--trace", bench.trace, "with --workload: write the step timeline, last snapshot and requests as JSON");
     b->add_option("--sweep", bench.sweep, "aggregate decode tok/s per batch size, e.g. 1,2,4,8,16,32,64");
-    b->add_option("--sweep-prompt", bench.sweep_prompt, "prompt tokens per request in --sweep")->check(CLI::PositiveNumber);
-    b->add_option("--sweep-gen", bench.sweep_gen, "generated tokens per request in --sweep")->check(CLI::PositiveNumber);
+    b->add_option("--sweep-prompt", bench.sweep_prompt, "prompt tokens per request in --sweep")->check(CLI::Range(1, kMaxTokens));
+    b->add_option("--sweep-gen", bench.sweep_gen, "generated tokens per request in --sweep")->check(CLI::Range(1, kMaxTokens));
     b->add_option("--spec", bench.spec,
                   "speculative decoding against plain: proposers, e.g. ngram,layer-skip:8,int4 or a draft model path");
     b->add_option("--spec-k", bench.spec_k, "draft lengths for --spec, e.g. 2,4,8");
     b->add_option("--spec-workload", bench.spec_workload, "repetitive, chat or both")
         ->check(CLI::IsMember({"repetitive", "chat", "both"}));
-    b->add_option("--spec-gen", bench.spec_gen, "tokens generated per request in --spec")->check(CLI::PositiveNumber);
+    b->add_option("--spec-gen", bench.spec_gen, "tokens generated per request in --spec")->check(CLI::Range(1, kMaxTokens));
     add_runner_options(b, bench.runner);
 
     QuantizeOptions quant;
-    quant.model = std::string(kDefaultModelName);
+    quant.model = kDefaultModel;
     auto* q = app.add_subcommand("quantize", "re-encode a model's linears with a scheme and save the variant");
     q->add_option("-m,--model", quant.model, model_help);
     q->add_option("-s,--scheme", quant.scheme, "quantization scheme (ref, f16, q8_0, q4_k, ...)")->required();

@@ -91,12 +91,13 @@ double decode_bytes_per_token(const Model& m, int avg_ctx, DType kv_type) {
 }  // namespace
 
 int cmd_bench(const BenchOptions& o) {
-    auto model = load_model_or_report(o.model, nullptr);
-    if (!model) return 1;
+    auto session = open_session_or_report(o.model);
+    if (!session) return 1;
+    const Model* model = &session->model();
     RunnerOptions ro = o.runner;
     ro.n_ctx = std::max(ro.n_ctx, o.depth + std::max(o.n_prompt, o.n_gen) + 16);
     ro.n_batch = std::max(ro.n_batch, std::max(o.n_prompt, std::min(o.depth, 2048)));
-    auto runner_r = SequenceRunner::create(model, ro);
+    auto runner_r = session->make_runner(ro);
     if (!runner_r) {
         std::fprintf(stderr, "error: %s\n", runner_r.message().c_str());
         return 1;
@@ -170,7 +171,7 @@ int cmd_bench(const BenchOptions& o) {
     j["repetitions"] = o.repetitions;
     j["depth"] = o.depth;
     j["kv_type"] = kv_type_name(runner.kv_type());
-    j["kv_bytes_per_token"] = kv_cache_bytes_per_token(model->config, runner.kv_type());
+    j["kv_bytes_per_token"] = session->kv_bytes_per_token(runner.kv_type());
     j["kv_pool_bytes"] = runner.kv_bytes();
     if (!pp.empty()) j["pp"] = {{"n_prompt", o.n_prompt}, {"avg_ts", spp.mean}, {"stddev_ts", spp.sd}, {"samples_ts", spp.values}};
     if (!tg.empty()) j["tg"] = {{"n_gen", o.n_gen}, {"avg_ts", stg.mean}, {"stddev_ts", stg.sd}, {"samples_ts", stg.values}};

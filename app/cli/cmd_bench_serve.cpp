@@ -22,11 +22,9 @@
 #include <thread>
 
 #include "app/cli/commands.h"
-#include "engine/runtime/engine.h"
 #include "engine/runtime/workload.h"
 #include "engine/telemetry/latency_stats.h"
 #include "engine/telemetry/trace_json.h"
-#include "engine/tokenizer/tokenizer.h"
 
 namespace kvs::app {
 namespace {
@@ -53,7 +51,7 @@ struct PolicyRun {
 EngineOptions engine_options(const BenchOptions& o, int max_seqs) {
     EngineOptions e = engine_options_from(o.runner);
     e.kv_blocks = o.kv_blocks;
-    e.kv_bytes = static_cast<int64_t>(o.kv_mib * 1048576.0);
+    e.kv_bytes = o.kv_mib > 0 ? static_cast<int64_t>(o.kv_mib * 1048576.0) : int64_t{1} << 30;  // --kv-mib default
     e.prefix_caching = !o.no_prefix_cache;
     e.scheduler.max_num_batched_tokens = o.step_budget;
     e.scheduler.max_num_seqs = max_seqs;
@@ -64,13 +62,13 @@ EngineOptions engine_options(const BenchOptions& o, int max_seqs) {
     return e;
 }
 
-Result<PolicyRun> run_policy(std::shared_ptr<const Model> model, const BenchOptions& o, const std::string& policy,
+Result<PolicyRun> run_policy(const Session& session, const BenchOptions& o, const std::string& policy,
                              const std::vector<WorkloadRequest>& work) {
     using R = Result<PolicyRun>;
     EngineOptions eo = engine_options(o, o.max_seqs);
     eo.scheduler.policy = policy == "static" ? BatchingPolicy::static_batch : BatchingPolicy::continuous;
     if (eo.scheduler.preemption == PreemptionMode::swap) eo.scheduler.n_host_blocks = o.host_blocks;
-    auto created = Engine::create(model, nullptr, eo);
+    auto created = session.make_engine(eo, false);
     if (!created) return R::error(created.message());
     Engine& e = **created;
     PolicyRun run;
@@ -180,7 +178,8 @@ std::vector<int> parse_int_list(const std::string& s) {
     return v;
 }
 
-int run_sweep(std::shared_ptr<const Model> model, const BenchOptions& o) {
+int run_sweep(const Session& session, const BenchOptions& o) {
+    const Model* model = &session.model();
     const std::vector<int> sizes = parse_int_list(o.sweep);
     if (sizes.empty()) {
         std::fprintf(stderr, "error: --sweep wants batch sizes like 1,2,4,8 (positive integers), got '%s'\n", o.sweep.c_str());
@@ -200,7 +199,7 @@ int run_sweep(std::shared_ptr<const Model> model, const BenchOptions& o) {
     spec.first_token_id = std::min<int32_t>(32, model->config.n_vocab - 1);
     for (int b : sizes) {
         EngineOptions eo = engine_options(o, b);
-        auto created = Engine::create(model, nullptr, eo);
+        auto created = session.make_engine(eo, false);
         if (!created) {
             std::fprintf(stderr, "error: %s\n", created.message().c_str());
             return 1;
@@ -248,7 +247,7 @@ int run_sweep(std::shared_ptr<const Model> model, const BenchOptions& o) {
     }
     nlohmann::json j = {{"model", model->path}, {"sweep", rows}, {"prompt_tokens", o.sweep_prompt}, {"gen_tokens", o.sweep_gen},
                         {"kv_type", kv_type_name(o.runner.kv_type)},
-                        {"kv_bytes_per_token", kv_cache_bytes_per_token(model->config, o.runner.kv_type)}};
+                        {"kv_bytes_per_token", session.kv_bytes_per_token(o.runner.kv_type)}};
     if (!o.json_out.empty()) std::ofstream(o.json_out) << j.dump(2) << "\n";
     if (o.json) std::printf("%s\n", j.dump(2).c_str());
     return 0;
@@ -257,10 +256,11 @@ int run_sweep(std::shared_ptr<const Model> model, const BenchOptions& o) {
 }  // namespace
 
 int cmd_bench_serve(const BenchOptions& o) {
-    double load_ms = 0;
-    std::shared_ptr<const Model> model = load_model_or_report(o.model, &load_ms);
-    if (!model) return 1;
-    if (!o.sweep.empty()) return run_sweep(model, o);
+    auto session = open_session_or_report(o.model);
+    if (!session) return 1;
+    const double load_ms = session->load_ms();
+    const Model* model = &session->model();
+    if (!o.sweep.empty()) return run_sweep(*session, o);
 
     auto spec = parse_workload_spec(o.workload);
     if (!spec) {
@@ -282,7 +282,7 @@ int cmd_bench_serve(const BenchOptions& o) {
     for (const auto& p : policies) {
         if (!o.json) std::fprintf(stderr, "running %s batching on %s (%zu requests)...\n", p.c_str(),
                                   workload_spec_string(*spec).c_str(), work->size());
-        auto r = run_policy(model, o, p, *work);
+        auto r = run_policy(*session, o, p, *work);
         if (!r) {
             std::fprintf(stderr, "error: %s batching: %s\n", p.c_str(), r.message().c_str());
             return 1;
@@ -297,7 +297,7 @@ int cmd_bench_serve(const BenchOptions& o) {
     j["step_budget"] = o.step_budget;
     j["block_size"] = o.runner.block_size;
     j["kv_type"] = kv_type_name(o.runner.kv_type);
-    j["kv_bytes_per_token"] = kv_cache_bytes_per_token(model->config, o.runner.kv_type);
+    j["kv_bytes_per_token"] = session->kv_bytes_per_token(o.runner.kv_type);
     j["runs"] = nlohmann::json::array();
     for (const auto& r : runs) j["runs"].push_back(run_json(r));
     if (runs.size() == 2 && runs[1].lat.output_tok_per_s > 0)
@@ -320,7 +320,7 @@ int cmd_bench_serve(const BenchOptions& o) {
                 workload_spec_string(*spec).c_str(), work->size(), o.max_seqs, o.step_budget, o.runner.block_size);
     std::printf("KV cache %s: %lld bytes per token, pool of %d blocks (%.1f MiB)\n\n",
                 kv_type_name(o.runner.kv_type).c_str(),
-                static_cast<long long>(kv_cache_bytes_per_token(model->config, o.runner.kv_type)), runs.front().kv_blocks,
+                static_cast<long long>(session->kv_bytes_per_token(o.runner.kv_type)), runs.front().kv_blocks,
                 runs.front().kv_pool_bytes / 1048576.0);
     std::printf("| policy | out tok/s | total tok/s | TTFT p50 / p99 ms | TPOT p50 / p99 ms | ITL p99 ms | KV util mean / peak "
                 "| waste paged | waste max-len | waste per-request | prefix hits | preemptions |\n");

@@ -16,10 +16,6 @@
 #include <sstream>
 
 #include "app/cli/commands.h"
-#include "engine/runtime/engine.h"
-#include "engine/speculative/draft_runner.h"
-#include "engine/tokenizer/chat_template.h"
-#include "engine/tokenizer/tokenizer.h"
 
 namespace kvs::app {
 namespace {
@@ -121,14 +117,8 @@ Result<Run> run_one(Engine& e, const std::vector<std::vector<int32_t>>& prompts,
 }  // namespace
 
 int cmd_bench_spec(const BenchOptions& o) {
-    double load_ms = 0;
-    auto model = load_model_or_report(o.model, &load_ms);
-    if (!model) return 1;
-    auto tok = Tokenizer::create(model->vocab);
-    if (!tok) {
-        std::fprintf(stderr, "error: tokenizer: %s\n", tok.message().c_str());
-        return 1;
-    }
+    auto session = open_session_or_report(o.model);
+    if (!session) return 1;
     std::vector<int> ks;
     std::vector<std::string> proposers = split(o.spec), workloads;
     try {
@@ -144,23 +134,19 @@ int cmd_bench_spec(const BenchOptions& o) {
     eo.kv_blocks = 1024 / o.runner.block_size * 2;
     eo.scheduler.max_num_seqs = 1;
     eo.snapshot_every = 0;
-    std::shared_ptr<const Model> target = model;
     for (const auto& p : proposers) {
         if (p == "ngram") continue;
-        auto d = make_draft_model(p, target);
-        if (!d) {
-            std::fprintf(stderr, "error: %s\n", d.message().c_str());
+        if (Status st = session->add_draft(p); !st) {
+            std::fprintf(stderr, "error: %s\n", st.message().c_str());
             return 1;
         }
-        eo.drafts.emplace_back(p, *d);
     }
-    auto created = Engine::create(target, std::make_shared<const Tokenizer>(std::move(tok.value())), eo);
+    auto created = session->make_engine(eo);
     if (!created) {
         std::fprintf(stderr, "error: %s\n", created.message().c_str());
         return 1;
     }
     Engine& e = **created;
-    const ChatFormat fmt = detect_chat_format(model->vocab.chat_template, model->vocab);
     std::fprintf(stderr, "%s | greedy, %d tokens per request, one request at a time\n", e.backend_note().c_str(), o.spec_gen);
 
     nlohmann::json rows = nlohmann::json::array();
@@ -168,10 +154,7 @@ int cmd_bench_spec(const BenchOptions& o) {
     std::printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
     for (const auto& w : workloads) {
         std::vector<std::vector<int32_t>> prompts;
-        for (const auto& text : workload_prompts(w)) {
-            const std::string chat = apply_chat_template(fmt, {{"user", text}}, true, default_system_prompt(model->vocab.chat_template));
-            prompts.push_back(e.tokenizer()->encode(chat, true, true));
-        }
+        for (const auto& text : workload_prompts(w)) prompts.push_back(session->encode_user(text));
         auto plain = run_one(e, prompts, o.spec_gen, "", 0);
         if (!plain) {
             std::fprintf(stderr, "error: %s\n", plain.message().c_str());
@@ -207,7 +190,7 @@ int cmd_bench_spec(const BenchOptions& o) {
         std::fflush(stdout);
     }
     if (!o.json_out.empty()) {
-        nlohmann::json j = {{"model", model->path}, {"backend", e.backend_note()}, {"n_gen", o.spec_gen},
+        nlohmann::json j = {{"model", session->model().path}, {"backend", e.backend_note()}, {"n_gen", o.spec_gen},
                             {"sampling", "greedy"},
                             {"token_fates_format", "per row, per request: [token, fate, draft position (1..k, 0 for "
                                                    "non-drafts), engine step] for every token the request streamed (plain, accepted, "

@@ -11,8 +11,8 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "app/cli/cli_options.h"
 #include "app/cli/commands.h"
-#include "engine/model/model_registry.h"
 #include "engine/quant/eval.h"
 #include "engine/quant/quantize.h"
 #include "engine/tokenizer/tokenizer.h"
@@ -216,7 +216,7 @@ Status make_variants(std::shared_ptr<const Model> source, const std::vector<Quan
 }  // namespace
 
 CLI::App* add_eval_command(CLI::App& app, EvalCommandOptions& o) {
-    o.model = std::string(kDefaultModelName);
+    o.model = Session::default_model_name();
     auto* e = app.add_subcommand("eval",
                                  "quality and speed of quantized variants against the reference "
                                  "(perplexity, KL divergence, top-1, first divergence, pp/tg)");
@@ -229,19 +229,16 @@ CLI::App* add_eval_command(CLI::App& app, EvalCommandOptions& o) {
     e->add_option("--text", o.text, "evaluation text file");
     e->add_option("--calib", o.calib, "calibration text for activation-aware schemes (AWQ)");
     e->add_option("--calib-tokens", o.calib_tokens, "calibration tokens taken from --calib")
-        ->check(CLI::PositiveNumber);
+        ->check(CLI::Range(1, kMaxTokens));
     e->add_option("--ctx", o.ctx, "tokens per evaluation chunk (the second half is scored)")
         ->check(CLI::Range(3, 1 << 20));
-    e->add_option("--max-tokens", o.max_tokens, "most text tokens evaluated")->check(CLI::PositiveNumber);
+    e->add_option("--max-tokens", o.max_tokens, "most text tokens evaluated")->check(CLI::Range(1, kMaxTokens));
     e->add_option("--prompts", o.prompts_file, "prompts for the first greedy divergence, one per line");
-    e->add_option("--divergence-tokens", o.divergence_tokens, "greedy tokens per prompt")->check(CLI::PositiveNumber);
+    e->add_option("--divergence-tokens", o.divergence_tokens, "greedy tokens per prompt")->check(CLI::Range(1, kMaxTokens));
     e->add_option("--json", o.json_out, "write the report as JSON to this file");
     e->add_flag("--no-speed", o.no_speed, "skip the pp512 / tg128 speed runs");
-    e->add_option("--repeat", o.repeat, "speed runs per model")->check(CLI::PositiveNumber);
-    e->add_option("-t,--threads", o.runner.n_threads, "CPU threads (0: one per core)")->check(CLI::NonNegativeNumber);
-    e->add_option("--backend", o.runner.backend, "auto, cpu or cuda")->check(CLI::IsMember({"auto", "cpu", "cuda"}));
-    e->add_option("--simd", o.runner.simd, "CPU kernels: auto, avx512, avx2, scalar")
-        ->check(CLI::IsMember({"auto", "avx512", "avx2", "scalar"}));
+    e->add_option("--repeat", o.repeat, "speed runs per model")->check(CLI::Range(1, 1000));
+    add_cpu_options(e, o.runner);
     return e;
 }
 
@@ -420,11 +417,11 @@ int cmd_eval(const EvalCommandOptions& o) {
         return 1;
     };
     if (auto s = pick_schemes(o.quant); !s) return fail(s.message());  // before the model loads
-    auto source = load_model_or_report(o.model, nullptr);
-    if (!source) return 1;
-    auto tok = Tokenizer::create(source->vocab);
-    if (!tok) return fail("tokenizer of " + source->path + ": " + tok.message());
-    auto in = read_inputs(o, tok.value());
+    auto session = open_session_or_report(o.model);
+    if (!session) return 1;
+    const std::shared_ptr<const Model>& source = session->model_ptr();
+    const Tokenizer& tok = session->tokenizer();
+    auto in = read_inputs(o, tok);
     if (!in) return fail(in.message());
 
     PhaseTimes times;
@@ -440,7 +437,7 @@ int cmd_eval(const EvalCommandOptions& o) {
     times.quantize = seconds_since(t_quant);
     std::fprintf(stderr, "reference: %s\n", rows[0].label.c_str());
 
-    auto rep = measure(rows, in.value(), tok.value(), o, times);
+    auto rep = measure(rows, in.value(), tok, o, times);
     if (!rep) return fail(rep.message());
     const double elapsed = seconds_since(t_start);
     print_report(*source, rows, rep.value(), in.value(), o, elapsed);

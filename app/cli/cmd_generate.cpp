@@ -1,33 +1,20 @@
-#include <chrono>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
 
 #include "app/cli/commands.h"
-#include "engine/model/model_registry.h"
-#include "engine/runtime/engine.h"
 #include "engine/runtime/generate.h"
-#include "engine/speculative/draft_runner.h"
-#include "engine/tokenizer/chat_template.h"
-#include "engine/tokenizer/tokenizer.h"
 
 namespace kvs::app {
 
-std::shared_ptr<Model> load_model_or_report(const std::string& name_or_path, double* load_ms) {
-    const auto t0 = std::chrono::steady_clock::now();
-    auto path = resolve_model(name_or_path);
-    if (!path) {
-        std::fprintf(stderr, "error: %s\n", path.message().c_str());
+std::shared_ptr<Session> open_session_or_report(const std::string& name_or_path, const SessionOptions& opt) {
+    auto session = Session::open(name_or_path, opt);
+    if (!session) {
+        std::fprintf(stderr, "error: %s\n", session.message().c_str());
         return nullptr;
     }
-    auto model = load_model(path.value());
-    if (!model) {
-        std::fprintf(stderr, "error: %s\n", model.message().c_str());
-        return nullptr;
-    }
-    if (load_ms) *load_ms = std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count();
-    for (const auto& w : model.value()->warnings) std::fprintf(stderr, "warning: %s\n", w.c_str());
-    return model.value();
+    for (const auto& w : (*session)->warnings()) std::fprintf(stderr, "warning: %s\n", w.c_str());
+    return std::move(session.value());
 }
 
 EngineOptions engine_options_from(const RunnerOptions& r) {
@@ -50,21 +37,18 @@ void write_piece(const std::string& piece) {
 
 // generate --spec: one request through the batching engine with a proposer; prints the
 // acceptance statistics after the usual timings.
-int generate_speculative(const GenerateOptions& o, std::shared_ptr<Model> model, Tokenizer tok,
-                         const std::vector<int32_t>& prompt, double load_ms) {
+int generate_speculative(const GenerateOptions& o, Session& session, const std::vector<int32_t>& prompt) {
+    if (o.spec != "ngram") {
+        if (Status st = session.add_draft(o.spec); !st) {
+            std::fprintf(stderr, "error: %s\n", st.message().c_str());
+            return 1;
+        }
+    }
     EngineOptions eo = engine_options_from(o.runner);
     eo.kv_blocks = 2 * ((o.runner.n_ctx + o.runner.block_size - 1) / o.runner.block_size);
     eo.scheduler.max_num_seqs = 1;
     eo.snapshot_every = 0;
-    if (o.spec != "ngram") {
-        auto draft = make_draft_model(o.spec, model);
-        if (!draft) {
-            std::fprintf(stderr, "error: %s\n", draft.message().c_str());
-            return 1;
-        }
-        eo.drafts.emplace_back(o.spec, draft.value());
-    }
-    auto engine = Engine::create(model, std::make_shared<const Tokenizer>(std::move(tok)), eo);
+    auto engine = session.make_engine(eo);
     if (!engine) {
         std::fprintf(stderr, "error: %s\n", engine.message().c_str());
         return 1;
@@ -100,7 +84,7 @@ int generate_speculative(const GenerateOptions& o, std::shared_ptr<Model> model,
         const double decode_s = m.n_output > 1 ? (m.token_times_ms.back() - m.first_token_ms) / 1000.0 : 0.0;
         std::fprintf(stderr, "\nload %.0f ms | prompt %d tok | TTFT %.1f ms | decode %d tok, %.1f tok/s | stop: %s | "
                              "peak memory %.1f MiB\n",
-                     load_ms, m.n_prompt, m.ttft_ms(), m.n_output, decode_s > 0 ? (m.n_output - 1) / decode_s : 0.0,
+                     session.load_ms(), m.n_prompt, m.ttft_ms(), m.n_output, decode_s > 0 ? (m.n_output - 1) / decode_s : 0.0,
                      finish_reason_name(why), peak_rss_bytes() / 1048576.0);
     }
     const SpecStats& s = e.spec_totals();
@@ -116,39 +100,29 @@ int generate_speculative(const GenerateOptions& o, std::shared_ptr<Model> model,
 }  // namespace
 
 int cmd_generate(const GenerateOptions& o) {
-    double load_ms = 0;
-    auto model = load_model_or_report(o.model, &load_ms);
-    if (!model) return 1;
-    auto tok = Tokenizer::create(model->vocab);
-    if (!tok) {
-        std::fprintf(stderr, "error: tokenizer of %s: %s\n", model->path.c_str(), tok.message().c_str());
-        return 1;
-    }
+    auto session = open_session_or_report(o.model);
+    if (!session) return 1;
     std::string text = o.prompt;
     if (!o.prompt_file.empty()) {
         std::ifstream f(o.prompt_file, std::ios::binary);
         std::stringstream ss;
         ss << f.rdbuf();
+        if (!f) {
+            std::fprintf(stderr, "error: cannot read the prompt file %s\n", o.prompt_file.c_str());
+            return 1;
+        }
         text = ss.str();
     }
-    if (o.chat) {
-        std::vector<ChatMessage> msgs;
-        if (!o.system.empty()) msgs.push_back({"system", o.system});
-        msgs.push_back({"user", text});
-        const ChatFormat fmt = detect_chat_format(model->vocab.chat_template, model->vocab);
-        text = apply_chat_template(fmt, msgs, true, default_system_prompt(model->vocab.chat_template));
-    }
-    const std::vector<int32_t> prompt = tok->encode(text, true, o.chat);
-    if (!o.spec.empty()) return generate_speculative(o, model, std::move(tok.value()), prompt, load_ms);
+    const std::vector<int32_t> prompt = o.chat ? session->encode_user(text, o.system) : session->encode_text(text);
+    if (!o.spec.empty()) return generate_speculative(o, *session, prompt);
 
-    RunnerOptions ro = o.runner;
-    auto runner = SequenceRunner::create(model, ro);
+    auto runner = session->make_runner(o.runner);
     if (!runner) {
         std::fprintf(stderr, "error: %s\n", runner.message().c_str());
         return 1;
     }
     if (!o.quiet_stats) std::fprintf(stderr, "%s\n", (*runner)->backend_note().c_str());
-    auto st = generate(**runner, tok.value(), prompt, o.sampling, [](const std::string& piece) {
+    auto st = generate(**runner, session->tokenizer(), prompt, o.sampling, [](const std::string& piece) {
         write_piece(piece);
         return true;
     });
@@ -161,7 +135,7 @@ int cmd_generate(const GenerateOptions& o) {
         std::fprintf(stderr,
                      "\nload %.0f ms | prompt %d tok, %.1f tok/s | TTFT %.1f ms | decode %d tok, %.1f tok/s | "
                      "stop: %s | peak memory %.1f MiB\n",
-                     load_ms, st->n_prompt, st->prompt_tps(), st->ttft_ms, st->n_generated, st->decode_tps(),
+                     session->load_ms(), st->n_prompt, st->prompt_tps(), st->ttft_ms, st->n_generated, st->decode_tps(),
                      st->stop_reason.c_str(), peak_rss_bytes() / 1048576.0);
     }
     return 0;

@@ -15,12 +15,17 @@ std::string human_bytes(double b) {
 }  // namespace
 
 int cmd_inspect(const InspectOptions& o) {
-    auto model = load_model_or_report(o.model, nullptr);
-    if (!model) return 1;
+    auto session = open_session_or_report(o.model);
+    if (!session) return 1;
+    const Model* model = &session->model();
     const ModelConfig& c = model->config;
     const int ctx = o.ctx > 0 ? o.ctx : c.n_ctx_train;
-    const int64_t kv_tok = kv_bytes_per_token(c, 2);
-    const int64_t kv_total = kv_tok * ctx * o.batch;
+    const int64_t kv_tok = session->kv_bytes_per_token(DType::F16);
+    int64_t kv_total = 0;
+    if (__builtin_mul_overflow(kv_tok, int64_t{ctx} * o.batch, &kv_total)) {
+        std::fprintf(stderr, "error: the KV cache of %d tokens x %d sequences does not fit in 64 bits\n", ctx, o.batch);
+        return 1;
+    }
     if (o.json) {
         nlohmann::json j;
         j["path"] = model->path;

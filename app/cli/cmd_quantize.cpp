@@ -16,8 +16,9 @@ int cmd_quantize(const QuantizeOptions& o) {
         std::fprintf(stderr, "error: %s\n", scheme.message().c_str());
         return 1;
     }
-    auto model = load_model_or_report(o.model, nullptr);
-    if (!model) return 1;
+    auto session = open_session_or_report(o.model);
+    if (!session) return 1;
+    const std::shared_ptr<const Model>& model = session->model_ptr();
     QuantOptions qo;
     const std::string calib = o.calib.empty() ? default_calibration_text_path() : o.calib;
     if (scheme->kind == QuantScheme::Kind::Int4Awq) {

@@ -1,15 +1,11 @@
 #pragma once
 // Options and entry points of the headless subcommands. Each returns the process exit
 // code: 0 on success, 1 when the input was bad (the message went to stderr).
+#include <memory>
 #include <string>
 #include <vector>
 
-#include <memory>
-
-#include "engine/model/model.h"
-#include "engine/runtime/engine.h"
-#include "engine/runtime/sequence_runner.h"
-#include "engine/sampling/sampling_params.h"
+#include "engine/runtime/session.h"
 
 namespace CLI {
 class App;
@@ -102,9 +98,9 @@ struct EvalCommandOptions {
 CLI::App* add_eval_command(CLI::App& app, EvalCommandOptions& o);
 int cmd_eval(const EvalCommandOptions& o);
 
-// Resolves and loads a model by name or path; prints the error and returns null when
-// it cannot. *load_ms gets the load time.
-std::shared_ptr<Model> load_model_or_report(const std::string& name_or_path, double* load_ms);
+// Opens a session on a model by name or path (engine/runtime/session.h); prints the error
+// and returns null when it cannot, and the model's warnings when it can.
+std::shared_ptr<Session> open_session_or_report(const std::string& name_or_path, const SessionOptions& opt = {});
 // The batching engine's options from the single-sequence ones the commands share (backend,
 // threads, SIMD level, KV block size and type, context as max_model_len).
 EngineOptions engine_options_from(const RunnerOptions& r);

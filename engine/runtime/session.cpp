@@ -41,6 +41,8 @@ std::vector<InstalledModel> Session::installed_models() {
     return out;
 }
 
+std::string Session::default_model_name() { return std::string(kDefaultModelName); }
+
 std::string Session::models_dir() { return kvs::models_dir(); }
 
 void Session::make_self_drafts(const SessionOptions& opt) {
@@ -126,8 +128,8 @@ EngineOptions Session::engine_options(EngineOptions opt) const {
     return opt;
 }
 
-Result<std::unique_ptr<Engine>> Session::make_engine(const EngineOptions& opt) const {
-    return Engine::create(m_model, m_tok, engine_options(opt));
+Result<std::unique_ptr<Engine>> Session::make_engine(const EngineOptions& opt, bool stream_text) const {
+    return Engine::create(m_model, stream_text ? m_tok : nullptr, engine_options(opt));
 }
 
 Result<std::unique_ptr<EngineLoop>> Session::start_loop(const EngineOptions& opt) const {

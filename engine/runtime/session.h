@@ -50,6 +50,7 @@ public:
     static Result<std::shared_ptr<Session>> from_model(std::shared_ptr<const Model> model, const SessionOptions& opt = {});
 
     static std::vector<InstalledModel> installed_models();
+    static std::string default_model_name();  // what `kvscope` and every command open by default
     static std::string models_dir();
 
     const Model& model() const { return *m_model; }
@@ -101,8 +102,10 @@ public:
     static constexpr int64_t pool_default_bytes = int64_t{512} << 20;
     static constexpr int pool_default_max_blocks = 4096;
     EngineOptions engine_options(EngineOptions opt) const;
-    // Engine / EngineLoop with engine_options(opt) applied.
-    Result<std::unique_ptr<Engine>> make_engine(const EngineOptions& opt) const;
+    // Engine / EngineLoop with engine_options(opt) applied. stream_text false: an engine of
+    // token ids only (no text, no end-of-generation detection), for benchmarks that replay
+    // id workloads and should not pay for detokenizing.
+    Result<std::unique_ptr<Engine>> make_engine(const EngineOptions& opt, bool stream_text = true) const;
     Result<std::unique_ptr<EngineLoop>> start_loop(const EngineOptions& opt) const;
     // One sequence; n_ctx 0 means default_max_model_len().
     Result<std::unique_ptr<SequenceRunner>> make_runner(RunnerOptions opt) const;
