@@ -265,6 +265,58 @@ private Q_SLOTS:
         QVERIFY2(r.err.contains("error:") && r.err.contains(expect), qPrintable(r.err));
     }
 
+    // Every numeric option refuses a value outside its range with a message naming the
+    // range, before any model loads (found by hand: -n -5 ran "unlimited", --threads 999
+    // ran 999 threads, --simd avx512 silently ran AVX2, --batch 0 named 1.8e308).
+    void numericOptionsNameTheirRange_data() {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("expect");
+        QTest::newRow("negative max tokens") << QStringList{"generate", "-p", "hi", "-n", "-5"}
+                                             << "--max-tokens: Value -5 not in range -1 to";
+        QTest::newRow("threads over cores") << QStringList{"generate", "-p", "hi", "--threads", "999"}
+                                            << "--threads: Value 999 not in range 0 to";
+        QTest::newRow("no avx512 kernels") << QStringList{"generate", "-p", "hi", "--simd", "avx512"}
+                                           << "no AVX-512 kernels";
+        QTest::newRow("unknown simd") << QStringList{"bench", "--simd", "sse9"} << "'sse9' is not a CPU kernel level";
+        QTest::newRow("zero batch") << QStringList{"bench", "--batch", "0"} << "--batch: Value 0 not in range 1 to 65536";
+        QTest::newRow("huge ctx") << QStringList{"generate", "-p", "hi", "--ctx", "70000000"}
+                                  << "--ctx: Value 70000000 not in range 1 to 1048576";
+        QTest::newRow("inspect ctx") << QStringList{"inspect", "--ctx", "2000000000", "--batch", "2000000000"}
+                                     << "not in range 1 to 16777216";
+        QTest::newRow("eval threads") << QStringList{"eval", "--threads", "-1"} << "--threads: Value -1 not in range 0 to";
+    }
+    void numericOptionsNameTheirRange() {
+        QFETCH(QStringList, args);
+        QFETCH(QString, expect);
+        const Run r = run_kvscope(args);
+        QCOMPARE(r.status, QProcess::NormalExit);
+        QVERIFY2(r.exit_code != 0, qPrintable(r.out + r.err));
+        QVERIFY2(r.err.contains(expect) || r.out.contains(expect), qPrintable(r.err + r.out));
+    }
+
+    // A context that passes the range check but not the machine's memory: a clean error
+    // naming the size, never a crash in kv_store (the runner checks its KV allocation).
+    void contextOverMemoryIsAnError() {
+        QTemporaryDir dir;
+        const QString gguf = dir.filePath("tiny.gguf");
+        kvs::test::TinyModelSpec spec;
+        spec.n_layer = 128;
+        spec.n_embd = 128;
+        spec.n_head = 2;
+        spec.n_kv_head = 2;
+        spec.n_ff = 32;
+        spec.weight_type = kvs::DType::F16;
+        QVERIFY(kvs::test::write_tiny_gguf(gguf.toStdString(), spec).is_ok());
+        // 128 layers x 128 x 2 (K, V) x 2 bytes = 64 KiB per token: 1M tokens = 64 GiB
+        for (const QStringList& args : {QStringList{"generate", "-m", gguf, "-p", "hi", "--ctx", "1000000", "-n", "4"},
+                                        QStringList{"bench", gguf, "--ctx", "1000000", "-p", "8", "-n", "4", "-r", "1"}}) {
+            const Run r = run_kvscope(args);
+            QCOMPARE(r.status, QProcess::NormalExit);
+            QCOMPARE(r.exit_code, 1);
+            QVERIFY2(r.err.contains("error:") && r.err.contains("KV cache") && r.err.contains("GiB"), qPrintable(r.err));
+        }
+    }
+
     void missingModelNamesWhatExists() {
         const Run r = run_kvscope({"generate", "-m", "no-such-model", "-p", "hi"});
         QCOMPARE(r.exit_code, 1);
