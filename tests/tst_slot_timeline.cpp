@@ -1,8 +1,8 @@
 // ctest-labels: ui
 // The batch slot timeline and the metrics view, offscreen, fed by a small scheduler
-// simulation written here (continuous batching with chunked prefill, a token budget, a
-// block pool that runs out and preempts by recompute or swap; static batching that pads
-// finished seats). Checks what the widgets expose (cells, hit tests, tooltips, computed
+// simulation (tests/support/batch_sim.h: continuous batching with chunked prefill, a
+// token budget, a block pool that runs out and preempts by recompute or swap; static
+// batching that pads finished seats). Checks what the widgets expose (cells, hit tests, tooltips, computed
 // utilization and throughput, plot data), a few pixel colours, following and scrolling
 // back, the step ring, and prints how long appending and painting take. Screenshots go to
 // tests/output/.
@@ -13,6 +13,7 @@
 
 #include "ui/qcp.h"
 
+#include "tests/support/batch_sim.h"
 #include "tests/support/test_paths.h"
 #include "ui/memory_planner.h"
 #include "ui/metrics_view.h"
@@ -26,202 +27,8 @@ using kvs::ui::StepPoint;
 
 namespace {
 
-// ---- a scheduler simulation that produces what app/view_convert will feed the view ----------
-
-struct SimConfig {
-    int nRequests = 64;
-    int maxSeqs = 24;
-    int tokenBudget = 256;
-    int nBlocks = 200;
-    int blockSize = 16;
-    bool staticBatching = false;
-    int arrivalSpread = 120;   // requests arrive over this many steps (0: all at once)
-    int minOut = 8, maxOut = 120;
-    int minPrompt = 16, maxPrompt = 300;
-    quint32 seed = 7;
-};
-
-struct SimRequest {
-    qint64 id = 0;
-    int arrival = 0, prompt = 0, maxOut = 0;
-    int computed = 0, out = 0, blocks = 0, hostBlocks = 0, preemptions = 0;
-    bool running = false, swapped = false, finished = false;
-};
-
-class Sim {
-public:
-    explicit Sim(SimConfig c) : cfg(c), rng(c.seed) {
-        for (int i = 0; i < cfg.nRequests; ++i) {
-            SimRequest r;
-            r.id = 100 + i;
-            r.arrival = cfg.arrivalSpread > 0 ? int(i * qint64(cfg.arrivalSpread) / cfg.nRequests) : 0;
-            r.prompt = cfg.minPrompt + int(next() % quint32(cfg.maxPrompt - cfg.minPrompt + 1));
-            r.maxOut = cfg.minOut + int(next() % quint32(cfg.maxOut - cfg.minOut + 1));
-            reqs.push_back(r);
-        }
-        freeBlocks = cfg.nBlocks;
-    }
-    bool done() const {
-        for (const auto& r : reqs) if (!r.finished) return false;
-        return true;
-    }
-    // One engine step: the StepPoint and every arrived request's row.
-    std::pair<StepPoint, QVector<RequestRow>> step() {
-        StepPoint sp;
-        sp.step = stepNo;
-        sp.tokenBudget = cfg.tokenBudget;
-        sp.maxSeqs = cfg.maxSeqs;
-        sp.nBlocks = cfg.nBlocks;
-        QHash<qint64, SlotState> ev;
-        QHash<qint64, int> ran;
-        int budget = cfg.tokenBudget;
-        cfg.staticBatching ? stepStatic(sp, ev, ran, budget) : stepContinuous(sp, ev, ran, budget);
-        QVector<RequestRow> rows;
-        for (auto& r : reqs) {
-            if (r.arrival > stepNo) continue;
-            RequestRow row;
-            row.id = r.id;
-            row.label = QStringLiteral("req %1").arg(r.id);
-            row.promptTokens = r.prompt;
-            row.outputTokens = r.out;
-            row.maxTokens = r.maxOut;
-            row.computedTokens = r.computed;
-            row.preemptions = r.preemptions;
-            row.hostBlocks = r.hostBlocks;
-            row.scheduledTokens = ran.value(r.id, 0);
-            if (ev.contains(r.id)) row.slot = ev.value(r.id);
-            else if (r.finished) row.slot = SlotState::Finished;
-            else if (r.swapped) row.slot = SlotState::Swapped;
-            else row.slot = SlotState::Waiting;
-            row.status = r.finished ? "finished" : r.running ? "running" : r.swapped ? "swapped" : "waiting";
-            sp.running += r.running;
-            sp.swapped += r.swapped;
-            sp.waiting += !r.running && !r.swapped && !r.finished;
-            rows.push_back(row);
-        }
-        sp.durationMs = 2.5 + 0.018 * sp.prefillTokens + 0.22 * sp.decodeTokens + 0.05 * sp.paddingTokens +
-                        0.3 * double(next() % 10) / 10.0;
-        sp.tStartMs = t;
-        t += sp.durationMs + 0.4;
-        sp.blocksUsed = cfg.nBlocks - freeBlocks;
-        sp.kvUsage = double(sp.blocksUsed) / cfg.nBlocks;
-        // What the request states will say when the step is shown (finish after sampling).
-        for (auto& r : reqs) if (r.running && r.out >= r.maxOut) finish(r);
-        ++stepNo;
-        truth[sp.step] = rows;
-        return {sp, rows};
-    }
-
-    SimConfig cfg;
-    QVector<SimRequest> reqs;
-    std::map<qint64, QVector<RequestRow>> truth;  // step -> rows fed
-    int preemptionsTotal = 0;
-
-private:
-    quint32 next() { rng = rng * 1664525u + 1013904223u; return rng >> 8; }
-    int blocksFor(int tokens) const { return (tokens + cfg.blockSize - 1) / cfg.blockSize; }
-    void finish(SimRequest& r) {
-        r.running = false;
-        r.finished = true;
-        freeBlocks += r.blocks;
-        r.blocks = 0;
-    }
-    // Runs one chunk of r within the budget; false when the pool has no room.
-    bool run(SimRequest& r, StepPoint& sp, QHash<qint64, SlotState>& ev, QHash<qint64, int>& ran, int& budget,
-             bool pad = false) {
-        if (pad) {
-            ev[r.id] = SlotState::Padding;
-            ++sp.paddingTokens;
-            return true;
-        }
-        const int remaining = r.prompt + r.out - r.computed;
-        const int chunk = remaining > 1 ? std::min(remaining, budget) : 1;
-        if (chunk <= 0) return true;
-        const int need = blocksFor(r.computed + chunk) - r.blocks;
-        if (need > freeBlocks) return false;
-        freeBlocks -= need;
-        r.blocks += need;
-        budget -= chunk;
-        r.computed += chunk;
-        ran[r.id] = chunk;
-        if (remaining > 1) { ev[r.id] = SlotState::Prefill; sp.prefillTokens += chunk; }
-        else { ev[r.id] = SlotState::Decode; sp.decodeTokens += chunk; }
-        if (r.computed == r.prompt + r.out) ++r.out;  // sampled a token
-        ++sp.nSeqs;
-        return true;
-    }
-    void preempt(SimRequest& v, StepPoint& sp, QHash<qint64, SlotState>& ev) {
-        v.running = false;
-        ++v.preemptions;
-        ++preemptionsTotal;
-        ++sp.preemptions;
-        ev[v.id] = SlotState::Preempted;
-        freeBlocks += v.blocks;
-        if (v.id % 2) {  // swap: its KV goes to the host tier
-            v.swapped = true;
-            v.hostBlocks = v.blocks;
-            sp.swapOutBlocks += v.blocks;
-        } else {         // recompute from scratch (generated tokens become prompt)
-            v.computed = 0;
-        }
-        v.blocks = 0;
-    }
-    void stepContinuous(StepPoint& sp, QHash<qint64, SlotState>& ev, QHash<qint64, int>& ran, int& budget) {
-        bool preempted = false;
-        for (int i = 0; i < reqs.size(); ++i) {
-            SimRequest& r = reqs[i];
-            if (!r.running || budget <= 0) continue;
-            while (!run(r, sp, ev, ran, budget)) {
-                // No block: preempt the newest running request (maybe r itself).
-                int victim = -1;
-                for (int j = reqs.size() - 1; j >= 0; --j) if (reqs[j].running && !ran.contains(reqs[j].id)) { victim = j; break; }
-                if (victim < 0 || victim == i) { preempt(r, sp, ev); break; }
-                preempt(reqs[victim], sp, ev);
-                preempted = true;
-            }
-            preempted |= !r.running;
-        }
-        if (preempted) return;
-        // Admit: swapped ones first, then waiting in arrival order, while seats and budget last.
-        for (int pass = 0; pass < 2; ++pass) {
-            for (SimRequest& r : reqs) {
-                if (r.running || r.finished || r.arrival > stepNo || r.swapped != (pass == 0)) continue;
-                if (sp.nSeqs >= cfg.maxSeqs || budget <= 0) return;
-                if (r.swapped) {
-                    if (r.hostBlocks > freeBlocks) return;
-                    freeBlocks -= r.hostBlocks;
-                    r.blocks = r.hostBlocks;
-                    sp.swapInBlocks += r.hostBlocks;
-                    r.hostBlocks = 0;
-                    r.swapped = false;
-                }
-                r.running = true;
-                if (!run(r, sp, ev, ran, budget)) { r.running = false; return; }
-            }
-        }
-    }
-    void stepStatic(StepPoint& sp, QHash<qint64, SlotState>& ev, QHash<qint64, int>& ran, int& budget) {
-        bool live = false;
-        for (qint64 id : batch) live |= !byId(id).finished;
-        if (!live) {  // the batch drained: seat the next one
-            batch.clear();
-            for (SimRequest& r : reqs)
-                if (!r.finished && r.arrival <= stepNo && batch.size() < cfg.maxSeqs) { batch.push_back(r.id); r.running = true; }
-        }
-        for (qint64 id : batch) {
-            SimRequest& r = byId(id);
-            if (r.finished) run(r, sp, ev, ran, budget, true);
-            else if (budget > 0) run(r, sp, ev, ran, budget);
-        }
-    }
-    SimRequest& byId(qint64 id) { return reqs[int(id - 100)]; }
-
-    quint32 rng;
-    int stepNo = 0;
-    int freeBlocks = 0;
-    double t = 0;
-    QVector<qint64> batch;
-};
+using Sim = kvs::test::BatchSim;
+using SimConfig = kvs::test::BatchSimConfig;
 
 QString out(const char* name) { return QString::fromStdString(kvs::test::output_path(name)); }
 

@@ -177,133 +177,20 @@ QColor SlotTimelineView::requestColor(qint64 id) { return kvs::ui::requestColor(
 // ---- data ----------------------------------------------------------------------------------
 
 void SlotTimelineView::appendStep(const StepPoint& sp, const QVector<RequestRow>& requests) {
-    if (!d->cols.empty() && sp.step <= d->cols.back().point.step) clear();
-    Column col;
-    col.point = sp;
-    col.cells.reserve(requests.size());
-    const int rowsBefore = d->rows.size();
-    bool rowsMoved = false;
-
-    // Seats: holders that stopped running give their seat back before newcomers sit down.
-    QHash<qint64, const RequestRow*> now;
-    now.reserve(requests.size());
-    for (const RequestRow& r : requests) now.insert(r.id, &r);
-    QHash<qint64, int> released;
-    for (int s = 0; s < d->seatHolder.size(); ++s) {
-        const qint64 h = d->seatHolder[s];
-        if (h < 0) continue;
-        const RequestRow* r = now.value(h, nullptr);
-        if (!r || !holdsSeat(r->slot)) {
-            released.insert(h, s);
-            d->seatOf.remove(h);
-            d->seatHolder[s] = -1;
-        }
-    }
-
-    for (const RequestRow& r : requests) {
-        const bool finished = r.slot == SlotState::Finished;
-        int ri = d->rowOf.value(r.id, -1);
-        if (ri >= 0 && d->rows[ri].finished) continue;   // finished earlier: nothing more to draw
-        if (ri < 0 && finished) continue;                  // finished before we saw it
-        if (ri < 0) {
-            Row row;
-            row.id = r.id;
-            if (d->rows.isEmpty() || r.id > d->rows.back().id) {
-                d->rows.push_back(row);
-                ri = d->rows.size() - 1;
-                d->rowOf.insert(r.id, ri);
-            } else {
-                auto it = std::lower_bound(d->rows.begin(), d->rows.end(), r.id,
-                                           [](const Row& a, qint64 id) { return a.id < id; });
-                ri = int(it - d->rows.begin());
-                d->rows.insert(ri, row);
-                d->rebuildRowIndex();
-                rowsMoved = true;
-            }
-        }
-        Row& row = d->rows[ri];
-        row.label = r.label;
-        row.lastStep = sp.step;
-        row.latest = r;
-        row.finished = finished;
-
-        Cell c;
-        c.id = r.id;
-        c.state = quint8(r.slot);
-        c.tokens = quint16(std::clamp(r.scheduledTokens, 0, 65535));
-        c.computed = r.computedTokens;
-        if (holdsSeat(r.slot)) {
-            int seat = d->seatOf.value(r.id, -1);
-            if (seat < 0) {
-                seat = int(std::find(d->seatHolder.begin(), d->seatHolder.end(), -1) - d->seatHolder.begin());
-                if (seat == d->seatHolder.size()) d->seatHolder.push_back(-1);
-                d->seatHolder[seat] = r.id;
-                d->seatOf.insert(r.id, seat);
-                c.seatChange = true;
-            }
-            c.seat = qint16(seat);
-            d->lastSeat.insert(r.id, seat);
-        } else if (r.slot == SlotState::Preempted || r.slot == SlotState::Finished) {
-            c.seat = qint16(released.value(r.id, -1));  // shown in the seat it just left
-        }
-        col.cells.push_back(c);
-    }
-    d->seatRows = std::max(sp.maxSeqs, int(d->seatHolder.size()));
-
-    // Throughput over the window of steps ending here (durations only: pauses do not count).
-    {
-        double tokens = sp.prefillTokens + sp.decodeTokens, decode = sp.decodeTokens, ms = sp.durationMs;
-        int n = 1;
-        for (auto it = d->cols.rbegin(); it != d->cols.rend() && n < m_tputWindow; ++it, ++n) {
-            tokens += it->point.prefillTokens + it->point.decodeTokens;
-            decode += it->point.decodeTokens;
-            ms += it->point.durationMs;
-        }
-        col.tput = ms > 0 ? tokens * 1000.0 / ms : 0;
-        col.decodeTput = ms > 0 ? decode * 1000.0 / ms : 0;
-    }
-    d->cols.push_back(std::move(col));
-    appendPlotPoint(sp.step);
-
-    bool trimmed = false;
-    while (int(d->cols.size()) > m_maxSteps) {
-        d->cols.pop_front();
-        trimmed = true;
-    }
-    if (trimmed) {
-        // Rows whose every cell fell off the left: drop them in batches (rows then move up).
-        const qint64 oldest = d->cols.front().point.step;
-        int dead = 0;
-        for (const Row& r : d->rows) dead += r.lastStep < oldest;
-        if (dead > 0 && (dead >= 8 || dead * 4 >= d->rows.size())) {
-            for (const Row& r : d->rows)
-                if (r.lastStep < oldest) d->lastSeat.remove(r.id);
-            d->rows.erase(std::remove_if(d->rows.begin(), d->rows.end(),
-                                         [oldest](const Row& r) { return r.lastStep < oldest; }),
-                          d->rows.end());
-            d->rebuildRowIndex();
-            rowsMoved = true;
-        }
-        trimPlots();
-    }
-    if (rowsMoved) ++d->layoutVersion;
-    const bool rowsChanged = rowsMoved || d->rows.size() != rowsBefore;
+    SlotTimelineModel& m = d->model;
+    if (!m.isEmpty() && sp.step <= m.newestStep()) clear();  // the engine restarted
+    const SlotTimelineModel::AppendResult res = m.append(sp, requests);
+    appendPlotPoint(m.columns().back());
+    if (res.trimmed) trimPlots();
     m_appending = true;
     syncView();
     m_appending = false;
-    if (rowsChanged) m_canvas->update();
+    if (res.rowsChanged) m_canvas->update();
     updateSummary();
 }
 
 void SlotTimelineView::clear() {
-    d->cols.clear();
-    d->rows.clear();
-    d->rowOf.clear();
-    d->seatHolder.clear();
-    d->seatOf.clear();
-    d->lastSeat.clear();
-    d->seatRows = 0;
-    ++d->layoutVersion;
+    d->model.clear();
     m_viewLast = -1;
     m_hoverStep = -1;
     m_selected = -1;
@@ -315,11 +202,11 @@ void SlotTimelineView::clear() {
 }
 
 void SlotTimelineView::setMaxSteps(int steps) {
-    m_maxSteps = std::max(1, steps);
-    while (int(d->cols.size()) > m_maxSteps) d->cols.pop_front();
+    d->model.setMaxSteps(steps);
     trimPlots();
     syncView();
 }
+int SlotTimelineView::maxSteps() const { return d->model.maxSteps(); }
 
 void SlotTimelineView::setRowMode(RowMode mode) {
     if (mode == m_mode) return;
@@ -337,58 +224,32 @@ void SlotTimelineView::setCellWidth(qreal px) {
     m_canvas->update();
 }
 
-void SlotTimelineView::setThroughputWindow(int steps) { m_tputWindow = std::max(1, steps); }
+void SlotTimelineView::setThroughputWindow(int steps) { d->model.setThroughputWindow(steps); }
+int SlotTimelineView::throughputWindow() const { return d->model.throughputWindow(); }
 
-qint64 SlotTimelineView::oldestStep() const { return d->cols.empty() ? -1 : d->cols.front().point.step; }
-qint64 SlotTimelineView::newestStep() const { return d->cols.empty() ? -1 : d->cols.back().point.step; }
-int SlotTimelineView::stepCount() const { return int(d->cols.size()); }
+const SlotTimelineModel& SlotTimelineView::model() const { return d->model; }
+qint64 SlotTimelineView::oldestStep() const { return d->model.oldestStep(); }
+qint64 SlotTimelineView::newestStep() const { return d->model.newestStep(); }
+int SlotTimelineView::stepCount() const { return d->model.stepCount(); }
 int SlotTimelineView::visibleSteps() const { return m_canvas->layout().visibleCols; }
 qint64 SlotTimelineView::firstVisibleStep() const {
-    if (d->cols.empty()) return -1;
+    if (d->model.isEmpty()) return -1;
     return std::max(oldestStep(), m_viewLast - visibleSteps() + 1);
 }
-int SlotTimelineView::rowCount() const { return m_mode == RowMode::Seats ? d->seatRows : d->rows.size(); }
-QVector<qint64> SlotTimelineView::rowRequestIds() const {
-    QVector<qint64> ids;
-    ids.reserve(d->rows.size());
-    for (const Row& r : d->rows) ids.push_back(r.id);
-    return ids;
-}
-
-int SlotTimelineView::rowOf(qint64 id) const {
-    if (m_mode == RowMode::Seats) return d->lastSeat.value(id, -1);
-    return d->rowOf.value(id, -1);
-}
+int SlotTimelineView::rowCount() const { return d->model.rowCount(m_mode); }
+QVector<qint64> SlotTimelineView::rowRequestIds() const { return d->model.rowRequestIds(); }
+int SlotTimelineView::rowOf(qint64 id) const { return d->model.rowOf(id, m_mode); }
 
 const StepPoint* SlotTimelineView::stepAt(qint64 step) const {
-    const Column* c = d->column(step);
+    const Column* c = d->model.column(step);
     return c ? &c->point : nullptr;
 }
-double SlotTimelineView::utilizationAt(qint64 step) const {
-    const Column* c = d->column(step);
-    if (!c) return -1;
-    return c->point.maxSeqs > 0 ? 100.0 * c->point.nSeqs / c->point.maxSeqs : 0;
-}
-double SlotTimelineView::throughputAt(qint64 step) const {
-    const Column* c = d->column(step);
-    return c ? c->tput : -1;
-}
-double SlotTimelineView::decodeThroughputAt(qint64 step) const {
-    const Column* c = d->column(step);
-    return c ? c->decodeTput : -1;
-}
+double SlotTimelineView::utilizationAt(qint64 step) const { return d->model.utilizationAt(step); }
+double SlotTimelineView::throughputAt(qint64 step) const { return d->model.throughputAt(step); }
+double SlotTimelineView::decodeThroughputAt(qint64 step) const { return d->model.decodeThroughputAt(step); }
 
 bool SlotTimelineView::cellAt(qint64 step, int row, SlotState* state, int* tokens, qint64* requestId) const {
-    const Column* c = d->column(step);
-    if (!c || row < 0) return false;
-    const Cell* found = nullptr;
-    for (const Cell& cell : c->cells) {
-        if (m_mode == RowMode::Requests) {
-            if (row < d->rows.size() && cell.id == d->rows[row].id) { found = &cell; break; }
-        } else if (cell.seat == row && (!found || holdsSeat(SlotState(cell.state)))) {
-            found = &cell;
-        }
-    }
+    const Cell* found = d->model.cellAt(step, row, m_mode);
     if (!found) return false;
     if (state) *state = SlotState(found->state);
     if (tokens) *tokens = found->tokens;
@@ -415,28 +276,26 @@ QRect SlotTimelineView::cellRect(qint64 step, int row) const {
 
 TimelineHit SlotTimelineView::hitTest(const QPoint& pos) const {
     TimelineHit hit;
+    const SlotTimelineModel& m = d->model;
     const QPoint p = m_canvas->mapFrom(this, pos);
     const auto L = m_canvas->layout();
-    if (!m_canvas->rect().contains(p) || d->cols.empty()) return hit;
+    if (!m_canvas->rect().contains(p) || m.isEmpty()) return hit;
     hit.row = m_canvas->rowAtY(L, p.y());
+    const bool requestRow = m_mode == RowMode::Requests && hit.row >= 0;
     if (p.x() < L.gutter) {  // a row label
-        if (m_mode == RowMode::Requests && hit.row >= 0) hit.requestId = d->rows[hit.row].id;
+        if (requestRow) hit.requestId = m.rows()[hit.row].id;
         return hit;
     }
     if (!L.cells.contains(p)) return hit;
     hit.step = m_canvas->stepAtX(L, p.x());
     if (hit.row < 0) return hit;
-    if (m_mode == RowMode::Requests) hit.requestId = d->rows[hit.row].id;
-    if (const Column* c = d->column(hit.step)) {
-        for (const Cell& cell : c->cells) {
-            const bool match = m_mode == RowMode::Requests ? cell.id == hit.requestId : cell.seat == hit.row;
-            if (!match || (hit.onCell && !holdsSeat(SlotState(cell.state)))) continue;
-            hit.onCell = true;
-            hit.requestId = cell.id;
-            hit.state = SlotState(cell.state);
-            hit.tokens = cell.tokens;
-            hit.computedTokens = cell.computed;
-        }
+    if (requestRow) hit.requestId = m.rows()[hit.row].id;
+    if (const Cell* cell = m.cellAt(hit.step, hit.row, m_mode)) {
+        hit.onCell = true;
+        hit.requestId = cell->id;
+        hit.state = SlotState(cell->state);
+        hit.tokens = cell->tokens;
+        hit.computedTokens = cell->computed;
     }
     return hit;
 }
@@ -460,26 +319,27 @@ QString SlotTimelineView::toolTipAt(const QPoint& pos) const {
     const TimelineHit hit = hitTest(pos);
     if (hit.step < 0) {
         if (hit.requestId >= 0) {
-            const Row& r = d->rows[d->rowOf.value(hit.requestId)];
+            const Row& r = d->model.rows()[d->model.requestRow(hit.requestId)];
             return tr("%1 (id %2): %3, prompt %4, output %5 / %6")
                 .arg(r.label.isEmpty() ? tr("req %1").arg(r.id) : r.label).arg(r.id).arg(r.latest.status)
                 .arg(r.latest.promptTokens).arg(r.latest.outputTokens).arg(r.latest.maxTokens);
         }
         return {};
     }
-    const Column* c = d->column(hit.step);
+    const Column* c = d->model.column(hit.step);
     if (!c) return tr("Step %1: not kept").arg(hit.step);
     QString text;
     if (hit.onCell) {
-        const int ri = d->rowOf.value(hit.requestId, -1);
-        const QString label = ri >= 0 && !d->rows[ri].label.isEmpty() ? d->rows[ri].label : tr("req %1").arg(hit.requestId);
+        const int ri = d->model.requestRow(hit.requestId);
+        const Row* row = ri >= 0 ? &d->model.rows()[ri] : nullptr;
+        const QString label = row && !row->label.isEmpty() ? row->label : tr("req %1").arg(hit.requestId);
         text = tr("Step %1 · %2").arg(hit.step).arg(label);
         if (m_mode == RowMode::Seats) text += tr(" · seat %1").arg(hit.row);
         text += QLatin1Char('\n') + stateName(hit.state);
         text += tr(": %n token(s) run", nullptr, hit.tokens);
         text += tr(" · %1 tokens in KV").arg(hit.computedTokens);
-        if (ri >= 0) {
-            const RequestRow& r = d->rows[ri].latest;
+        if (row) {
+            const RequestRow& r = row->latest;
             text += QLatin1Char('\n') + tr("Now %1 · prompt %2 · output %3 / %4").arg(r.status).arg(r.promptTokens)
                                             .arg(r.outputTokens).arg(r.maxTokens);
             if (r.preemptions) text += tr(" · preempted %1×").arg(r.preemptions);
@@ -506,7 +366,7 @@ void SlotTimelineView::setFollowing(bool follow) {
 }
 
 void SlotTimelineView::scrollToStep(qint64 step) {
-    if (d->cols.empty()) return;
+    if (d->model.isEmpty()) return;
     const int visible = visibleSteps();
     const qint64 lo = oldestStep() + std::min<qint64>(newestStep() - oldestStep() + 1, visible) - 1;
     m_viewLast = std::clamp(step, lo, newestStep());
@@ -515,12 +375,12 @@ void SlotTimelineView::scrollToStep(qint64 step) {
 }
 
 void SlotTimelineView::scrollBy(qint64 columns) {
-    if (d->cols.empty() || columns == 0) return;
+    if (d->model.isEmpty() || columns == 0) return;
     scrollToStep(m_viewLast + columns);
 }
 
 void SlotTimelineView::onScrollValue(int value) {
-    if (m_syncingScroll || d->cols.empty()) return;
+    if (m_syncingScroll || d->model.isEmpty()) return;
     const qint64 span = newestStep() - oldestStep() + 1;
     scrollToStep(oldestStep() + std::min<qint64>(span, qint64(value) + visibleSteps()) - 1);
 }
@@ -528,7 +388,7 @@ void SlotTimelineView::onScrollValue(int value) {
 void SlotTimelineView::syncView() {
     const auto L = m_canvas->layout();
     const qint64 before = m_viewLast;
-    if (d->cols.empty()) {
+    if (d->model.isEmpty()) {
         m_viewLast = -1;
     } else if (m_following) {
         m_viewLast = newestStep();
@@ -537,11 +397,11 @@ void SlotTimelineView::syncView() {
         m_viewLast = std::clamp(m_viewLast, lo, newestStep());
     }
     m_syncingScroll = true;
-    const qint64 span = d->cols.empty() ? 0 : newestStep() - oldestStep() + 1;
+    const qint64 span = d->model.isEmpty() ? 0 : newestStep() - oldestStep() + 1;
     const int maxValue = int(std::max<qint64>(0, span - L.visibleCols));
     m_hscroll->setRange(0, maxValue);
     m_hscroll->setPageStep(L.visibleCols);
-    m_hscroll->setValue(d->cols.empty() ? 0 : int(std::max<qint64>(0, m_viewLast - oldestStep() + 1 - L.visibleCols)));
+    m_hscroll->setValue(d->model.isEmpty() ? 0 : int(std::max<qint64>(0, m_viewLast - oldestStep() + 1 - L.visibleCols)));
     const int vmax = std::max(0, L.nRows - L.rowsFit);
     m_vscroll->setRange(0, vmax);
     m_vscroll->setPageStep(L.rowsFit);
@@ -685,12 +545,11 @@ void SlotTimelineView::stylePlots() {
     m_plot->replot(QCustomPlot::rpQueuedReplot);
 }
 
-void SlotTimelineView::appendPlotPoint(qint64 key) {
+void SlotTimelineView::appendPlotPoint(const TimelineColumn& c) {
     auto& pp = d->plots;
-    const Column& c = d->cols.back();
     const StepPoint& s = c.point;
-    const double k = double(key);
-    pp.util->addData(k, s.maxSeqs > 0 ? 100.0 * s.nSeqs / s.maxSeqs : 0);
+    const double k = double(s.step);
+    pp.util->addData(k, SlotTimelineModel::utilization(s));
     pp.prefill->addData(k, s.prefillTokens);
     pp.decode->addData(k, s.prefillTokens + s.decodeTokens);
     pp.padding->addData(k, s.prefillTokens + s.decodeTokens + s.paddingTokens);
@@ -701,7 +560,7 @@ void SlotTimelineView::appendPlotPoint(qint64 key) {
 
 void SlotTimelineView::trimPlots() {
     auto& pp = d->plots;
-    const double before = d->cols.empty() ? std::numeric_limits<double>::max() : double(oldestStep()) - 0.5;
+    const double before = d->model.isEmpty() ? std::numeric_limits<double>::max() : double(oldestStep()) - 0.5;
     pp.util->data()->removeBefore(before);
     pp.prefill->data()->removeBefore(before);
     pp.decode->data()->removeBefore(before);
@@ -709,7 +568,7 @@ void SlotTimelineView::trimPlots() {
     pp.budget->data()->removeBefore(before);
     pp.tput->data()->removeBefore(before);
     pp.decodeTput->data()->removeBefore(before);
-    if (d->cols.empty())
+    if (d->model.isEmpty())
         for (int i = 0; i < m_plot->graphCount(); ++i) m_plot->graph(i)->data()->clear();
 }
 
@@ -720,17 +579,9 @@ void SlotTimelineView::syncPlotRange() {
     const double lower = upper - double(L.wDev) / L.cw;
     pp.rects[0]->axis(QCPAxis::atBottom)->setRange(lower, upper);
     // y ranges from what is in view
-    double maxTokens = 1, maxTput = 1;
-    if (!d->cols.empty()) {
-        auto it = std::lower_bound(d->cols.begin(), d->cols.end(), qint64(std::floor(lower)),
-                                   [](const Column& c, qint64 s) { return c.point.step < s; });
-        for (; it != d->cols.end() && it->point.step <= m_viewLast; ++it) {
-            maxTokens = std::max<double>({maxTokens, double(it->point.batchTokens()), double(it->point.tokenBudget)});
-            maxTput = std::max(maxTput, it->tput);
-        }
-    }
-    pp.rects[1]->axis(QCPAxis::atLeft)->setRange(0, maxTokens * 1.35);
-    pp.rects[2]->axis(QCPAxis::atLeft)->setRange(0, maxTput * 1.35);
+    const SlotTimelineModel::Peaks peak = d->model.peaks(qint64(std::floor(lower)), m_viewLast);
+    pp.rects[1]->axis(QCPAxis::atLeft)->setRange(0, peak.tokens * 1.35);
+    pp.rects[2]->axis(QCPAxis::atLeft)->setRange(0, peak.tput * 1.35);
     // While steps stream in, replot at most every 50 ms (a replot of 512 steps costs a few
     // ms); scrolling and hovering replot at once.
     if (!m_appending) m_plot->replot(QCustomPlot::rpQueuedReplot);
@@ -767,11 +618,11 @@ bool SlotTimelineView::eventFilter(QObject* obj, QEvent* ev) {
     case QEvent::ToolTip: {
         auto* he = static_cast<QHelpEvent*>(ev);
         const qint64 s = keyAt(he->pos());
-        if (const Column* c = s >= 0 ? d->column(s) : nullptr) {
+        if (const Column* c = s >= 0 ? d->model.column(s) : nullptr) {
             const QString text = stepSummary(c->point) + QLatin1Char('\n') +
                                  tr("Utilization %1% · throughput %2 tok/s (decode %3) over %4 steps")
                                      .arg(utilizationAt(s), 0, 'f', 0).arg(c->tput, 0, 'f', 0)
-                                     .arg(c->decodeTput, 0, 'f', 0).arg(m_tputWindow);
+                                     .arg(c->decodeTput, 0, 'f', 0).arg(throughputWindow());
             QToolTip::showText(he->globalPos(), text, m_plot);
         } else {
             QToolTip::hideText();
@@ -790,11 +641,11 @@ bool SlotTimelineView::eventFilter(QObject* obj, QEvent* ev) {
 }
 
 void SlotTimelineView::updateSummary() {
-    if (d->cols.empty()) {
+    if (d->model.isEmpty()) {
         m_summary->setText(tr("No steps yet"));
         return;
     }
-    m_summary->setText(stepSummary(d->cols.back().point));
+    m_summary->setText(stepSummary(d->model.columns().back().point));
 }
 
 void SlotTimelineView::changeEvent(QEvent* ev) {

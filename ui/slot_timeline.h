@@ -9,11 +9,14 @@
 // sits at the right edge while the view follows; scrolling back (scroll bar, wheel, Left /
 // Home) stops following, End or the Follow button resumes it. The cell area is cached as
 // an image: appending a step while following shifts the cache and paints one column.
+// The data maths (rows, seats, utilization, throughput) is SlotTimelineModel's
+// (ui/slot_timeline_model.h); this widget draws it.
 #include <QColor>
 #include <QVector>
 #include <QWidget>
 #include <memory>
 
+#include "ui/slot_timeline_model.h"
 #include "ui/view_types.h"
 
 class QCustomPlot;
@@ -25,7 +28,7 @@ class QToolButton;
 
 namespace kvs::ui {
 
-class TimelineCanvas;  // the cell area and row labels (slot_timeline.cpp)
+class TimelineCanvas;  // the cell area and row labels (slot_timeline_canvas.cpp)
 
 // What lies under a point of the timeline.
 struct TimelineHit {
@@ -41,7 +44,7 @@ struct TimelineHit {
 class SlotTimelineView : public QWidget {
     Q_OBJECT
 public:
-    enum class RowMode { Requests, Seats };
+    using RowMode = TimelineRowMode;
 
     explicit SlotTimelineView(QWidget* parent = nullptr);
     ~SlotTimelineView() override;
@@ -53,13 +56,13 @@ public:
     void clear();
 
     void setMaxSteps(int steps);                 // steps kept (default 512)
-    int maxSteps() const { return m_maxSteps; }
+    int maxSteps() const;
     void setRowMode(RowMode mode);
     RowMode rowMode() const { return m_mode; }
     void setCellWidth(qreal logicalPx);          // column width, 1..32 (Ctrl+wheel zooms)
     qreal cellWidth() const { return m_cellWidth; }
     void setThroughputWindow(int steps);         // sliding window of the throughput plot (16)
-    int throughputWindow() const { return m_tputWindow; }
+    int throughputWindow() const;
 
     bool isFollowing() const { return m_following; }
     void setFollowing(bool follow);
@@ -87,6 +90,7 @@ public:
     double utilizationAt(qint64 step) const;     // nSeqs / maxSeqs in %, -1 when not kept
     double throughputAt(qint64 step) const;      // tokens/s (prefill + decode) over the window
     double decodeThroughputAt(qint64 step) const;
+    const SlotTimelineModel& model() const;      // the data behind the cells and plots
 
     QCustomPlot* plot() const { return m_plot; }
     QWidget* canvas() const;
@@ -95,7 +99,7 @@ public:
 
     static QColor stateColor(SlotState s, const QPalette& pal);
     static QString stateName(SlotState s);
-    static QColor requestColor(qint64 id);       // local palette until ui/request_colors.h lands
+    static QColor requestColor(qint64 id);       // the block map's colours (ui/request_colors.h)
 
     QSize sizeHint() const override;
     QSize minimumSizeHint() const override;
@@ -114,7 +118,7 @@ private:
 
     void buildPlots();
     void stylePlots();
-    void appendPlotPoint(qint64 key);
+    void appendPlotPoint(const TimelineColumn& column);
     void trimPlots();
     void syncView();                 // scroll bars, plot range, repaint after data/scroll changes
     void syncPlotRange();
@@ -137,9 +141,7 @@ private:
     QTimer* m_replotTimer = nullptr;
 
     RowMode m_mode = RowMode::Requests;
-    int m_maxSteps = 512;
     qreal m_cellWidth = 6;
-    int m_tputWindow = 16;
     bool m_following = true;
     qint64 m_viewLast = -1;          // step at the right edge
     qint64 m_selected = -1;

@@ -4,9 +4,8 @@
 
 namespace kvs::ui {
 
-
 void TimelineCanvas::ensureCache(const Layout& L) {
-    const CacheKey key{QSize(L.wDev, L.hDev), L.cw, L.rh, L.firstRow, int(v->m_mode), v->d->layoutVersion,
+    const CacheKey key{QSize(L.wDev, L.hDev), L.cw, L.rh, L.firstRow, int(v->m_mode), v->d->model.layoutVersion(),
                        m_paletteVersion};
     const qint64 last = v->m_viewLast;
     const qint64 delta = last - m_cacheLast;
@@ -74,10 +73,8 @@ void TimelineCanvas::drawColumns(const Layout& L, qint64 from, qint64 to) {
     for (int s = 0; s < 7; ++s) colors[s] = opaque(SlotTimelineView::stateColor(SlotState(s), pal));
     const QRgb hatch = opaque(SlotTimelineView::stateColor(SlotState::Padding, pal).darker(150));
     const int hatchPeriod = std::max(3, int(std::lround(4 * L.dpr)));
-    const auto& cols = v->d->cols;
-    auto it = std::lower_bound(cols.begin(), cols.end(), from,
-                               [](const Column& c, qint64 s) { return c.point.step < s; });
-    for (; it != cols.end() && it->point.step <= to; ++it) {
+    const SlotTimelineModel& m = v->d->model;
+    for (auto it = m.firstColumnFrom(from); it != m.columns().end() && it->point.step <= to; ++it) {
         const int x = int(L.wDev - (v->m_viewLast - it->point.step + 1) * qint64(L.cw));
         for (int pass = 0; pass < (seats ? 2 : 1); ++pass) {
             for (const Cell& c : it->cells) {
@@ -86,7 +83,7 @@ void TimelineCanvas::drawColumns(const Layout& L, qint64 from, qint64 to) {
                     if (c.seat < 0 || holdsSeat(SlotState(c.state)) != (pass == 1)) continue;
                     row = c.seat;
                 } else {
-                    row = v->d->rowOf.value(c.id, -1);
+                    row = m.requestRow(c.id);
                 }
                 if (row < L.firstRow || row > L.firstRow + L.rowsFit) continue;
                 const int y = (row - L.firstRow) * L.rh;
@@ -115,7 +112,7 @@ void TimelineCanvas::drawGutter(QPainter& p, const Layout& L, const QRect& clip)
     const bool seats = v->m_mode == SlotTimelineView::RowMode::Seats;
     for (int r = L.firstRow; r < std::min(L.nRows, L.firstRow + L.rowsFit); ++r) {
         const qreal y = yOf(L, r);
-        const bool selected = !seats && v->m_selected >= 0 && v->d->rows[r].id == v->m_selected;
+        const bool selected = !seats && v->m_selected >= 0 && v->d->model.rows()[r].id == v->m_selected;
         if (selected) p.fillRect(QRectF(0, y, L.gutter - 1, rowH), pal.color(QPalette::Highlight));
         if (r % every && !selected) continue;
         QRectF text(4, y + rowH / 2 - fm.height() / 2.0, L.gutter - 8, fm.height());
@@ -123,7 +120,7 @@ void TimelineCanvas::drawGutter(QPainter& p, const Layout& L, const QRect& clip)
         if (seats) {
             label = tr("seat %1").arg(r);
         } else {
-            const Row& row = v->d->rows[r];
+            const Row& row = v->d->model.rows()[r];
             const qreal sw = std::min<qreal>(fm.height() * 0.6, std::max<qreal>(3, rowH - 2));
             p.fillRect(QRectF(4, y + (rowH - sw) / 2, sw, sw), SlotTimelineView::requestColor(row.id));
             text.setLeft(4 + sw + 4);
@@ -151,7 +148,7 @@ void TimelineCanvas::drawOverlay(QPainter& p, const Layout& L) {
         QColor band = hl;
         band.setAlpha(45);
         if (v->m_mode == SlotTimelineView::RowMode::Requests) {
-            const int r = v->d->rowOf.value(v->m_selected, -1);
+            const int r = v->d->model.requestRow(v->m_selected);
             if (r >= L.firstRow && r < L.firstRow + L.rowsFit) {
                 const QRectF rr(L.cells.left(), yOf(L, r), L.cells.width(), L.rh / L.dpr);
                 p.fillRect(rr, band);
@@ -162,11 +159,10 @@ void TimelineCanvas::drawOverlay(QPainter& p, const Layout& L) {
             // Seats: outline the selected request's cells wherever it sat.
             p.setPen(QPen(pal.color(QPalette::Text), 1));
             const qint64 first = v->m_viewLast - L.visibleCols + 1;
-            for (const Column& c : v->d->cols) {
-                if (c.point.step < first || c.point.step > v->m_viewLast) continue;
-                for (const Cell& cell : c.cells)
-                    if (cell.id == v->m_selected && cell.seat >= 0) p.fillRect(cellRectF(L, c.point.step, cell.seat), band);
-            }
+            const SlotTimelineModel& m = v->d->model;
+            for (auto it = m.firstColumnFrom(first); it != m.columns().end() && it->point.step <= v->m_viewLast; ++it)
+                for (const Cell& cell : it->cells)
+                    if (cell.id == v->m_selected && cell.seat >= 0) p.fillRect(cellRectF(L, it->point.step, cell.seat), band);
         }
     }
     p.setClipping(false);
@@ -176,7 +172,7 @@ void TimelineCanvas::paintEvent(QPaintEvent* ev) {
     ++paintCount;
     const Layout L = layout();
     QPainter p(this);
-    if (v->d->cols.empty()) {
+    if (v->d->model.isEmpty()) {
         p.fillRect(rect(), palette().base());
         drawGutter(p, L, ev->rect());
         p.setPen(palette().color(QPalette::PlaceholderText));
@@ -195,7 +191,7 @@ void TimelineCanvas::paintEvent(QPaintEvent* ev) {
 void TimelineCanvas::mouseMoveEvent(QMouseEvent* ev) {
     const Layout L = layout();
     const QPointF pos = ev->position();
-    if (!L.cells.contains(pos.toPoint()) || v->d->cols.empty()) {
+    if (!L.cells.contains(pos.toPoint()) || v->d->model.isEmpty()) {
         v->setHoverStep(-1);
         m_hoverRow = -1;
         return;

@@ -1,7 +1,7 @@
 #pragma once
-// Private to ui/slot_timeline*.cpp: the timeline's data (columns of cells, rows), its plot
-// parts, and the cell-area widget. Split out so the view, its canvas and its plots each
-// live in a file of their own.
+// Private to ui/slot_timeline*.cpp: the view's private data (its model, from
+// ui/slot_timeline_model.h, and its plot parts) and the cell-area widget. Split out so
+// the view, its canvas and its plots each live in a file of their own.
 
 #include <QComboBox>
 #include <QHBoxLayout>
@@ -23,36 +23,17 @@
 #include "ui/request_colors.h"
 
 #include "ui/slot_timeline.h"
+#include "ui/slot_timeline_model.h"
 
 namespace kvs::ui {
 
 namespace timeline_detail {
 
-struct Cell {
-    qint64 id = 0;
-    qint32 computed = 0;     // tokens in its KV after the step
-    quint16 tokens = 0;      // tokens run for it in the step
-    quint8 state = 0;        // SlotState
-    qint16 seat = -1;        // batch seat (seats mode), -1: none
-    bool seatChange = false; // another request held this seat in the step before
-};
+using Cell = TimelineCell;
+using Column = TimelineColumn;
+using Row = TimelineRow;
 
-struct Column {
-    StepPoint point;
-    double tput = 0;         // (prefill + decode) tokens/s over the window ending here
-    double decodeTput = 0;   // decode tokens/s over the same window
-    QVector<Cell> cells;     // by request id
-};
-
-struct Row {
-    qint64 id = 0;
-    QString label;
-    qint64 lastStep = -1;    // last step with a cell
-    bool finished = false;   // its Finished cell is drawn; later steps draw nothing
-    RequestRow latest;
-};
-
-inline bool holdsSeat(SlotState s) { return s == SlotState::Prefill || s == SlotState::Decode || s == SlotState::Padding; }
+inline bool holdsSeat(SlotState s) { return SlotTimelineModel::holdsSeat(s); }
 
 inline QFont smallFont(const QFont& f) {
     QFont s = f;
@@ -61,9 +42,6 @@ inline QFont smallFont(const QFont& f) {
     return s;
 }
 
-}  // namespace
-
-namespace timeline_detail {
 struct PlotParts {
     QCPAxisRect* rects[3] = {};
     QCPGraph* util = nullptr;
@@ -77,30 +55,14 @@ struct PlotParts {
     QCPItemText* title[3] = {};
     QCPLegend* legends[2] = {};
 };
-}  // namespace
+
+}  // namespace timeline_detail
 
 using namespace timeline_detail;
 
 struct SlotTimelineView::Data {
+    SlotTimelineModel model;      // steps, rows, seats, utilization and throughput
     PlotParts plots;
-    std::deque<Column> cols;      // oldest first, strictly increasing steps
-    QVector<Row> rows;            // by request id
-    QHash<qint64, int> rowOf;     // request id -> index in rows
-    QVector<qint64> seatHolder;   // seat -> request id holding it, -1 free
-    QHash<qint64, int> seatOf;    // request id -> seat it holds now
-    QHash<qint64, int> lastSeat;  // request id -> last seat it held
-    int seatRows = 0;
-    int layoutVersion = 0;        // bumps when existing rows move (cache must be redrawn)
-
-    const Column* column(qint64 step) const {
-        auto it = std::lower_bound(cols.begin(), cols.end(), step,
-                                   [](const Column& c, qint64 s) { return c.point.step < s; });
-        return it != cols.end() && it->point.step == step ? &*it : nullptr;
-    }
-    void rebuildRowIndex() {
-        rowOf.clear();
-        for (int i = 0; i < rows.size(); ++i) rowOf.insert(rows[i].id, i);
-    }
 };
 
 // ---- the cell area -------------------------------------------------------------------
