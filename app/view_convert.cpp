@@ -30,9 +30,11 @@ ui::StepPoint to_step_point(const StepRecord& r) {
 }
 
 ui::SlotState slot_state(const RequestView& r, const EngineSnapshot& s) {
-    if (r.status == RequestStatus::finished) return ui::SlotState::Finished;
+    // Chunks first: under static batching a finished member's seat still runs a padding
+    // chunk every step, and that padding is what the batching lesson is about.
     for (const ChunkView& c : s.chunks)
         if (c.id == r.id) return c.padding ? ui::SlotState::Padding : c.prefill ? ui::SlotState::Prefill : ui::SlotState::Decode;
+    if (r.status == RequestStatus::finished) return ui::SlotState::Finished;
     if (r.status == RequestStatus::swapped) return ui::SlotState::Swapped;
     if (r.status == RequestStatus::waiting && r.num_preemptions > 0) return ui::SlotState::Preempted;
     return ui::SlotState::Waiting;
