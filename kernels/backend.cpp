@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_features.h"
 
 namespace kvs {
 namespace {
@@ -112,6 +113,8 @@ std::unique_ptr<Backend> make_backend(const std::string& requested, int n_thread
     std::unique_ptr<Backend> backend;
     if (requested != "auto" && requested != "cpu" && requested != "cuda") {
         text = "unknown backend '" + requested + "': expected auto, cpu or cuda";
+    } else if (std::string err; !cpu::parse_simd(simd, &err)) {
+        text = err;  // checked even when CUDA would be used: the request is wrong either way
     } else {
         std::string why;
         if (requested != "cpu") backend = make_cuda_backend(&why);

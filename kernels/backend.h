@@ -125,14 +125,18 @@ public:
 };
 
 // The CPU backend with n_threads workers (0: one per core). `simd` picks the kernel
-// level: "auto" (best the CPU supports), "avx512", "avx2" or "scalar" (the reference).
-std::unique_ptr<Backend> make_cpu_backend(int n_threads = 0, const std::string& simd = "auto");
+// level: "auto" (best the CPU supports), "avx2" or "scalar" (the reference); see
+// cpu::parse_simd in kernels/cpu/cpu_features.h. Any other name (there are no AVX-512
+// kernels) gives nullptr and sets *error when given.
+std::unique_ptr<Backend> make_cpu_backend(int n_threads = 0, const std::string& simd = "auto",
+                                          std::string* error = nullptr);
 
 // Loads libkvscope_cuda.so at run time. Returns nullptr and sets *why when the library,
 // the driver or a GPU is missing, so the program starts on machines without NVIDIA drivers.
 std::unique_ptr<Backend> make_cuda_backend(std::string* why);
 
-// "cuda" when it loads, else the CPU backend; *note says which was picked and why.
+// "cuda" when it loads, else the CPU backend; *note says which was picked and why. An
+// unknown backend or SIMD level gives nullptr, and *note says what was expected.
 std::unique_ptr<Backend> make_backend(const std::string& requested, int n_threads, std::string* note,
                                       const std::string& simd = "auto");
 

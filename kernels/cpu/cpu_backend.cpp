@@ -249,8 +249,10 @@ void CpuBackend::attention_split_positions(const PagedAttentionArgs& a, int chun
 
 }  // namespace
 
-std::unique_ptr<Backend> make_cpu_backend(int n_threads, const std::string& simd) {
-    return std::make_unique<CpuBackend>(n_threads, cpu::parse_simd(simd));
+std::unique_ptr<Backend> make_cpu_backend(int n_threads, const std::string& simd, std::string* error) {
+    const std::optional<cpu::SimdLevel> level = cpu::parse_simd(simd, error);
+    if (!level) return nullptr;
+    return std::make_unique<CpuBackend>(n_threads, *level);
 }
 
 }  // namespace kvs

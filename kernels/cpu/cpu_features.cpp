@@ -5,33 +5,32 @@ namespace kvs::cpu {
 SimdLevel detect_simd() {
 #if defined(__x86_64__) || defined(__i386__)
     __builtin_cpu_init();
-    const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c");
-    const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-                        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq") &&
-                        __builtin_cpu_supports("avx512vnni");
-    // No kernel is written for AVX-512 yet: such a CPU runs the AVX2 kernels, and the
-    // backend's name says so (it used to say "avx512" while running AVX2 code).
-    (void)avx512;
-    if (avx2) return SimdLevel::Avx2;
+    if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") && __builtin_cpu_supports("f16c"))
+        return SimdLevel::Avx2;
 #endif
     return SimdLevel::Scalar;
 }
 
-SimdLevel parse_simd(const std::string& name) {
+const char* simd_level_names() { return "auto, scalar, avx2"; }
+
+std::optional<SimdLevel> parse_simd(const std::string& name, std::string* error) {
     const SimdLevel best = detect_simd();
-    SimdLevel want = best;
-    if (name == "scalar") want = SimdLevel::Scalar;
-    else if (name == "avx2") want = SimdLevel::Avx2;
-    else if (name == "avx512") want = SimdLevel::Avx512;
-    return want < best ? want : best;
+    if (name == "auto") return best;
+    if (name == "scalar") return SimdLevel::Scalar;
+    if (name == "avx2") return best >= SimdLevel::Avx2 ? SimdLevel::Avx2 : best;
+    if (error) {
+        const std::string levels = std::string(" (levels: ") + simd_level_names() + ")";
+        if (name.rfind("avx512", 0) == 0)
+            *error = "SIMD level '" + name + "': this build has no AVX-512 kernels" + levels;
+        else
+            *error = "unknown SIMD level '" + name + "'" + levels;
+    }
+    return std::nullopt;
 }
 
 const char* simd_name(SimdLevel l) {
-    switch (l) {
-        case SimdLevel::Avx512: return "avx512";
-        case SimdLevel::Avx2: return "avx2";
-        default: return "scalar";
-    }
+    // Every level above Scalar runs the AVX2 kernels (see op_kernels in ops.h).
+    return l == SimdLevel::Scalar ? "scalar" : "avx2";
 }
 
 }  // namespace kvs::cpu

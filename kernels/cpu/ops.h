@@ -52,7 +52,7 @@ constexpr int kAttnChunk = 256;
 
 const OpKernels& scalar_op_kernels();
 const OpKernels& avx2_op_kernels();  // only call when detect_simd() >= Avx2
-// The best table for `level` (Avx512 uses the AVX2 table: no AVX-512 versions of these ops).
+// The table for `level`.
 const OpKernels& op_kernels(SimdLevel level);
 
 // Per-thread float scratch that only grows (defined in ops_scalar.cpp, so the AVX2 file
