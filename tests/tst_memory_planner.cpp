@@ -1,9 +1,11 @@
 // ctest-labels: ui
-// The memory planner: the KV formula as pure functions, checked against hand-computed
-// numbers and known model figures (Llama-3-8B holds 128 KiB of FP16 KV per token, 1 GiB
-// for an 8K context); then the calculator: presets fill the inputs, the verdict turns red
-// when the plan does not fit and green when it does, the loaded model becomes a preset.
-// Screenshots go to tests/output/.
+// The memory planner: its sizing maths (ui/memory_sizing.h) as pure functions, fed the
+// engine's own KV bytes per token (kv_cache_bytes_per_token, the one definition; the app
+// hands the planner the same function) and checked against hand-computed numbers and
+// known model figures (Llama-3-8B holds 128 KiB of FP16 KV per token, 1 GiB for an 8K
+// context); then the calculator: presets fill the inputs, the verdict turns red when the
+// plan does not fit and green when it does, the loaded model becomes a preset, and
+// without a KV source it says the number is missing. Screenshots go to tests/output/.
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QLabel>
@@ -11,14 +13,17 @@
 #include <QSpinBox>
 #include <QtTest>
 
+#include "tests/support/engine_kv_bytes.h"
 #include "tests/support/test_paths.h"
+#include "ui/memory_bar.h"
 #include "ui/memory_planner.h"
 
+using kvs::test::engine_kv_bytes_per_token;
 using kvs::ui::MemoryBar;
 using kvs::ui::MemoryInputs;
 using kvs::ui::MemoryPlan;
-using kvs::ui::MemoryPlanner;
 using kvs::ui::MemoryPlannerView;
+using kvs::ui::MemorySizing;
 
 namespace {
 constexpr qint64 MiB = qint64(1) << 20;
@@ -31,12 +36,19 @@ MemoryInputs smol(qint64 context, qint64 batch, qint64 available = 8 * GiB) {
     in.headDim = 64;
     in.context = context;
     in.batch = batch;
-    in.kvDtypeBytes = 2;
     in.blockSize = 16;
     in.weightBytes = qint64(92.1 * MiB);
     in.availableBytes = available;
     return in;
 }
+
+// The plan with the engine's KV bytes per token for in's shape and type.
+MemoryPlan planOf(const MemoryInputs& in) {
+    return MemorySizing::plan(in, engine_kv_bytes_per_token(in.layers, in.kvHeads, in.headDim, in.kvInt8));
+}
+
+// A calculator wired as the app wires it.
+void wire(MemoryPlannerView& w) { w.setKvBytesPerTokenFn(engine_kv_bytes_per_token); }
 
 bool near(const QColor& a, const QColor& b, int tol = 8) {
     return std::abs(a.red() - b.red()) <= tol && std::abs(a.green() - b.green()) <= tol && std::abs(a.blue() - b.blue()) <= tol;
@@ -72,20 +84,25 @@ private Q_SLOTS:
         QFETCH(int, kvHeads);
         QFETCH(int, headDim);
         QFETCH(qint64, fp16BytesPerToken);
-        const auto presets = MemoryPlanner::presets();
+        const auto presets = MemorySizing::presets();
         const auto it = std::find_if(presets.begin(), presets.end(), [&](const auto& p) { return p.name == name; });
         QVERIFY(it != presets.end());
         QCOMPARE(it->layers, layers);
         QCOMPARE(it->kvHeads, kvHeads);
         QCOMPARE(it->headDim, headDim);
-        QCOMPARE(MemoryPlanner::bytesPerToken(layers, kvHeads, headDim, 2), fp16BytesPerToken);
+        QCOMPARE(engine_kv_bytes_per_token(layers, kvHeads, headDim, false), fp16BytesPerToken);
         // INT8 = the engine's Q8_0 cache: 34 bytes per 32 values
-        QCOMPARE(MemoryPlanner::bytesPerToken(layers, kvHeads, headDim, 1), fp16BytesPerToken / 2 / 32 * 34);
+        QCOMPARE(engine_kv_bytes_per_token(layers, kvHeads, headDim, true), fp16BytesPerToken / 2 / 32 * 34);
+        // The calculator shows the engine's number for the preset.
+        MemoryPlannerView w;
+        wire(w);
+        QVERIFY(w.selectPreset(name));
+        QCOMPARE(w.currentPlan().bytesPerToken, fp16BytesPerToken);
     }
 
     void planArithmetic() {
         const MemoryInputs in = smol(2048, 4);
-        const MemoryPlan p = MemoryPlanner::plan(in);
+        const MemoryPlan p = planOf(in);
         QVERIFY(p.valid);
         QCOMPARE(p.bytesPerToken, qint64(23040));
         QCOMPARE(p.bytesPerBlock, qint64(368640));          // 360 KiB
@@ -101,14 +118,14 @@ private Q_SLOTS:
         QCOMPARE(p.maxBatch, p.maxBlocks / 128);
         QCOMPARE(p.maxContext, (p.maxBlocks / 4) * 16);
         // The limits are tight: one more sequence / one more block does not fit.
-        QVERIFY(MemoryPlanner::plan(smol(2048, p.maxBatch)).fits);
-        QVERIFY(!MemoryPlanner::plan(smol(2048, p.maxBatch + 1)).fits);
-        QVERIFY(MemoryPlanner::plan(smol(p.maxContext, 4)).fits);
-        QVERIFY(!MemoryPlanner::plan(smol(p.maxContext + 16, 4)).fits);
+        QVERIFY(planOf(smol(2048, p.maxBatch)).fits);
+        QVERIFY(!planOf(smol(2048, p.maxBatch + 1)).fits);
+        QVERIFY(planOf(smol(p.maxContext, 4)).fits);
+        QVERIFY(!planOf(smol(p.maxContext + 16, 4)).fits);
     }
 
     void pagedBlocksRoundUp() {
-        const MemoryPlan p = MemoryPlanner::plan(smol(100, 3));
+        const MemoryPlan p = planOf(smol(100, 3));
         QCOMPARE(p.blocksPerSequence, qint64(7));            // ceil(100 / 16)
         QCOMPARE(p.kvBytes, 3 * 7 * qint64(368640));
         QCOMPARE(p.kvBytesUnpaged, 3 * 100 * qint64(23040));
@@ -125,23 +142,23 @@ private Q_SLOTS:
         in.blockSize = 16;
         in.weightBytes = 16 * GiB;
         in.availableBytes = 24 * GiB;
-        MemoryPlan p = MemoryPlanner::plan(in);
+        MemoryPlan p = planOf(in);
         QCOMPARE(p.bytesPerToken, qint64(128 * 1024));
         QCOMPARE(p.kvBytes, GiB);
         QVERIFY(p.fits);
         QCOMPARE(p.maxBatch, qint64(8));                     // 8 GiB left / 1 GiB per sequence
-        in.kvDtypeBytes = 1;
-        p = MemoryPlanner::plan(in);
+        in.kvInt8 = true;
+        p = planOf(in);
         QCOMPARE(p.kvBytes, GiB / 2 / 32 * 34);              // 544 MiB
         QCOMPARE(p.maxBatch, qint64(15));                    // 8 GiB / 544 MiB
         // SmolLM2-135M in INT8: the 12 240 bytes per token `kvscope bench --kv-type int8` reports
-        QCOMPARE(MemoryPlanner::bytesPerToken(30, 3, 64, 1), qint64(12240));
+        QCOMPARE(engine_kv_bytes_per_token(30, 3, 64, true), qint64(12240));
     }
 
     void weightsAloneTooBig() {
         MemoryInputs in = smol(2048, 1, 8 * GiB);
         in.weightBytes = 16 * GiB;
-        const MemoryPlan p = MemoryPlanner::plan(in);
+        const MemoryPlan p = planOf(in);
         QVERIFY(p.valid);
         QVERIFY(!p.fits);
         QVERIFY(p.headroomBytes < 0);
@@ -153,17 +170,51 @@ private Q_SLOTS:
     void badInputsSayWhich() {
         MemoryInputs in = smol(2048, 1);
         in.layers = 0;
-        MemoryPlan p = MemoryPlanner::plan(in);
+        MemoryPlan p = planOf(in);
         QVERIFY(!p.valid);
         QVERIFY2(p.error.contains("layers"), qPrintable(p.error));
         in = smol(2048, 1);
         in.blockSize = 0;
-        p = MemoryPlanner::plan(in);
+        p = planOf(in);
         QVERIFY(!p.valid && p.error.contains("block size"));
         in = smol(2048, 1);
         in.weightBytes = -5;
-        p = MemoryPlanner::plan(in);
+        p = planOf(in);
         QVERIFY(!p.valid && p.error.contains("weight bytes"));
+        // No KV bytes per token: the plan says the number is missing rather than guess it.
+        p = MemorySizing::plan(smol(2048, 1), 0);
+        QVERIFY(!p.valid);
+        QVERIFY2(p.error.contains("KV bytes per token"), qPrintable(p.error));
+    }
+
+    void kvSourceAskedForTheShapeOnScreen() {
+        // Without a source the calculator shows no plan and says why.
+        MemoryPlannerView w;
+        QVERIFY(!w.currentPlan().valid);
+        QVERIFY2(w.resultText().contains("KV bytes per token"), qPrintable(w.resultText()));
+        // The source gets the shape and the KV type on screen; its number is the plan's.
+        struct Ask { int layers, kvHeads, headDim; bool int8; };
+        QVector<Ask> asked;
+        w.setKvBytesPerTokenFn([&asked](int nLayer, int nKvHead, int headDim, bool int8) {
+            asked.push_back({nLayer, nKvHead, headDim, int8});
+            return qint64(1000);
+        });
+        QVERIFY(!asked.isEmpty());
+        QCOMPARE(asked.back().layers, 30);  // SmolLM2, the first preset
+        QCOMPARE(asked.back().kvHeads, 3);
+        QCOMPARE(asked.back().headDim, 64);
+        QVERIFY(!asked.back().int8);
+        QCOMPARE(w.currentPlan().bytesPerToken, qint64(1000));
+        QCOMPARE(w.currentPlan().bytesPerBlock, qint64(16000));
+        w.findChild<QComboBox*>("plannerDtype")->setCurrentIndex(1);
+        QVERIFY(asked.back().int8);
+        w.findChild<QSpinBox*>("plannerKvHeads")->setValue(5);
+        QCOMPARE(asked.back().kvHeads, 5);
+        MemoryInputs in = w.inputs();
+        QVERIFY(in.kvInt8);
+        in.kvInt8 = false;
+        w.setInputs(in);
+        QVERIFY(!asked.back().int8);
     }
 
     void hugeInputsSaturate() {
@@ -171,11 +222,10 @@ private Q_SLOTS:
         in.layers = 1024;
         in.kvHeads = 1024;
         in.headDim = 4096;
-        in.kvDtypeBytes = 2;
         in.context = qint64(1) << 40;
         in.batch = qint64(1) << 30;
         in.availableBytes = 1024 * GiB;
-        const MemoryPlan p = MemoryPlanner::plan(in);
+        const MemoryPlan p = planOf(in);
         QVERIFY(p.valid);
         QVERIFY(!p.fits);
         QCOMPARE(p.totalBytes, std::numeric_limits<qint64>::max());
@@ -183,22 +233,23 @@ private Q_SLOTS:
     }
 
     void formatBytes() {
-        QCOMPARE(MemoryPlanner::formatBytes(512), QString("512 B"));
-        QCOMPARE(MemoryPlanner::formatBytes(23040), QString("22.5 KiB"));
-        QCOMPARE(MemoryPlanner::formatBytes(368640), QString("360 KiB"));
-        QCOMPARE(MemoryPlanner::formatBytes(45 * MiB), QString("45 MiB"));
-        QCOMPARE(MemoryPlanner::formatBytes(3 * GiB / 2), QString("1.5 GiB"));
-        QCOMPARE(MemoryPlanner::formatBytes(qint64(92.1 * MiB)), QString("92.1 MiB"));
+        QCOMPARE(MemorySizing::formatBytes(512), QString("512 B"));
+        QCOMPARE(MemorySizing::formatBytes(23040), QString("22.5 KiB"));
+        QCOMPARE(MemorySizing::formatBytes(368640), QString("360 KiB"));
+        QCOMPARE(MemorySizing::formatBytes(45 * MiB), QString("45 MiB"));
+        QCOMPARE(MemorySizing::formatBytes(3 * GiB / 2), QString("1.5 GiB"));
+        QCOMPARE(MemorySizing::formatBytes(qint64(92.1 * MiB)), QString("92.1 MiB"));
     }
 
     void weightsFromFormats() {
         // Parameters × bits / 8: Llama-3-8B in F16 is ~16 GB, Q4_K_M ~4.9 GB.
-        QCOMPARE(MemoryPlanner::weightBytes(8'030'261'248, 16), qint64(16'060'522'496));
-        QVERIFY(std::abs(MemoryPlanner::weightBytes(8'030'261'248, 4.85) - 4.87e9) < 0.02e9);
+        QCOMPARE(MemorySizing::weightBytes(8'030'261'248, 16), qint64(16'060'522'496));
+        QVERIFY(std::abs(MemorySizing::weightBytes(8'030'261'248, 4.85) - 4.87e9) < 0.02e9);
     }
 
     void calculatorWidget() {
         MemoryPlannerView w;
+        wire(w);
         w.resize(1100, 560);
         w.show();
         QVERIFY(QTest::qWaitForWindowExposed(&w));
@@ -259,6 +310,7 @@ private Q_SLOTS:
 
     void loadedModelPreset() {
         MemoryPlannerView w;
+        wire(w);
         w.resize(1100, 560);
         w.show();
         w.setLoadedModel("SmolLM2-135M-Instruct.Q4_1", 30, 3, 64, 96'573'030);
@@ -276,6 +328,7 @@ private Q_SLOTS:
 
     void darkTheme() {
         MemoryPlannerView w;
+        wire(w);
         QPalette p;
         p.setColor(QPalette::Window, QColor(0x2B, 0x2D, 0x30));
         p.setColor(QPalette::Base, QColor(0x1E, 0x1F, 0x22));

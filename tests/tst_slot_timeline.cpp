@@ -15,7 +15,7 @@
 
 #include "tests/support/batch_sim.h"
 #include "tests/support/test_paths.h"
-#include "ui/memory_planner.h"
+#include "ui/memory_bar.h"
 #include "ui/metrics_view.h"
 #include "ui/slot_timeline.h"
 

@@ -6,18 +6,15 @@
 #include <QFormLayout>
 #include <QGroupBox>
 #include <QHBoxLayout>
-#include <QHelpEvent>
 #include <QLabel>
 #include <QLocale>
-#include <QPainter>
-#include <QPainterPath>
 #include <QRegularExpression>
 #include <QSpinBox>
-#include <QToolTip>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
-#include <limits>
+
+#include "ui/memory_bar.h"
 
 namespace kvs::ui {
 
@@ -25,207 +22,25 @@ namespace {
 
 constexpr qint64 kMiB = qint64(1) << 20;
 constexpr qint64 kGiB = qint64(1) << 30;
-constexpr qint64 kMax = std::numeric_limits<qint64>::max();
-
-// Saturating arithmetic on non-negative sizes: a plan for a huge context says "too much",
-// never wraps around.
-qint64 satMul(qint64 a, qint64 b) {
-    if (a == 0 || b == 0) return 0;
-    return a > kMax / b ? kMax : a * b;
-}
-qint64 satAdd(qint64 a, qint64 b) { return a > kMax - b ? kMax : a + b; }
 
 QString num(qint64 v) { return QLocale().toString(v); }
 
 }  // namespace
 
-// ---- the arithmetic ---------------------------------------------------------------------
-
-qint64 MemoryPlanner::bytesPerToken(int layers, int kvHeads, int headDim, int dtypeBytes) {
-    const qint64 kvDim = satMul(kvHeads, headDim);
-    // INT8 is the engine's Q8_0 cache: every 32 values share an fp16 scale (34 bytes)
-    const qint64 rowBytes = dtypeBytes == 1 ? satMul((kvDim + 31) / 32, 34) : satMul(kvDim, dtypeBytes);
-    return satMul(2 * qint64(layers), rowBytes);
-}
-
-MemoryPlan MemoryPlanner::plan(const MemoryInputs& in) {
-    MemoryPlan p;
-    const struct { qint64 value; const char* what; } positive[] = {
-        {in.layers, "layers"}, {in.kvHeads, "KV heads"}, {in.headDim, "head dim"}, {in.context, "context"},
-        {in.batch, "batch"}, {in.kvDtypeBytes, "KV dtype bytes"}, {in.blockSize, "block size"}};
-    for (const auto& f : positive) {
-        if (f.value <= 0) {
-            p.error = QStringLiteral("%1 must be at least 1 (got %2)").arg(QLatin1String(f.what)).arg(f.value);
-            return p;
-        }
-    }
-    const struct { qint64 value; const char* what; } sizes[] = {
-        {in.weightBytes, "weight bytes"}, {in.scratchBytes, "scratch bytes"}, {in.availableBytes, "available memory"}};
-    for (const auto& f : sizes) {
-        if (f.value < 0) {
-            p.error = QStringLiteral("%1 must not be negative (got %2)").arg(QLatin1String(f.what)).arg(f.value);
-            return p;
-        }
-    }
-    p.valid = true;
-    p.bytesPerToken = bytesPerToken(in.layers, in.kvHeads, in.headDim, in.kvDtypeBytes);
-    p.bytesPerBlock = satMul(p.bytesPerToken, in.blockSize);
-    p.blocksPerSequence = (in.context + in.blockSize - 1) / in.blockSize;
-    p.kvBytesPerSequence = satMul(p.blocksPerSequence, p.bytesPerBlock);
-    p.kvBytes = satMul(in.batch, p.kvBytesPerSequence);
-    p.kvBytesUnpaged = satMul(satMul(in.batch, in.context), p.bytesPerToken);
-    p.totalBytes = satAdd(satAdd(in.weightBytes, p.kvBytes), in.scratchBytes);
-    p.fits = p.totalBytes <= in.availableBytes;
-    p.headroomBytes = p.totalBytes == kMax ? std::numeric_limits<qint64>::min() : in.availableBytes - p.totalBytes;
-    const qint64 room = in.availableBytes - satAdd(in.weightBytes, in.scratchBytes);
-    p.maxBlocks = room > 0 ? room / p.bytesPerBlock : 0;
-    p.maxBatch = p.maxBlocks / p.blocksPerSequence;
-    p.maxContext = satMul(p.maxBlocks / in.batch, in.blockSize);
-    return p;
-}
-
-QVector<ModelPreset> MemoryPlanner::presets() {
-    // Layers, KV heads and head dim (hidden_size / num_attention_heads) from each model's
-    // config.json; parameters as published. SmolLM2's size is the Q4_1 GGUF KV Scope installs.
-    return {
-        {QStringLiteral("SmolLM2-135M"), 30, 3, 64, 134'515'008, QStringLiteral("Q4_1"), qint64(92.1 * kMiB)},
-        {QStringLiteral("Qwen2-0.5B"), 24, 2, 64, 494'032'768, QStringLiteral("Q8_0"), 0},
-        {QStringLiteral("TinyLlama-1.1B"), 22, 4, 64, 1'100'048'384, QStringLiteral("Q4_0"), 0},
-        {QStringLiteral("Mistral-7B"), 32, 8, 128, 7'241'732'096, QStringLiteral("Q4_K_M"), 0},
-        {QStringLiteral("Llama-3-8B"), 32, 8, 128, 8'030'261'248, QStringLiteral("Q4_K_M"), 0},
-    };
-}
-
-QVector<WeightFormat> MemoryPlanner::weightFormats() {
-    return {{QStringLiteral("F16"), 16.0},      {QStringLiteral("Q8_0"), 8.5},  {QStringLiteral("Q6_K"), 6.5625},
-            {QStringLiteral("Q4_K_M"), 4.85},   {QStringLiteral("Q4_1"), 5.0},  {QStringLiteral("Q4_0"), 4.5},
-            {QStringLiteral("file size"), 0.0}};
-}
-
-qint64 MemoryPlanner::weightBytes(qint64 parameters, double bitsPerWeight) {
-    return qint64(std::llround(double(parameters) * bitsPerWeight / 8.0));
-}
-
-QString MemoryPlanner::formatBytes(qint64 bytes) {
-    if (bytes == kMax) return QStringLiteral("∞");
-    const bool negative = bytes < 0;
-    double v = std::abs(double(bytes));
-    static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
-    int u = 0;
-    while (v >= 1024 && u < 5) { v /= 1024; ++u; }
-    QString text = u == 0 || v >= 100 ? QString::number(v, 'f', 0) : QString::number(v, 'f', 1);
-    if (text.endsWith(QLatin1String(".0"))) text.chop(2);
-    return (negative ? QStringLiteral("−") : QString()) + text + QLatin1Char(' ') + QLatin1String(units[u]);
-}
-
-// ---- MemoryBar ------------------------------------------------------------------------------
-
-MemoryBar::MemoryBar(QWidget* parent) : QWidget(parent) {
-    setSizePolicy(QSizePolicy::Expanding, QSizePolicy::Fixed);
-    setAccessibleName(tr("Memory split"));
-}
-
-void MemoryBar::setSegments(const QVector<Segment>& segments) {
-    m_segments = segments;
-    setAccessibleDescription(caption());
-    update();
-}
-
-void MemoryBar::setCapacity(qint64 bytes) {
-    m_capacity = std::max<qint64>(0, bytes);
-    setAccessibleDescription(caption());
-    update();
-}
-
-qint64 MemoryBar::total() const {
-    qint64 t = 0;
-    for (const Segment& s : m_segments) t = satAdd(t, std::max<qint64>(0, s.bytes));
-    return t;
-}
-
-QSize MemoryBar::sizeHint() const {
-    const QFontMetrics fm(font());
-    return {fm.averageCharWidth() * 60, int(fm.height() * 1.5) + fm.height() + 4};
-}
-QSize MemoryBar::minimumSizeHint() const { return {QFontMetrics(font()).averageCharWidth() * 20, sizeHint().height()}; }
-
-QRect MemoryBar::barRect() const {
-    const QFontMetrics fm(font());
-    return QRect(0, 0, width(), int(fm.height() * 1.5));
-}
-
-QString MemoryBar::caption() const {
-    QStringList parts;
-    for (const Segment& s : m_segments) parts << QStringLiteral("%1 %2").arg(s.name, MemoryPlanner::formatBytes(s.bytes));
-    QString text = parts.join(QStringLiteral(" · "));
-    if (m_segments.size() > 1) text += QStringLiteral(" = ") + MemoryPlanner::formatBytes(total());
-    if (m_capacity > 0) text += tr(" of %1").arg(MemoryPlanner::formatBytes(m_capacity));
-    return text;
-}
-
-void MemoryBar::paintEvent(QPaintEvent*) {
-    QPainter p(this);
-    p.setRenderHint(QPainter::Antialiasing);
-    const QPalette& pal = palette();
-    const QRectF bar = QRectF(barRect()).adjusted(0.5, 0.5, -0.5, -0.5);
-    const qint64 t = total();
-    const double scale = double(std::max<qint64>({t, m_capacity, 1}));
-    QPainterPath clip;
-    clip.addRoundedRect(bar, 3, 3);
-    p.fillPath(clip, pal.base());
-    p.save();
-    p.setClipPath(clip);
-    const QFontMetrics fm(font());
-    double x = bar.left();
-    for (const Segment& s : m_segments) {
-        const double w = bar.width() * double(std::max<qint64>(0, s.bytes)) / scale;
-        const QRectF r(x, bar.top(), w, bar.height());
-        p.fillRect(r, s.color);
-        const QString label = QStringLiteral("%1 %2").arg(s.name, MemoryPlanner::formatBytes(s.bytes));
-        if (fm.horizontalAdvance(label) + 8 < w) {
-            p.setPen(Qt::white);
-            p.drawText(r, Qt::AlignCenter, label);
-        } else if (fm.horizontalAdvance(s.name) + 6 < w) {
-            p.setPen(Qt::white);
-            p.drawText(r, Qt::AlignCenter, s.name);
-        }
-        x += w;
-    }
-    if (m_capacity > 0) {
-        const double cx = bar.left() + bar.width() * double(m_capacity) / scale;
-        if (t > m_capacity) {  // the part that does not fit
-            const QRectF over(cx, bar.top(), bar.right() - cx, bar.height());
-            QColor c = overColor();
-            c.setAlpha(110);
-            p.fillRect(over, c);
-            p.fillRect(over, QBrush(overColor().darker(130), Qt::BDiagPattern));
-        }
-        p.restore();
-        p.setPen(QPen(pal.color(QPalette::Text), 2));
-        p.drawLine(QPointF(cx, bar.top() - 1), QPointF(cx, bar.bottom() + 1));
-    } else {
-        p.restore();
-    }
-    p.setPen(QPen(pal.color(QPalette::Mid), 1));
-    p.drawRoundedRect(bar, 3, 3);
-    p.setPen(pal.color(QPalette::Text));
-    const QRectF text(0, bar.bottom() + 2, width(), height() - bar.bottom() - 2);
-    p.drawText(text, Qt::AlignLeft | Qt::AlignVCenter, fm.elidedText(caption(), Qt::ElideRight, width()));
-}
-
-bool MemoryBar::event(QEvent* ev) {
-    if (ev->type() == QEvent::ToolTip) {
-        QToolTip::showText(static_cast<QHelpEvent*>(ev)->globalPos(), caption(), this);
-        return true;
-    }
-    return QWidget::event(ev);
-}
-
-// ---- the calculator -------------------------------------------------------------------------
-
-MemoryPlannerView::MemoryPlannerView(QWidget* parent) : QWidget(parent), m_presets(MemoryPlanner::presets()) {
+MemoryPlannerView::MemoryPlannerView(QWidget* parent) : QWidget(parent), m_presets(MemorySizing::presets()) {
     setObjectName("memoryPlanner");
     setAccessibleName(tr("Memory planner"));
+    createInputs();
+    auto* lay = new QHBoxLayout(this);
+    lay->addLayout(inputForms(), 0);
+    lay->addWidget(resultBox(), 1);
+    for (const ModelPreset& p : m_presets) m_preset->addItem(p.name);
+    m_preset->addItem(tr("Custom"));
+    connectInputs();
+    applyPreset(0);
+}
+
+void MemoryPlannerView::createInputs() {
     const auto spin = [this](const char* name, int lo, int hi, int value, const QString& tip) {
         auto* s = new QSpinBox(this);
         s->setObjectName(QLatin1String(name));
@@ -234,6 +49,18 @@ MemoryPlannerView::MemoryPlannerView(QWidget* parent) : QWidget(parent), m_prese
         s->setToolTip(tip);
         s->setAccessibleName(tip);
         s->setGroupSeparatorShown(true);
+        return s;
+    };
+    const auto dspin = [this](const char* name, double hi, int decimals, const QString& suffix, const QString& tip,
+                              const QString& accessible) {
+        auto* s = new QDoubleSpinBox(this);
+        s->setObjectName(QLatin1String(name));
+        s->setRange(0, hi);
+        s->setDecimals(decimals);
+        s->setSuffix(suffix);
+        s->setGroupSeparatorShown(true);
+        s->setToolTip(tip);
+        s->setAccessibleName(accessible);
         return s;
     };
     m_preset = new QComboBox(this);
@@ -245,43 +72,29 @@ MemoryPlannerView::MemoryPlannerView(QWidget* parent) : QWidget(parent), m_prese
     m_weightFormat = new QComboBox(this);
     m_weightFormat->setObjectName("plannerWeightFormat");
     m_weightFormat->setAccessibleName(tr("Weight format"));
-    for (const WeightFormat& f : MemoryPlanner::weightFormats())
+    for (const WeightFormat& f : MemorySizing::weightFormats())
         m_weightFormat->addItem(f.bitsPerWeight > 0 ? tr("%1 (%2 bits)").arg(f.name).arg(f.bitsPerWeight) : f.name, f.name);
-    m_weightMiB = new QDoubleSpinBox(this);
-    m_weightMiB->setObjectName("plannerWeightMiB");
-    m_weightMiB->setRange(0, 4 * 1024 * 1024);
-    m_weightMiB->setDecimals(1);
-    m_weightMiB->setSuffix(tr(" MiB"));
-    m_weightMiB->setGroupSeparatorShown(true);
-    m_weightMiB->setToolTip(tr("Bytes of the model's weights in memory"));
-    m_weightMiB->setAccessibleName(tr("Weights in MiB"));
+    m_weightMiB = dspin("plannerWeightMiB", 4 * 1024 * 1024, 1, tr(" MiB"), tr("Bytes of the model's weights in memory"),
+                        tr("Weights in MiB"));
     m_context = spin("plannerContext", 1, 4 * 1024 * 1024, 4096, tr("Tokens per sequence (prompt + output)"));
     m_context->setSingleStep(512);
     m_batch = spin("plannerBatch", 1, 65536, 8, tr("Sequences in the cache at once"));
     m_dtype = new QComboBox(this);
     m_dtype->setObjectName("plannerDtype");
-    m_dtype->addItem(tr("FP16 (2 bytes)"), 2);
-    m_dtype->addItem(tr("INT8 (1.0625 bytes)"), 1);
+    m_dtype->addItem(tr("FP16 (2 bytes)"), false);
+    m_dtype->addItem(tr("INT8 (1.0625 bytes)"), true);
     m_dtype->setToolTip(tr("Element type of the cached keys and values (INT8: blocks of 32 values with one fp16 "
                            "scale, 34 bytes per 32 values, as the engine stores them)"));
     m_dtype->setAccessibleName(tr("KV dtype"));
     m_blockSize = spin("plannerBlockSize", 1, 1024, 16, tr("Tokens per KV block (PagedAttention page)"));
-    m_availableGiB = new QDoubleSpinBox(this);
-    m_availableGiB->setObjectName("plannerAvailableGiB");
-    m_availableGiB->setRange(0, 65536);
-    m_availableGiB->setDecimals(2);
+    m_availableGiB = dspin("plannerAvailableGiB", 65536, 2, tr(" GiB"), tr("RAM or VRAM the model and its cache must fit in"),
+                           tr("Available memory in GiB"));
     m_availableGiB->setValue(8);
-    m_availableGiB->setSuffix(tr(" GiB"));
-    m_availableGiB->setToolTip(tr("RAM or VRAM the model and its cache must fit in"));
-    m_availableGiB->setAccessibleName(tr("Available memory in GiB"));
-    m_scratchMiB = new QDoubleSpinBox(this);
-    m_scratchMiB->setObjectName("plannerScratchMiB");
-    m_scratchMiB->setRange(0, 1024 * 1024);
-    m_scratchMiB->setDecimals(0);
-    m_scratchMiB->setSuffix(tr(" MiB"));
-    m_scratchMiB->setToolTip(tr("Activations, logits and runtime buffers that must fit too"));
-    m_scratchMiB->setAccessibleName(tr("Scratch memory in MiB"));
+    m_scratchMiB = dspin("plannerScratchMiB", 1024 * 1024, 0, tr(" MiB"),
+                         tr("Activations, logits and runtime buffers that must fit too"), tr("Scratch memory in MiB"));
+}
 
+QLayout* MemoryPlannerView::inputForms() {
     auto* weightRow = new QHBoxLayout;
     weightRow->addWidget(m_weightFormat);
     weightRow->addWidget(m_weightMiB, 1);
@@ -307,23 +120,26 @@ MemoryPlannerView::MemoryPlannerView(QWidget* parent) : QWidget(parent), m_prese
     inputs->addWidget(cache);
     inputs->addWidget(memory);
     inputs->addStretch();
+    return inputs;
+}
 
-    m_formula = new QLabel(this);
-    m_formula->setObjectName("plannerFormula");
-    m_formula->setTextFormat(Qt::RichText);
-    m_formula->setTextInteractionFlags(Qt::TextSelectableByMouse);
-    m_formula->setWordWrap(true);
+QWidget* MemoryPlannerView::resultBox() {
+    const auto richLabel = [this](const char* name) {
+        auto* l = new QLabel(this);
+        l->setObjectName(QLatin1String(name));
+        l->setTextFormat(Qt::RichText);
+        l->setTextInteractionFlags(Qt::TextSelectableByMouse);
+        l->setWordWrap(true);
+        return l;
+    };
+    m_formula = richLabel("plannerFormula");
     m_formula->setAlignment(Qt::AlignTop | Qt::AlignLeft);
     m_verdict = new QLabel(this);
     m_verdict->setObjectName("plannerVerdict");
     m_verdict->setAccessibleName(tr("Fits or not"));
     m_bar = new MemoryBar(this);
     m_bar->setObjectName("plannerMemoryBar");
-    m_limits = new QLabel(this);
-    m_limits->setObjectName("plannerLimits");
-    m_limits->setTextFormat(Qt::RichText);
-    m_limits->setWordWrap(true);
-    m_limits->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_limits = richLabel("plannerLimits");
     auto* result = new QGroupBox(tr("Result"), this);
     auto* resultLay = new QVBoxLayout(result);
     resultLay->addWidget(m_formula);
@@ -332,13 +148,10 @@ MemoryPlannerView::MemoryPlannerView(QWidget* parent) : QWidget(parent), m_prese
     resultLay->addWidget(m_bar);
     resultLay->addWidget(m_limits);
     resultLay->addStretch();
+    return result;
+}
 
-    auto* lay = new QHBoxLayout(this);
-    lay->addLayout(inputs, 0);
-    lay->addWidget(result, 1);
-
-    for (const ModelPreset& p : m_presets) m_preset->addItem(p.name);
-    m_preset->addItem(tr("Custom"));
+void MemoryPlannerView::connectInputs() {
     connect(m_preset, &QComboBox::currentIndexChanged, this, &MemoryPlannerView::applyPreset);
     connect(m_weightFormat, &QComboBox::currentIndexChanged, this, &MemoryPlannerView::applyWeightFormat);
     for (QSpinBox* s : {m_layers, m_kvHeads, m_headDim})
@@ -353,7 +166,11 @@ MemoryPlannerView::MemoryPlannerView(QWidget* parent) : QWidget(parent), m_prese
         m_weightFormat->setCurrentIndex(m_weightFormat->count() - 1);
         recompute();
     });
-    applyPreset(0);
+}
+
+void MemoryPlannerView::setKvBytesPerTokenFn(KvBytesPerTokenFn fn) {
+    m_kvBytesPerToken = std::move(fn);
+    recompute();
 }
 
 QSize MemoryPlannerView::sizeHint() const {
@@ -396,7 +213,7 @@ void MemoryPlannerView::applyPreset(int index) {
 }
 
 void MemoryPlannerView::applyWeightFormat() {
-    const auto formats = MemoryPlanner::weightFormats();
+    const auto formats = MemorySizing::weightFormats();
     const int i = m_weightFormat->currentIndex();
     if (i < 0 || i >= formats.size() || formats[i].bitsPerWeight <= 0 || m_presetParameters <= 0) return;
     const bool was = m_applying;
@@ -406,7 +223,7 @@ void MemoryPlannerView::applyWeightFormat() {
     const bool known = pi >= 0 && pi < m_presets.size() && m_presets[pi].knownWeightBytes > 0 &&
                        m_presets[pi].weightFormat == formats[i].name;
     m_weightMiB->setValue(double(known ? m_presets[pi].knownWeightBytes
-                                       : MemoryPlanner::weightBytes(m_presetParameters, formats[i].bitsPerWeight)) / kMiB);
+                                       : MemorySizing::weightBytes(m_presetParameters, formats[i].bitsPerWeight)) / kMiB);
     m_applying = was;
     recompute();
 }
@@ -448,7 +265,7 @@ void MemoryPlannerView::setInputs(const MemoryInputs& in) {
     m_headDim->setValue(in.headDim);
     m_context->setValue(int(std::min<qint64>(in.context, m_context->maximum())));
     m_batch->setValue(int(std::min<qint64>(in.batch, m_batch->maximum())));
-    m_dtype->setCurrentIndex(in.kvDtypeBytes == 1 ? 1 : 0);
+    m_dtype->setCurrentIndex(in.kvInt8 ? 1 : 0);
     m_blockSize->setValue(in.blockSize);
     {
         const QSignalBlocker block(m_weightFormat);
@@ -469,7 +286,7 @@ MemoryInputs MemoryPlannerView::inputs() const {
     in.headDim = m_headDim->value();
     in.context = m_context->value();
     in.batch = m_batch->value();
-    in.kvDtypeBytes = m_dtype->currentData().toInt();
+    in.kvInt8 = m_dtype->currentData().toBool();
     in.blockSize = m_blockSize->value();
     in.weightBytes = qint64(std::llround(m_weightMiB->value() * kMiB));
     in.scratchBytes = qint64(std::llround(m_scratchMiB->value() * kMiB));
@@ -480,16 +297,30 @@ MemoryInputs MemoryPlannerView::inputs() const {
 void MemoryPlannerView::recompute() {
     if (m_applying) return;
     const MemoryInputs in = inputs();
-    m_plan = MemoryPlanner::plan(in);
-    const MemoryPlan& p = m_plan;
-    const auto fb = [](qint64 b) { return MemoryPlanner::formatBytes(b).toHtmlEscaped(); };
-    if (!p.valid) {
-        m_formula->setText(p.error.toHtmlEscaped());
+    const qint64 perToken = m_kvBytesPerToken ? m_kvBytesPerToken(in.layers, in.kvHeads, in.headDim, in.kvInt8) : 0;
+    m_plan = MemorySizing::plan(in, perToken);
+    if (!m_plan.valid) {
+        m_formula->setText(m_plan.error.toHtmlEscaped());
         m_verdict->clear();
         return;
     }
+    m_formula->setText(formulaHtml(in));
+    showVerdict();
+    m_bar->setSegments({{tr("weights"), in.weightBytes, MemoryBar::weightsColor()},
+                        {tr("KV"), m_plan.kvBytes, MemoryBar::kvColor()},
+                        {tr("scratch"), in.scratchBytes, MemoryBar::scratchColor()}});
+    m_bar->setCapacity(in.availableBytes);
+    m_limits->setText(limitsHtml(in));
+    Q_EMIT planChanged(m_plan);
+}
+
+// The formula with the numbers filled in. The per-token bytes are the engine's; the
+// product before them spells out what they are.
+QString MemoryPlannerView::formulaHtml(const MemoryInputs& in) const {
+    const MemoryPlan& p = m_plan;
+    const auto fb = [](qint64 b) { return MemorySizing::formatBytes(b).toHtmlEscaped(); };
     QString html;
-    const QString elem = in.kvDtypeBytes == 1 ? tr("(34 B per 32 values)") : tr("%1 B").arg(in.kvDtypeBytes);
+    const QString elem = in.kvInt8 ? tr("(34 B per 32 values)") : tr("2 B");
     html += tr("<p><b>Per token</b> = 2 (K and V) × %1 layers × %2 KV heads × %3 dims × %4 = <b>%5 B</b> (%6)</p>")
                 .arg(in.layers).arg(in.kvHeads).arg(in.headDim).arg(elem).arg(num(p.bytesPerToken))
                 .arg(fb(p.bytesPerToken));
@@ -504,30 +335,30 @@ void MemoryPlannerView::recompute() {
     html += QStringLiteral("</p>");
     html += tr("<p><b>Total</b> = weights %1 + KV %2 + scratch %3 = <b>%4</b> of %5</p>").arg(fb(in.weightBytes))
                 .arg(fb(p.kvBytes)).arg(fb(in.scratchBytes)).arg(fb(p.totalBytes)).arg(fb(in.availableBytes));
-    m_formula->setText(html);
+    return html;
+}
 
+QString MemoryPlannerView::limitsHtml(const MemoryInputs& in) const {
+    const MemoryPlan& p = m_plan;
+    if (p.maxBlocks <= 0)
+        return tr("<p>The weights and scratch alone take all of %1: no room for any KV cache.</p>")
+            .arg(MemorySizing::formatBytes(in.availableBytes).toHtmlEscaped());
+    QString limits;
+    limits += tr("<p>Largest batch at %1 tokens: <b>%2 sequences</b></p>").arg(num(in.context)).arg(num(p.maxBatch));
+    limits += tr("<p>Largest context at batch %1: <b>%2 tokens</b></p>").arg(num(in.batch)).arg(num(p.maxContext));
+    limits += tr("<p>KV pool that fits: %1 blocks of %2 tokens = %3 tokens in all</p>").arg(num(p.maxBlocks))
+                  .arg(in.blockSize).arg(num(p.maxPoolTokens));
+    return limits;
+}
+
+void MemoryPlannerView::showVerdict() {
+    const MemoryPlan& p = m_plan;
     const QColor c = p.fits ? MemoryBar::fitColor() : MemoryBar::overColor();
-    m_verdict->setText(p.fits ? tr("✔ Fits: %1 left").arg(MemoryPlanner::formatBytes(p.headroomBytes))
-                              : tr("✘ Does not fit: %1 over").arg(MemoryPlanner::formatBytes(-p.headroomBytes)));
+    m_verdict->setText(p.fits ? tr("✔ Fits: %1 left").arg(MemorySizing::formatBytes(p.headroomBytes))
+                              : tr("✘ Does not fit: %1 over").arg(MemorySizing::formatBytes(-p.headroomBytes)));
     m_verdict->setStyleSheet(QStringLiteral("QLabel { background: %1; color: white; border-radius: 4px; padding: 3px 10px; "
                                             "font-weight: bold; }").arg(c.name()));
     m_verdict->setProperty("fits", p.fits);
-    m_bar->setSegments({{tr("weights"), in.weightBytes, MemoryBar::weightsColor()},
-                        {tr("KV"), p.kvBytes, MemoryBar::kvColor()},
-                        {tr("scratch"), in.scratchBytes, MemoryBar::scratchColor()}});
-    m_bar->setCapacity(in.availableBytes);
-
-    QString limits;
-    if (p.maxBlocks <= 0) {
-        limits = tr("<p>The weights and scratch alone take all of %1: no room for any KV cache.</p>").arg(fb(in.availableBytes));
-    } else {
-        limits += tr("<p>Largest batch at %1 tokens: <b>%2 sequences</b></p>").arg(num(in.context)).arg(num(p.maxBatch));
-        limits += tr("<p>Largest context at batch %1: <b>%2 tokens</b></p>").arg(num(in.batch)).arg(num(p.maxContext));
-        limits += tr("<p>KV pool that fits: %1 blocks of %2 tokens = %3 tokens in all</p>").arg(num(p.maxBlocks))
-                      .arg(in.blockSize).arg(num(satMul(p.maxBlocks, in.blockSize)));
-    }
-    m_limits->setText(limits);
-    Q_EMIT planChanged(m_plan);
 }
 
 QString MemoryPlannerView::resultText() const {

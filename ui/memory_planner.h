@@ -7,116 +7,39 @@
 //   per sequence    = ceil(context / block_size) blocks     (paged: whole blocks)
 //   KV              = batch × per sequence;   total = weights + KV + scratch
 //
-// MemoryPlanner holds the arithmetic as pure functions (tested without a widget);
-// MemoryPlannerView is the calculator with model presets, and MemoryBar the stacked
-// weights / KV / scratch bar it shares with the metrics view.
-#include <QColor>
-#include <QVector>
+// MemoryPlannerView is the calculator with model presets; the arithmetic lives in
+// ui/memory_sizing.h (MemorySizing, tested without a widget) and the stacked weights /
+// KV / scratch bar in ui/memory_bar.h. The bytes per token are the engine's own number
+// (kv_cache_bytes_per_token, engine/kv_cache/kv_tensors.h): the app hands the planner a
+// function that computes it (setKvBytesPerTokenFn); the formula above is only shown.
 #include <QWidget>
+
+#include "ui/memory_sizing.h"
 
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
+class QLayout;
 class QSpinBox;
 
 namespace kvs::ui {
 
-struct MemoryInputs {
-    int layers = 30;
-    int kvHeads = 3;
-    int headDim = 64;
-    qint64 context = 2048;        // tokens per sequence
-    qint64 batch = 1;             // sequences
-    int kvDtypeBytes = 2;         // FP16 2, INT8 1 (Q8_0 blocks: 34 bytes per 32 values)
-    int blockSize = 16;           // tokens per KV block
-    qint64 weightBytes = 0;
-    qint64 scratchBytes = 0;      // activations, logits, runtime: whatever else must fit
-    qint64 availableBytes = 0;    // RAM or VRAM to fit into
-};
-
-struct MemoryPlan {
-    bool valid = false;
-    QString error;                // why not valid: names the input
-    qint64 bytesPerToken = 0;
-    qint64 bytesPerBlock = 0;
-    qint64 blocksPerSequence = 0;
-    qint64 kvBytesPerSequence = 0;    // whole blocks
-    qint64 kvBytes = 0;               // batch × per sequence
-    qint64 kvBytesUnpaged = 0;        // batch × context × bytes per token (no block rounding)
-    qint64 totalBytes = 0;            // weights + KV + scratch
-    qint64 headroomBytes = 0;         // available - total (negative: over)
-    bool fits = false;
-    qint64 maxBlocks = 0;             // KV blocks that fit next to weights and scratch
-    qint64 maxBatch = 0;              // sequences of `context` tokens that fit
-    qint64 maxContext = 0;            // tokens per sequence for `batch` sequences (whole blocks)
-};
-
-// A model's KV-relevant shape (values from its config.json) and weight size.
-struct ModelPreset {
-    QString name;
-    int layers = 0;
-    int kvHeads = 0;
-    int headDim = 0;
-    qint64 parameters = 0;        // for weights = parameters × bits per weight / 8
-    QString weightFormat;         // default format (a name from weightFormats())
-    qint64 knownWeightBytes = 0;  // measured size of that format's file, 0: compute
-};
-
-struct WeightFormat {
-    QString name;
-    double bitsPerWeight = 0;     // 0: "file size", typed by hand
-};
-
-struct MemoryPlanner {
-    static qint64 bytesPerToken(int layers, int kvHeads, int headDim, int dtypeBytes);
-    static MemoryPlan plan(const MemoryInputs& in);
-    static QVector<ModelPreset> presets();
-    static QVector<WeightFormat> weightFormats();
-    static qint64 weightBytes(qint64 parameters, double bitsPerWeight);
-    static QString formatBytes(qint64 bytes);   // "92 MiB", "22.5 KiB", "1.3 GiB"
-};
-
-// A horizontal stacked bar of memory parts, against an optional capacity (a marker; the
-// part past it is hatched red).
-class MemoryBar : public QWidget {
-    Q_OBJECT
-public:
-    struct Segment {
-        QString name;
-        qint64 bytes = 0;
-        QColor color;
-    };
-    explicit MemoryBar(QWidget* parent = nullptr);
-    void setSegments(const QVector<Segment>& segments);
-    void setCapacity(qint64 bytes);               // 0: no capacity, the bar spans the total
-    const QVector<Segment>& segments() const { return m_segments; }
-    qint64 capacity() const { return m_capacity; }
-    qint64 total() const;
-    QRect barRect() const;                        // the bar itself, without the caption
-    QString caption() const;                      // the text under the bar
-
-    static QColor weightsColor() { return QColor(0x5C, 0x6B, 0xC0); }
-    static QColor kvColor() { return QColor(0x26, 0xA6, 0x9A); }
-    static QColor scratchColor() { return QColor(0xF0, 0xA2, 0x2E); }
-    static QColor fitColor() { return QColor(0x2E, 0x9E, 0x44); }
-    static QColor overColor() { return QColor(0xD6, 0x3B, 0x3B); }
-
-    QSize sizeHint() const override;
-    QSize minimumSizeHint() const override;
-
-protected:
-    void paintEvent(QPaintEvent*) override;
-    bool event(QEvent* ev) override;
-
-private:
-    QVector<Segment> m_segments;
-    qint64 m_capacity = 0;
-};
+class MemoryBar;
 
 class MemoryPlannerView : public QWidget {
     Q_OBJECT
 public:
     explicit MemoryPlannerView(QWidget* parent = nullptr);
+
+    // Where the planner gets KV bytes per token for the shape and KV type on screen: the
+    // engine's kv_cache_bytes_per_token(ModelConfig, DType), wrapped by the app (ui/ never
+    // includes engine headers), e.g.
+    //   planner->setKvBytesPerTokenFn([](int nLayer, int nKvHead, int headDim, bool int8) {
+    //       ModelConfig c; c.n_layer = nLayer; c.n_kv_head = nKvHead; c.head_dim = headDim;
+    //       return qint64(kv_cache_bytes_per_token(c, int8 ? DType::Q8_0 : DType::F16)); });
+    // Until one is set the plan is invalid and the planner says the number is missing.
+    // Recomputes at once.
+    void setKvBytesPerTokenFn(KvBytesPerTokenFn fn);
 
     // The model the program has loaded: listed first as "Loaded: <name>" and selected.
     void setLoadedModel(const QString& name, int layers, int kvHeads, int headDim, qint64 weightBytes);
@@ -137,10 +60,17 @@ protected:
     void changeEvent(QEvent* ev) override;
 
 private:
+    void createInputs();                   // the input widgets, before they are laid out
+    QLayout* inputForms();                 // model / KV cache / memory groups
+    QWidget* resultBox();                  // formula, verdict, bar, limits
+    void connectInputs();
     void applyPreset(int index);
     void applyWeightFormat();
     void recompute();
     void markCustom();
+    QString formulaHtml(const MemoryInputs& in) const;  // of m_plan
+    QString limitsHtml(const MemoryInputs& in) const;
+    void showVerdict();
 
     QComboBox* m_preset;
     QSpinBox* m_layers;
@@ -164,6 +94,7 @@ private:
     qint64 m_presetParameters = 0;    // of the selected preset, for the weight format combo
     bool m_applying = false;
     MemoryPlan m_plan;
+    KvBytesPerTokenFn m_kvBytesPerToken;
 };
 
 }  // namespace kvs::ui

@@ -13,7 +13,8 @@
 #include "ui/qcp.h"
 #include "ui/request_colors.h"
 
-#include "ui/memory_planner.h"
+#include "ui/memory_bar.h"
+#include "ui/memory_sizing.h"
 
 namespace kvs::ui {
 
@@ -305,7 +306,7 @@ void MetricsView::updateTiles() {
     m_rateValue->setText(formatRate(p->tokPerS));
     m_ttftValue->setText(tr("%1 · p99 %2").arg(formatMs(p->ttftP50Ms), formatMs(p->ttftP99Ms)));
     m_tpotValue->setText(tr("%1 · p99 %2").arg(formatMs(p->tpotP50Ms), formatMs(p->tpotP99Ms)));
-    m_memValue->setText(MemoryPlanner::formatBytes(p->weightBytes + p->kvBytes + p->scratchBytes));
+    m_memValue->setText(MemorySizing::formatBytes(p->weightBytes + p->kvBytes + p->scratchBytes));
     m_bar->setSegments({{tr("weights"), p->weightBytes, MemoryBar::weightsColor()},
                         {tr("KV"), p->kvBytes, MemoryBar::kvColor()},
                         {tr("scratch"), p->scratchBytes, MemoryBar::scratchColor()}});
@@ -318,7 +319,7 @@ QString MetricsView::statusText() const {
     parts << formatRate(p->tokPerS);
     if (p->ttftP50Ms > 0) parts << tr("TTFT p50 %1").arg(formatMs(p->ttftP50Ms));
     if (m_kvUsage >= 0) parts << tr("KV %1%").arg(std::lround(m_kvUsage * 100));
-    else parts << tr("KV %1").arg(MemoryPlanner::formatBytes(p->kvBytes));
+    else parts << tr("KV %1").arg(MemorySizing::formatBytes(p->kvBytes));
     return parts.join(QStringLiteral(" · "));
 }
 
@@ -339,8 +340,8 @@ QString MetricsView::toolTipAtTime(double seconds) const {
     return tr("t = %1 s\n%2\nTTFT p50 %3 · p99 %4\nTPOT p50 %5 · p99 %6\nweights %7 · KV %8 · scratch %9")
         .arg(p.tMs / 1000.0, 0, 'f', 1).arg(formatRate(p.tokPerS), formatMs(p.ttftP50Ms), formatMs(p.ttftP99Ms),
                                                formatMs(p.tpotP50Ms), formatMs(p.tpotP99Ms),
-                                               MemoryPlanner::formatBytes(p.weightBytes), MemoryPlanner::formatBytes(p.kvBytes),
-                                               MemoryPlanner::formatBytes(p.scratchBytes)) +
+                                               MemorySizing::formatBytes(p.weightBytes), MemorySizing::formatBytes(p.kvBytes),
+                                               MemorySizing::formatBytes(p.scratchBytes)) +
            tr("\n(drag or wheel to look back, double-click to follow)");
 }
 
