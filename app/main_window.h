@@ -1,46 +1,43 @@
 #pragma once
-// The main window: saved conversations in a side list, one chat view per conversation
-// (several can generate at once: they are separate requests of the one engine), the
-// chat's sampling settings, and dock widgets for the engine's internals: lesson controls
-// and the request table (the block map, slot timeline and metrics views dock here too).
-// The engine runs behind app/engine_bridge; the window polls its newest snapshot on a
-// timer and never waits on it.
-#include <QHash>
-#include <QList>
+// The main window: the assembly of KV Scope's docks and menus around the current chat.
+// Saved conversations in a side list, one chat view per conversation (app/chat_controller:
+// several can generate at once, as separate requests of the one engine), the chat's sampling
+// settings, and docks for the engine's internals: the engine controls and request table
+// (app/engine_panel), the KV block map, slot timeline, metrics, memory planner, draft
+// acceptance and quantization compare views. The engine runs behind app/engine_bridge on a
+// thread of its own; the window's timer has app/telemetry_feed read its newest telemetry
+// every 33 ms and never waits on it. Lessons play through app/lesson_player.
+#include <QElapsedTimer>
 #include <QMainWindow>
 #include <QThread>
-#include <QElapsedTimer>
 #include <QTimer>
 
-#include "app/chat_store.h"
-#include "app/engine_bridge.h"
 #include "ui/view_types.h"
 
+class QDockWidget;
 class QLabel;
 class QProgressBar;
-class QLineEdit;
-class QListWidget;
-class QStackedWidget;
-class QTableWidget;
-class QDoubleSpinBox;
-class QSpinBox;
-class QPlainTextEdit;
-class QPushButton;
-class QDockWidget;
 namespace kvs::ui {
 class ChatView;
-class KvBlockMapView;
-class SlotTimelineView;
-class MetricsView;
-class MemoryPlannerView;
 class DraftAcceptanceView;
+class KvBlockMapView;
+class MemoryPlannerView;
+class MetricsView;
 class QuantCompareView;
-}
+class SlotTimelineView;
+}  // namespace kvs::ui
 
 namespace kvs::app {
 
-class SpeculativeForm;
+class ChatController;
+class ChatListPanel;
+class ChatStore;
+class EngineBridge;
+class EnginePanel;
+class LessonPlayer;
 class QuantCompareDock;
+class SamplingForm;
+class TelemetryFeed;
 
 class MainWindow : public QMainWindow {
     Q_OBJECT
@@ -50,10 +47,11 @@ public:
     ~MainWindow() override;
     ui::ChatView* chatView() const;  // the current conversation's view
     EngineBridge* bridge() const { return m_bridge; }
-    const ChatStore& store() const { return m_store; }
-    int conversationCount() const { return m_store.conversations().size(); }
+    ChatController* chats() const { return m_chats; }
+    const ChatStore& store() const;
+    int conversationCount() const;
     // The latest frame the views got (for tests and the status bar).
-    const ui::EngineFrame& lastFrame() const { return m_frame; }
+    const ui::EngineFrame& lastFrame() const;
     // How long the GUI thread spent in the last / the slowest snapshot poll (convert +
     // update every view), in ms: the frame-time figures of the issue.
     double lastPollMs() const { return m_lastPollMs; }
@@ -83,90 +81,56 @@ public Q_SLOTS:
     void newChat();
     void renameChat(const QString& title);
     void deleteChat();
-    void selectChat(int row);
+    void selectChat(int row);  // a row of the chat list
 
 protected:
     void closeEvent(QCloseEvent* e) override;
 
 private:
+    void startBridge();
+    void buildStatusBar(const QString& modelNameOrPath);
+    void buildDocks();
+    QDockWidget* addDock(const QString& title, const QString& name, QWidget* w, Qt::DockWidgetArea area);
+    void buildFileMenu();
+    void buildViewMenu();
+    void buildLessonsMenu();
+    void connectChats();
+    void connectLessons();
+    void connectBridge();
+    void restoreLayout();
     void saveLayout() const;
-    struct Live {              // a conversation's reply in flight
-        qint64 requestId = 0;
-        QString pending;
-    };
-    ui::ChatView* viewFor(const QString& convId);
-    void onSend(const QString& convId, const QString& text);
-    void onStop(const QString& convId);
-    void replay(const QString& convId, ui::ChatView* v);
-    void retry(const QString& convId, bool edit);
     void refreshList();
-    void saveStore();
-    void loadSettingsIntoForm();
-    void storeFormSettings();
+    void askRename();
+    void followSpeculative(qint64 requestId);
     void poll();
-    void finishPoll(const QElapsedTimer& timer);  // status bar figures and poll timing
-    void pollSpec();  // the draft acceptance view, at most 5 times a second
     void openModel();
     void loadModelPath(const QString& path);
-    QDockWidget* addDock(const QString& title, const QString& name, QWidget* w, Qt::DockWidgetArea area);
-    QWidget* buildSettingsForm();
-    QWidget* buildEnginePanel();
-
-    ChatStore m_store;
-    QString m_currentId;
-    QHash<QString, ui::ChatView*> m_views;   // conversation id -> its view
-    QHash<QString, Live> m_live;             // conversation id -> reply in flight
-    QHash<qint64, QString> m_requestConv;    // request id -> conversation id (while in flight)
-    QHash<qint64, QString> m_requestLabel;   // request id -> chat title, for the views
-    QStackedWidget* m_stack;
-    QListWidget* m_list;
-    QLineEdit* m_search;
-    QLabel* m_modelLabel;
-    QLabel* m_liveLabel;
-    QProgressBar* m_loadProgress;
-    bool m_ready = false;
-    QString m_notReadyWhy;
-    // sampling form
-    QDoubleSpinBox* m_temp;
-    QSpinBox* m_topK;
-    QDoubleSpinBox* m_topP;
-    QDoubleSpinBox* m_minP;
-    QDoubleSpinBox* m_repeat;
-    QSpinBox* m_maxTokens;
-    QSpinBox* m_seed;
-    QPlainTextEdit* m_system;
-    SpeculativeForm* m_specForm;
-    // engine panel
-    QTableWidget* m_requests;
-    ui::KvBlockMapView* m_blockMap;
-    ui::SlotTimelineView* m_timeline;
-    ui::MetricsView* m_metrics;
-    ui::MemoryPlannerView* m_planner;
-    ui::DraftAcceptanceView* m_draftView;
-    ui::QuantCompareView* m_quantView;
-    QuantCompareDock* m_quantDock = nullptr;  // its worker thread; made once the bridge exists
-    qint64 m_specStep = -1;          // the spec snapshot the draft view shows
-    QElapsedTimer m_specClock;
-    QPushButton* m_pauseButton;
-    QTimer m_pollTimer;
-    ui::EngineFrame m_frame;
-    std::shared_ptr<const EngineSnapshot> m_snap;  // the newest, for block text on hover
-    qint64 m_lastStep = -1;
-    double m_lastPollMs = 0, m_maxPollMs = 0;
-    QElapsedTimer m_tableClock;
-    quint64 m_injectSeed = 1;
-    QString m_loadingModel;
-    // The lesson being played: its events from m_lessonNext on are still to come.
-    Lesson m_lesson;
-    int m_lessonNext = -1;   // -1: no lesson
-    bool m_lessonStarted = false;
-    QLabel* m_caption;
-    qint64 m_lessonIdleAt = -1;  // the step after which lessonIdleAdvance() last ran events
-    void lessonIdleAdvance();
-    void runLessonEvents(qint64 step);  // a model chosen with File ▸ Open model, remembered once loaded
+    void loadModel(const QString& nameOrPath);  // on the bridge's thread
 
     QThread m_engineThread;
-    EngineBridge* m_bridge;  // lives on m_engineThread
+    EngineBridge* m_bridge = nullptr;  // lives on m_engineThread
+    ChatController* m_chats = nullptr;
+    LessonPlayer* m_lessons = nullptr;
+    TelemetryFeed* m_feed = nullptr;
+    // docks
+    ChatListPanel* m_chatList = nullptr;
+    SamplingForm* m_sampling = nullptr;
+    EnginePanel* m_enginePanel = nullptr;
+    ui::KvBlockMapView* m_blockMap = nullptr;
+    ui::SlotTimelineView* m_timeline = nullptr;
+    ui::MetricsView* m_metrics = nullptr;
+    ui::MemoryPlannerView* m_planner = nullptr;
+    ui::DraftAcceptanceView* m_draftView = nullptr;
+    ui::QuantCompareView* m_quantView = nullptr;
+    QuantCompareDock* m_quantDock = nullptr;  // its worker thread
+    // status bar
+    QLabel* m_modelLabel = nullptr;
+    QLabel* m_liveLabel = nullptr;
+    QProgressBar* m_loadProgress = nullptr;
+    QString m_loadingModel;  // a model chosen with File ▸ Open model, remembered once loaded
+
+    QTimer m_pollTimer;
+    double m_lastPollMs = 0, m_maxPollMs = 0;
 };
 
 }  // namespace kvs::app

@@ -10,7 +10,9 @@
 #include <QListWidget>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QSignalSpy>
 #include <QSpinBox>
+#include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTextBrowser>
 #include <QtTest>
@@ -19,7 +21,9 @@
 #include <QProcess>
 #include <QStandardPaths>
 
+#include "app/chat_controller.h"
 #include "app/chat_store.h"
+#include "app/engine_bridge.h"
 
 #include "engine/telemetry/trace_json.h"
 
@@ -151,6 +155,33 @@ private Q_SLOTS:
         }
     }
 
+    void refusedSubmitStaysInItsChat() {
+        // The chat controller without a window, on a bridge with no model: a send the bridge
+        // refuses is reported in the chat it came from (not the one on screen), its text goes
+        // back into that chat's prompt box, and nothing is saved or left generating.
+        kvs::app::EngineBridge bridge;
+        kvs::app::ChatController controller(&bridge, chats("refused"));
+        QString err;
+        QVERIFY2(controller.load(&err), qPrintable(err));
+        const QString first = controller.currentId();
+        controller.newChat();
+        const QString second = controller.currentId();
+        QVERIFY(first != second);
+        QSignalSpy submitted(&controller, &kvs::app::ChatController::requestSubmitted);
+        QSignalSpy failed(&bridge, &kvs::app::EngineBridge::requestFailed);
+        controller.send(first, "Are you there?");
+        auto* view = controller.viewFor(first);
+        QVERIFY2(view->transcriptText().contains("no model is loaded"), qPrintable(view->transcriptText()));
+        QVERIFY(!view->transcriptText().contains("Are you there?"));
+        QCOMPARE(view->promptText(), QString("Are you there?"));
+        QVERIFY(!view->findChild<QPushButton*>("stopButton")->isEnabled());
+        QVERIFY(!controller.viewFor(second)->transcriptText().contains("no model"));
+        QVERIFY(controller.store().conversations()[controller.store().indexOf(first)].turns.isEmpty());
+        QCOMPARE(controller.currentId(), second);
+        QCOMPARE(submitted.size(), 0);
+        QCOMPARE(failed.size(), 0);  // requestFailed carries real request ids only
+    }
+
     void regenerateAndEdit() {
         kvs::app::MainWindow w(m_model, nullptr, chats("retry"));
         w.show();
@@ -192,6 +223,15 @@ private Q_SLOTS:
         // The engine saw both as separate requests; once done, every block is free again.
         QTRY_VERIFY_WITH_TIMEOUT(w.lastFrame().requests.size() >= 2, 5000);
         QTRY_COMPARE_WITH_TIMEOUT(w.lastFrame().step.blocksUsed, 0, 5000);
+        // The request table lists unfinished requests only: it ends empty, not on a stale row.
+        auto* table = w.findChild<QTableWidget*>("requestTable");
+        auto rowText = [table] {
+            QStringList cells;
+            for (int c = 0; table->rowCount() > 0 && c < table->columnCount(); ++c)
+                cells << (table->item(0, c) ? table->item(0, c)->text() : QString());
+            return cells.join(" | ");
+        };
+        QTRY_VERIFY2_WITH_TIMEOUT(table->rowCount() == 0, qPrintable(rowText()), 2000);
         QVERIFY(w.grab().save(QString::fromStdString(kvs::test::output_path("main_window_two_chats.png"))));
         // File > Export: the trace reads back with the engine's own reader; a view as PNG.
         const QString trace = m_dir.filePath("gui-trace.json");

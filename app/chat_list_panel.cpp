@@ -1,0 +1,64 @@
+#include "app/chat_list_panel.h"
+
+#include <QHBoxLayout>
+#include <QLineEdit>
+#include <QListWidget>
+#include <QPushButton>
+#include <QVBoxLayout>
+
+namespace kvs::app {
+
+ChatListPanel::ChatListPanel(QWidget* parent) : QWidget(parent) {
+    auto* cl = new QVBoxLayout(this);
+    m_search = new QLineEdit(this);
+    m_search->setObjectName("chatSearch");
+    m_search->setPlaceholderText(tr("Search chats"));
+    m_search->setClearButtonEnabled(true);
+    m_list = new QListWidget(this);
+    m_list->setObjectName("chatList");
+    auto* buttons = new QHBoxLayout;
+    auto* newButton = new QPushButton(tr("New"), this);
+    newButton->setObjectName("newChatButton");
+    auto* renameButton = new QPushButton(tr("Rename"), this);
+    auto* deleteButton = new QPushButton(tr("Delete"), this);
+    deleteButton->setObjectName("deleteChatButton");
+    buttons->addWidget(newButton);
+    buttons->addWidget(renameButton);
+    buttons->addWidget(deleteButton);
+    cl->addWidget(m_search);
+    cl->addWidget(m_list, 1);
+    cl->addLayout(buttons);
+    connect(newButton, &QPushButton::clicked, this, &ChatListPanel::newRequested);
+    connect(renameButton, &QPushButton::clicked, this, &ChatListPanel::renameRequested);
+    connect(deleteButton, &QPushButton::clicked, this, &ChatListPanel::deleteRequested);
+    connect(m_search, &QLineEdit::textChanged, this, &ChatListPanel::searchChanged);
+    connect(m_list, &QListWidget::currentRowChanged, this, [this](int row) {
+        const QString id = idAt(row);
+        if (!id.isEmpty()) Q_EMIT chatSelected(id);
+    });
+}
+
+void ChatListPanel::showConversations(const QList<Conversation>& conversations, const QString& currentId) {
+    const QString filter = m_search->text().trimmed();
+    QSignalBlocker block(m_list);
+    m_list->clear();
+    for (const Conversation& c : conversations) {
+        bool match = filter.isEmpty() || c.title.contains(filter, Qt::CaseInsensitive);
+        for (int t = 0; !match && t < c.turns.size(); ++t)
+            match = c.turns[t].content.contains(filter, Qt::CaseInsensitive);
+        if (!match) continue;
+        auto* item = new QListWidgetItem(c.title.isEmpty() ? tr("(untitled)") : c.title, m_list);
+        item->setData(Qt::UserRole, c.id);
+        item->setToolTip(tr("%1 messages").arg(c.turns.size()));
+        if (c.id == currentId) m_list->setCurrentItem(item);
+    }
+}
+
+void ChatListPanel::clearSearch() { m_search->clear(); }
+
+QString ChatListPanel::idAt(int row) const {
+    if (row < 0 || row >= m_list->count()) return {};
+    return m_list->item(row)->data(Qt::UserRole).toString();
+}
+
+}  // namespace kvs::app

@@ -1,0 +1,38 @@
+#pragma once
+// The Sampling panel: one chat's sampling settings (temperature, top-k, top-p, min-p,
+// repeat penalty, max tokens, seed, speculative decoding, system prompt). The chat
+// controller loads the current conversation's ChatSettings into it and stores them back.
+#include <QWidget>
+
+#include "app/engine_bridge.h"
+
+class QDoubleSpinBox;
+class QPlainTextEdit;
+class QSpinBox;
+
+namespace kvs::app {
+
+class SpeculativeForm;
+
+class SamplingForm : public QWidget {
+    Q_OBJECT
+public:
+    explicit SamplingForm(QWidget* parent = nullptr);
+    void load(const ChatSettings& s);
+    void store(ChatSettings* s) const;
+    // The drafts the loaded model has (EngineBridge::draftChoices): the others are greyed out.
+    void setAvailableDrafts(const QStringList& names);
+
+private:
+    QDoubleSpinBox* m_temp;
+    QSpinBox* m_topK;
+    QDoubleSpinBox* m_topP;
+    QDoubleSpinBox* m_minP;
+    QDoubleSpinBox* m_repeat;
+    QSpinBox* m_maxTokens;
+    QSpinBox* m_seed;
+    QPlainTextEdit* m_system;
+    SpeculativeForm* m_specForm;
+};
+
+}  // namespace kvs::app

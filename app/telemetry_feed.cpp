@@ -1,0 +1,125 @@
+#include "app/telemetry_feed.h"
+
+#include "app/engine_bridge.h"
+#include "app/view_convert.h"
+#include "engine/telemetry/latency_stats.h"
+#include "engine/telemetry/trace_json.h"
+#include "ui/draft_acceptance_view.h"
+#include "ui/kv_block_map.h"
+#include "ui/metrics_view.h"
+#include "ui/slot_timeline.h"
+
+namespace kvs::app {
+
+TelemetryFeed::TelemetryFeed(EngineBridge* bridge, const Views& views, QObject* parent)
+    : QObject(parent), m_bridge(bridge), m_views(views) {
+    // Hovering a block shows the text it holds: that request's tokens of this table slot.
+    m_views.blockMap->setTokenText([this](qint64 request, int tableIndex) { return blockText(request, tableIndex); });
+}
+
+void TelemetryFeed::setLabel(qint64 id, const QString& label) { m_labels.insert(id, label); }
+
+bool TelemetryFeed::poll() {
+    pollSpec();
+    const auto snaps = m_bridge->snapshotsAfter(m_lastStep);
+    if (snaps.empty()) return false;
+    auto label = [this](RequestId id) { return m_labels.value(id); };
+    // Every step since the last poll goes to the timeline; the newest to the other views.
+    for (const auto& snap : snaps)
+        m_views.timeline->appendStep(to_step_point(snap->step), to_request_rows(*snap, label));
+    m_snap = snaps.back();
+    m_lastStep = m_snap->step.step;
+    m_frame = to_frame(*m_snap, label);
+    m_views.blockMap->setFrame(m_frame);
+    appendMetrics();
+    return true;
+}
+
+void TelemetryFeed::restart() {
+    m_views.timeline->clear();
+    m_lastStep = -1;
+    m_specStep = -1;
+}
+
+void TelemetryFeed::resetSpec() { m_specStep = -1; }
+
+// Output tok/s over the last steps, latencies of recently finished requests, memory.
+void TelemetryFeed::appendMetrics() {
+    double ms = 0, tokens = 0;
+    for (const auto& r : m_bridge->stepsAfter(m_lastStep - 16)) {
+        ms += r.duration_ms;
+        tokens += r.decode_tokens;
+    }
+    std::vector<double> ttft, tpot;
+    for (const auto& [a, b] : m_bridge->recentLatencies()) {
+        ttft.push_back(a);
+        if (b > 0) tpot.push_back(b);
+    }
+    ui::MetricsPoint mp;
+    mp.tMs = m_frame.step.tStartMs + m_frame.step.durationMs;
+    mp.tokPerS = ms > 0 ? tokens * 1000.0 / ms : 0;
+    if (!ttft.empty()) {
+        const Distribution d = describe(std::move(ttft));
+        mp.ttftP50Ms = d.p50;
+        mp.ttftP99Ms = d.p99;
+    }
+    if (!tpot.empty()) {
+        const Distribution d = describe(std::move(tpot));
+        mp.tpotP50Ms = d.p50;
+        mp.tpotP99Ms = d.p99;
+    }
+    mp.weightBytes = m_bridge->weightBytes();
+    mp.kvBytes = static_cast<qint64>(m_frame.step.blocksUsed) * m_bridge->kvBytesPerBlock();
+    m_views.metrics->appendPoint(mp);
+    m_views.metrics->setKvUsage(m_frame.step.kvUsage);
+}
+
+void TelemetryFeed::pollSpec() {
+    if (m_specClock.isValid() && m_specClock.elapsed() < 200) return;
+    const auto spec = m_bridge->specSnapshot();
+    if (!spec || spec->step == m_specStep) return;
+    m_specClock.start();
+    m_specStep = spec->step;
+    auto label = [this](RequestId id) { return m_labels.value(id); };
+    auto pieces = [this](const std::vector<int32_t>& ids) { return m_bridge->tokenPieces(ids); };
+    m_views.draft->setFrame(to_spec_frame(*spec, label, pieces));
+}
+
+QString TelemetryFeed::blockText(qint64 request, int tableIndex) const {
+    if (!m_snap) return {};
+    for (const RequestView& r : m_snap->requests) {
+        if (r.id != request) continue;
+        const size_t bs = static_cast<size_t>(m_snap->block_size);
+        const size_t from = static_cast<size_t>(tableIndex) * bs;
+        if (from >= r.tokens.size()) return {};
+        const size_t to = std::min(r.tokens.size(), from + bs);
+        return m_bridge->decodeTokens(std::vector<int32_t>(r.tokens.begin() + from, r.tokens.begin() + to));
+    }
+    return {};
+}
+
+QString TelemetryFeed::liveFigures() const {
+    const ui::StepPoint& s = m_frame.step;
+    const double tps = s.durationMs > 0 ? (s.decodeTokens + s.prefillTokens) * 1000.0 / s.durationMs : 0;
+    return tr("step %1 · %2 running · %3 waiting · KV %4% (%5/%6 blocks) · %7 tok/s")
+        .arg(s.step)
+        .arg(s.running)
+        .arg(s.waiting + s.swapped)
+        .arg(100.0 * s.kvUsage, 0, 'f', 0)
+        .arg(s.blocksUsed)
+        .arg(s.nBlocks)
+        .arg(tps, 0, 'f', 0);
+}
+
+bool TelemetryFeed::writeTrace(const QString& path, const QString& model, QString* error) const {
+    const auto snaps = m_bridge->snapshotsAfter(-1);
+    const auto steps = m_bridge->stepsAfter(-1);
+    nlohmann::json meta = {{"source", "kvscope GUI"}, {"model", model.toStdString()}};
+    std::vector<std::shared_ptr<const EngineSnapshot>> last;
+    if (!snaps.empty()) last.push_back(snaps.back());
+    const Status st = write_trace(path.toStdString(), meta, steps, last, {});
+    if (!st) *error = QString::fromStdString(st.message());
+    return st.is_ok();
+}
+
+}  // namespace kvs::app

@@ -1,0 +1,71 @@
+#pragma once
+// The engine views' feed: on each call of poll() (the window's timer) it reads the telemetry
+// the engine published since the last call from app/engine_bridge, converts it for the views
+// (app/view_convert) and hands it to them: every new step to the slot timeline, the newest
+// to the KV block map and the metrics (throughput over the recent steps, TTFT and TPOT
+// percentiles of the recently finished requests, memory), speculative decoding to the draft
+// acceptance view. It also names requests in the views and writes the trace of
+// File ▸ Export. The GUI's only reader of engine telemetry types.
+#include <QElapsedTimer>
+#include <QHash>
+#include <QObject>
+#include <QString>
+#include <memory>
+
+#include "ui/view_types.h"
+
+namespace kvs {
+struct EngineSnapshot;
+}
+namespace kvs::ui {
+class DraftAcceptanceView;
+class KvBlockMapView;
+class MetricsView;
+class SlotTimelineView;
+}  // namespace kvs::ui
+
+namespace kvs::app {
+
+class EngineBridge;
+
+class TelemetryFeed : public QObject {
+    Q_OBJECT
+public:
+    struct Views {
+        ui::KvBlockMapView* blockMap = nullptr;
+        ui::SlotTimelineView* timeline = nullptr;
+        ui::MetricsView* metrics = nullptr;
+        ui::DraftAcceptanceView* draft = nullptr;
+    };
+    TelemetryFeed(EngineBridge* bridge, const Views& views, QObject* parent = nullptr);
+
+    // How the views name a request ("Hello there", "synthetic 12"); unnamed: "req <id>".
+    void setLabel(qint64 id, const QString& label);
+    // Updates the views with what is new; false when the engine ran no step since the last call.
+    bool poll();
+    void restart();    // a fresh engine: its steps count from 0 again
+    void resetSpec();  // a new model: the draft view takes its next speculative snapshot
+    const ui::EngineFrame& frame() const { return m_frame; }  // the newest step's
+    qint64 lastStep() const { return m_lastStep; }
+    // The status bar's line for the newest step: step, running, waiting, KV use, tokens/s.
+    QString liveFigures() const;
+    // The engine's recent steps and newest snapshot as a trace (`kvscope bench --trace`'s
+    // format); meta names the source and the model.
+    bool writeTrace(const QString& path, const QString& model, QString* error) const;
+
+private:
+    void pollSpec();       // the draft acceptance view, at most 5 times a second
+    void appendMetrics();  // one metrics point for the newest step
+    QString blockText(qint64 request, int tableIndex) const;
+
+    EngineBridge* m_bridge;
+    Views m_views;
+    QHash<qint64, QString> m_labels;  // request id -> its name in the views
+    ui::EngineFrame m_frame;
+    std::shared_ptr<const EngineSnapshot> m_snap;  // the newest, for block text on hover
+    qint64 m_lastStep = -1;
+    qint64 m_specStep = -1;  // the spec snapshot the draft view shows
+    QElapsedTimer m_specClock;
+};
+
+}  // namespace kvs::app
