@@ -180,6 +180,8 @@ private Q_SLOTS:
         QCOMPARE(controller.currentId(), second);
         QCOMPARE(submitted.size(), 0);
         QCOMPARE(failed.size(), 0);  // requestFailed carries real request ids only
+        view->resize(700, 400);
+        QVERIFY(view->grab().save(QString::fromStdString(kvs::test::output_path("chat_refused_submit.png"))));
     }
 
     void regenerateAndEdit() {
