@@ -20,7 +20,6 @@ namespace kvs::ui {
 
 namespace {
 
-
 bool isDraftOnly(TokenFate f) { return f == TokenFate::Rejected || f == TokenFate::Discarded; }
 
 // A draft that never became output: its whitespace made visible (a struck-through space or
@@ -52,6 +51,43 @@ DraftAcceptanceView::DraftAcceptanceView(QWidget* parent) : QWidget(parent) {
     top->addWidget(m_pick);
     top->addWidget(m_legend, 1);
 
+    QLayout* figures = buildFigures();
+
+    m_text = new QTextBrowser(this);
+    m_text->setObjectName("draftText");
+    m_text->setAccessibleName(tr("Generated text coloured by token fate"));
+    m_text->setOpenLinks(false);
+    m_text->setPlaceholderText(tr("No request has used speculative decoding yet. Choose Speculative in the "
+                                  "Sampling panel: prompt lookup wins when the answer copies the prompt."));
+
+    buildPlots();
+    m_text->setMinimumHeight(fontMetrics().height() * 4);
+
+    auto* split = new QSplitter(Qt::Vertical, this);
+    split->addWidget(m_text);
+    split->addWidget(m_plot);
+    split->setStretchFactor(0, 3);
+    split->setStretchFactor(1, 2);
+    split->setChildrenCollapsible(false);
+
+    auto* lay = new QVBoxLayout(this);
+    lay->addLayout(top);
+    lay->addLayout(figures);
+    lay->addWidget(m_counts);
+    lay->addWidget(split, 1);
+
+    connect(m_pick, qOverload<int>(&QComboBox::activated), this, [this](int i) {
+        m_wanted = m_pick->itemData(i).toLongLong();
+        refresh();
+        Q_EMIT requestSelected(m_wanted);
+    });
+    restyle();
+    refresh();
+}
+
+// The figures row (α, accepted per pass, tokens per pass, theory, draft / verify time,
+// speed-up) and the raw counts under it.
+QLayout* DraftAcceptanceView::buildFigures() {
     auto* figures = new QGridLayout;
     figures->setVerticalSpacing(fontMetrics().height() / 6);
     m_figuresGrid = figures;
@@ -77,13 +113,12 @@ DraftAcceptanceView::DraftAcceptanceView(QWidget* parent) : QWidget(parent) {
     m_counts->setWordWrap(true);
     m_counts->setTextInteractionFlags(Qt::TextSelectableByMouse);
 
-    m_text = new QTextBrowser(this);
-    m_text->setObjectName("draftText");
-    m_text->setAccessibleName(tr("Generated text coloured by token fate"));
-    m_text->setOpenLinks(false);
-    m_text->setPlaceholderText(tr("No request has used speculative decoding yet. Choose Speculative in the "
-                                  "Sampling panel: prompt lookup wins when the answer copies the prompt."));
+    return figures;
+}
 
+// The accepted-length histogram beside the acceptance per draft position, with the
+// line of the request's α over the latter.
+void DraftAcceptanceView::buildPlots() {
     m_plot = new QCustomPlot(this);
     m_plot->setObjectName("draftPlots");
     m_plot->setAccessibleName(tr("Accepted-length histogram and acceptance per draft position"));
@@ -115,32 +150,10 @@ DraftAcceptanceView::DraftAcceptanceView(QWidget* parent) : QWidget(parent) {
         m_histRect->axis(QCPAxis::atLeft)->setTicker(counts);
     }
     m_plot->setMinimumHeight(fontMetrics().height() * 12);
-    m_text->setMinimumHeight(fontMetrics().height() * 4);
     m_alphaLine = new QCPItemStraightLine(m_plot);
     m_alphaLine->setClipAxisRect(m_posRect);
     for (auto* p : {m_alphaLine->point1, m_alphaLine->point2}) p->setAxes(m_posRect->axis(QCPAxis::atBottom), m_posRect->axis(QCPAxis::atLeft));
     m_alphaLine->setVisible(false);
-
-    auto* split = new QSplitter(Qt::Vertical, this);
-    split->addWidget(m_text);
-    split->addWidget(m_plot);
-    split->setStretchFactor(0, 3);
-    split->setStretchFactor(1, 2);
-    split->setChildrenCollapsible(false);
-
-    auto* lay = new QVBoxLayout(this);
-    lay->addLayout(top);
-    lay->addLayout(figures);
-    lay->addWidget(m_counts);
-    lay->addWidget(split, 1);
-
-    connect(m_pick, qOverload<int>(&QComboBox::activated), this, [this](int i) {
-        m_wanted = m_pick->itemData(i).toLongLong();
-        refresh();
-        Q_EMIT requestSelected(m_wanted);
-    });
-    restyle();
-    refresh();
 }
 
 QLabel* DraftAcceptanceView::addFigure(int col, const QString& caption, const char* name, const QString& tip) {

@@ -20,6 +20,7 @@ class QCPItemStraightLine;
 class QCustomPlot;
 class QGridLayout;
 class QLabel;
+class QLayout;
 class QPalette;
 class QTextBrowser;
 class QTextCharFormat;
@@ -69,6 +70,8 @@ private:
     void fillPlots(const SpecRequestFrame* r);
     void fillFigures(const SpecRequestFrame* r);
     void restyle();
+    QLayout* buildFigures();  // the figures grid; the counts label under it is created too
+    void buildPlots();
     QLabel* addFigure(int col, const QString& caption, const char* name, const QString& tip);
 
     SpecFrame m_frame;

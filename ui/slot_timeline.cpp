@@ -426,47 +426,65 @@ void SlotTimelineView::buildPlots() {
     // Antialiased plot lines cost more than everything else in a replot of 512 steps.
     m_plot->setNotAntialiasedElements(QCP::aePlottables | QCP::aeFills);
     m_plot->setPlottingHint(QCP::phFastPolylines, true);
-    PlotParts* pp = &d->plots;
     m_plot->plotLayout()->clear();
     m_plot->plotLayout()->setRowSpacing(0);
     const QStringList titles = {tr("Slot utilization %"), tr("Tokens per step"), tr("Throughput, tokens/s")};
-    for (int i = 0; i < 3; ++i) {
-        auto* r = new QCPAxisRect(m_plot, true);
-        m_plot->plotLayout()->addElement(i, 0, r);
-        r->setAutoMargins(QCP::msTop | QCP::msBottom);
-        r->axis(QCPAxis::atBottom)->setTickLabels(i == 2);
-        r->axis(QCPAxis::atLeft)->ticker()->setTickCount(3);
-        r->axis(QCPAxis::atLeft)->setNumberFormat("gb");
-        pp->rects[i] = r;
-        auto* cur = new QCPItemStraightLine(m_plot);
-        cur->setClipAxisRect(r);
-        cur->point1->setAxes(r->axis(QCPAxis::atBottom), r->axis(QCPAxis::atLeft));
-        cur->point2->setAxes(r->axis(QCPAxis::atBottom), r->axis(QCPAxis::atLeft));
-        cur->setVisible(false);
-        cur->setLayer("overlay");
-        pp->cursor[i] = cur;
-        auto* t = new QCPItemText(m_plot);
-        t->setClipAxisRect(r);
-        t->position->setType(QCPItemPosition::ptAxisRectRatio);
-        t->position->setAxisRect(r);
-        t->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
-        t->position->setCoords(0.004, 0.03);
-        t->setText(titles[i]);
-        t->setPadding(QMargins(3, 1, 3, 1));
-        t->setLayer("legend");  // above the data
-        pp->title[i] = t;
-    }
-    auto ax = [&](int i, QCPAxis::AxisType t) { return pp->rects[i]->axis(t); };
-    pp->util = new QCPGraph(ax(0, QCPAxis::atBottom), ax(0, QCPAxis::atLeft));
+    for (int i = 0; i < 3; ++i) addPlotRect(i, titles[i]);
+    buildGraphs();
+    // Keep x ranges of the three plots together.
+    PlotParts& pp = d->plots;
+    for (int i = 1; i < 3; ++i)
+        connect(pp.rects[0]->axis(QCPAxis::atBottom), qOverload<const QCPRange&>(&QCPAxis::rangeChanged),
+                pp.rects[i]->axis(QCPAxis::atBottom), qOverload<const QCPRange&>(&QCPAxis::setRange));
+    stylePlots();
+}
+
+// Plot row i: its axis rect (x ticks labelled on the last one only), a hover cursor and
+// a title in its top-left corner.
+void SlotTimelineView::addPlotRect(int i, const QString& title) {
+    PlotParts& pp = d->plots;
+    auto* r = new QCPAxisRect(m_plot, true);
+    m_plot->plotLayout()->addElement(i, 0, r);
+    r->setAutoMargins(QCP::msTop | QCP::msBottom);
+    r->axis(QCPAxis::atBottom)->setTickLabels(i == 2);
+    r->axis(QCPAxis::atLeft)->ticker()->setTickCount(3);
+    r->axis(QCPAxis::atLeft)->setNumberFormat("gb");
+    pp.rects[i] = r;
+    auto* cur = new QCPItemStraightLine(m_plot);
+    cur->setClipAxisRect(r);
+    cur->point1->setAxes(r->axis(QCPAxis::atBottom), r->axis(QCPAxis::atLeft));
+    cur->point2->setAxes(r->axis(QCPAxis::atBottom), r->axis(QCPAxis::atLeft));
+    cur->setVisible(false);
+    cur->setLayer("overlay");
+    pp.cursor[i] = cur;
+    auto* t = new QCPItemText(m_plot);
+    t->setClipAxisRect(r);
+    t->position->setType(QCPItemPosition::ptAxisRectRatio);
+    t->position->setAxisRect(r);
+    t->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+    t->position->setCoords(0.004, 0.03);
+    t->setText(title);
+    t->setPadding(QMargins(3, 1, 3, 1));
+    t->setLayer("legend");  // above the data
+    pp.title[i] = t;
+}
+
+// The graphs of the three rows and the legends of the two stacked ones.
+void SlotTimelineView::buildGraphs() {
+    PlotParts* pp = &d->plots;
+    const auto graph = [pp](int row) {
+        return new QCPGraph(pp->rects[row]->axis(QCPAxis::atBottom), pp->rects[row]->axis(QCPAxis::atLeft));
+    };
+    pp->util = graph(0);
     pp->util->setLineStyle(QCPGraph::lsStepCenter);
     pp->util->setName(tr("utilization"));
-    ax(0, QCPAxis::atLeft)->setRange(0, 105);
+    pp->rects[0]->axis(QCPAxis::atLeft)->setRange(0, 105);
 
     // Stacked step areas rather than bars (three polygons instead of 3 × 512 rectangles),
     // each filled down to zero and drawn top of the stack first: cheaper than channel fills.
-    pp->padding = new QCPGraph(ax(1, QCPAxis::atBottom), ax(1, QCPAxis::atLeft));
-    pp->decode = new QCPGraph(ax(1, QCPAxis::atBottom), ax(1, QCPAxis::atLeft));
-    pp->prefill = new QCPGraph(ax(1, QCPAxis::atBottom), ax(1, QCPAxis::atLeft));
+    pp->padding = graph(1);
+    pp->decode = graph(1);
+    pp->prefill = graph(1);
     pp->prefill->setName(tr("prefill"));
     pp->decode->setName(tr("decode"));
     pp->padding->setName(tr("padding"));
@@ -474,13 +492,13 @@ void SlotTimelineView::buildPlots() {
         g->setLineStyle(QCPGraph::lsStepCenter);
         g->setPen(Qt::NoPen);
     }
-    pp->budget = new QCPGraph(ax(1, QCPAxis::atBottom), ax(1, QCPAxis::atLeft));
+    pp->budget = graph(1);
     pp->budget->setLineStyle(QCPGraph::lsStepCenter);
     pp->budget->setName(tr("budget"));
 
-    pp->tput = new QCPGraph(ax(2, QCPAxis::atBottom), ax(2, QCPAxis::atLeft));
+    pp->tput = graph(2);
     pp->tput->setName(tr("prefill + decode"));
-    pp->decodeTput = new QCPGraph(ax(2, QCPAxis::atBottom), ax(2, QCPAxis::atLeft));
+    pp->decodeTput = graph(2);
     pp->decodeTput->setName(tr("decode"));
 
     // Legends inside the top-right corner of the two stacked plots.
@@ -498,11 +516,6 @@ void SlotTimelineView::buildPlots() {
         for (QCPAbstractPlottable* pl : items) pl->addToLegend(leg);
         pp->legends[li++] = leg;
     }
-    // Keep x ranges of the three plots together.
-    for (int i = 1; i < 3; ++i)
-        connect(ax(0, QCPAxis::atBottom), qOverload<const QCPRange&>(&QCPAxis::rangeChanged), ax(i, QCPAxis::atBottom),
-                qOverload<const QCPRange&>(&QCPAxis::setRange));
-    stylePlots();
 }
 
 void SlotTimelineView::stylePlots() {

@@ -117,6 +117,8 @@ private:
     struct Data;
 
     void buildPlots();
+    void addPlotRect(int row, const QString& title);
+    void buildGraphs();
     void stylePlots();
     void appendPlotPoint(const TimelineColumn& column);
     void trimPlots();
