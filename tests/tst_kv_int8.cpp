@@ -166,7 +166,7 @@ private Q_SLOTS:
         // tiny: 2 (K, V) x 2 layers x kv_dim 64 x 2 bytes; int8: 64 / 32 blocks of 34 bytes per row
         QCOMPARE(kv_cache_bytes_per_token(m_model->config, DType::F16), int64_t(2 * 2 * 64 * 2));
         QCOMPARE(kv_cache_bytes_per_token(m_model->config, DType::Q8_0), int64_t(2 * 2 * 2 * 34));
-        QCOMPARE(Engine::kv_bytes_per_token(m_model->config, DType::Q8_0), int64_t(272));
+        QCOMPARE(kv_cache_bytes_per_token(m_model->config, DType::Q8_0), int64_t(272));
         // SmolLM2-135M's shape: 30 layers, 3 kv heads of 64: 23040 vs 12240 bytes per token
         ModelConfig smol;
         smol.n_layer = 30;

@@ -1,7 +1,8 @@
 #pragma once
 // Status and Result<T>: how every engine API boundary reports bad input (a truncated
-// file, an unknown tensor type, a prompt over the context) without exceptions.
-#include <cassert>
+// file, an unknown tensor type, a prompt over the context) without exceptions. Both are
+// [[nodiscard]]: an error cannot be dropped by accident (cast to void where ignoring one
+// is the point, and say why).
 #include <optional>
 #include <string>
 #include <utility>
@@ -9,7 +10,7 @@
 
 namespace kvs {
 
-class Status {
+class [[nodiscard]] Status {
 public:
     Status() = default;  // ok
     static Status ok() { return {}; }
@@ -27,10 +28,14 @@ private:
 };
 
 template <typename T>
-class Result {
+class [[nodiscard]] Result {
 public:
     Result(T value) : m_v(std::move(value)) {}                                  // NOLINT: implicit by design
-    Result(Status error) : m_v(std::move(error)) { assert(!std::get<Status>(m_v).is_ok()); }  // NOLINT
+    // An ok Status is no value: it becomes an error that says so rather than a Result
+    // that is neither (which value() would throw on).
+    Result(Status error)  // NOLINT
+        : m_v(error.is_ok() ? Status::error("internal error: an ok Status was returned where a value was expected")
+                            : std::move(error)) {}
     static Result error(std::string message) { return Result(Status::error(std::move(message))); }
 
     bool is_ok() const { return std::holds_alternative<T>(m_v); }

@@ -97,8 +97,13 @@ Result<std::vector<int32_t>> BlockPool::allocate(int n) {
 
 void BlockPool::release(const std::vector<int32_t>& block_ids) {
     for (int32_t id : block_ids) {
+        // A block that is not held (a double release) or not in the pool would corrupt the
+        // free queue (a cycle, then allocate() loops): refused in every build.
+        if (id < 0 || id >= n_blocks() || m_blocks[static_cast<size_t>(id)].ref_cnt <= 0) {
+            assert(!"BlockPool::release of a block that is not held");
+            continue;
+        }
         auto& b = m_blocks[static_cast<size_t>(id)];
-        assert(b.ref_cnt > 0);
         if (--b.ref_cnt == 0) {
             if (b.block_hash)
                 m_free.push_back(id);
@@ -118,6 +123,10 @@ std::optional<int32_t> BlockPool::get_cached_block(uint64_t block_hash) {
 
 void BlockPool::touch(const std::vector<int32_t>& block_ids) {
     for (int32_t id : block_ids) {
+        if (id < 0 || id >= n_blocks()) {
+            assert(!"BlockPool::touch of a block outside the pool");
+            continue;
+        }
         auto& b = m_blocks[static_cast<size_t>(id)];
         if (b.ref_cnt == 0) m_free.remove(id);
         ++b.ref_cnt;
@@ -125,8 +134,11 @@ void BlockPool::touch(const std::vector<int32_t>& block_ids) {
 }
 
 bool BlockPool::cache_full_block(int32_t block_id, uint64_t block_hash) {
+    if (block_id < 0 || block_id >= n_blocks() || m_blocks[static_cast<size_t>(block_id)].ref_cnt <= 0) {
+        assert(!"BlockPool::cache_full_block of a block that is not held");
+        return false;  // only held blocks are registered, in every build
+    }
     auto& b = m_blocks[static_cast<size_t>(block_id)];
-    assert(b.ref_cnt > 0);
     if (b.block_hash) return *b.block_hash == block_hash && m_cached.count(block_hash) != 0;
     if (m_cached.count(block_hash) != 0) return false;
     b.block_hash = block_hash;

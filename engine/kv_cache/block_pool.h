@@ -67,7 +67,8 @@ public:
     // or an error saying how many were asked and free.
     Result<std::vector<int32_t>> allocate(int n);
     // Drops one reference of each block, in the order given; blocks reaching ref_cnt 0
-    // go back to the free queue (tail if hashed, head otherwise).
+    // go back to the free queue (tail if hashed, head otherwise). An id that is not held
+    // (a double release) or not in the pool is skipped, so the free queue stays intact.
     void release(const std::vector<int32_t>& block_ids);
 
     // Prefix cache. The cached block with this hash (free or in use), if any; counts a query.

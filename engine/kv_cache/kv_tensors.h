@@ -5,6 +5,7 @@
 // of a token's K or V row share one fp16 scale; see KvStoreArgs in kernels/backend.h).
 // Everything here moves bytes, so block copies and swaps do not care which.
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -22,11 +23,25 @@ std::string kv_type_name(DType kv_type);
 // head_dim a multiple of 32); the error names the backend, the type and the numbers.
 Status check_kv_type(const Backend& backend, const ModelConfig& config, DType kv_type);
 // K and V bytes of one token over all layers: 2 x n_layer x row_bytes(kv_type, kv_dim).
+// The one definition of "KV bytes per token": the engine, the CLI, the window and
+// /metrics all report this number.
 int64_t kv_cache_bytes_per_token(const ModelConfig& config, DType kv_type);
+// Checks that a KV cache of n_blocks blocks of block_size tokens fits beside everything
+// else: at most 90% of this machine's RAM (the budget the batching engine and the single
+// sequence runner both hold to). The error: "the KV cache for N tokens (B blocks of S)
+// needs X GiB, more than 90% of this machine's Y GiB of RAM".
+Status check_kv_cache_fits(const ModelConfig& config, DType kv_type, int64_t n_blocks, int block_size);
+// This machine's physical RAM in bytes (0 when unknown).
+int64_t physical_ram_bytes();
 
 class KvTensors {
 public:
-    // kv_type must have passed check_kv_type.
+    // The paged K/V tensors of every layer, or an error naming the bytes that the backend
+    // could not allocate (a CUDA out-of-memory, a refused host allocation). kv_type must
+    // have passed check_kv_type; n_blocks and block_size must be at least 1.
+    static Result<std::unique_ptr<KvTensors>> create(Backend& backend, const ModelConfig& config, int n_blocks,
+                                                     int block_size, DType kv_type = DType::F16);
+    // Allocates without reporting: check allocated() before use (create() does).
     KvTensors(Backend& backend, const ModelConfig& config, int n_blocks, int block_size,
               DType kv_type = DType::F16);
     ~KvTensors();
@@ -41,6 +56,7 @@ public:
     int64_t bytes() const { return m_bytes; }
     // False when the backend could not allocate every layer (out of memory).
     bool allocated() const;
+    int n_layer() const { return static_cast<int>(m_k.size()); }
     // One block of every layer, K and V: n_layer * 2 * block_size * row_bytes(kv_type, kv_dim).
     int64_t block_bytes() const { return m_layer_block_bytes * 2 * static_cast<int64_t>(m_k.size()); }
 

@@ -1,7 +1,6 @@
 #include "engine/model/awq_checkpoint.h"
 
 #include <algorithm>
-#include <cassert>
 #include <cctype>
 #include <cstring>
 #include <filesystem>
@@ -261,9 +260,14 @@ Result<std::vector<uint8_t>> awq_linear_to_i4(const AwqLinear& l) {
     return out;
 }
 
-AwqLinear awq_linear_from_i4(const std::string& module, const WeightView& w, int group_size) {
+Result<AwqLinear> awq_linear_from_i4(const std::string& module, const WeightView& w, int group_size) {
     const int own = i4_group_size(w.dtype);
-    assert(own != 0 && (group_size == 0 || (group_size <= own && own % group_size == 0)));
+    if (own == 0)
+        return Status::error("AWQ linear '" + module + "': the weight is " + std::string(dtype_name(w.dtype)) +
+                             ", not I4_G128 or I4_G64");
+    if (group_size < 0 || (group_size != 0 && (group_size > own || own % group_size != 0)))
+        return Status::error("AWQ linear '" + module + "': groups of " + std::to_string(group_size) +
+                             " do not divide the weight's groups of " + std::to_string(own));
     AwqLinear l;
     l.module = module;
     l.n_in = w.n_in;

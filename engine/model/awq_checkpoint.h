@@ -88,7 +88,8 @@ AwqPacked pack_awq_linear(const AwqLinear& l);
 // from an I4_G128 weight gives each half of a group of 128 that group's scale and zero,
 // which dequantizes to the same weights.
 Result<std::vector<uint8_t>> awq_linear_to_i4(const AwqLinear& l);
-AwqLinear awq_linear_from_i4(const std::string& module, const WeightView& w, int group_size = 0);
+// Errors: w is not I4_G128 / I4_G64, or group_size does not divide its own group size.
+Result<AwqLinear> awq_linear_from_i4(const std::string& module, const WeightView& w, int group_size = 0);
 
 // Every quantized linear of an AWQ folder as an I4 tensor (I4_G128 or I4_G64, by the
 // config's group_size) named `<module>.weight`, in GGUF order (ne = [n_in, n_out]).

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <limits>
 
+#include "engine/core/quote.h"
+
 namespace kvs {
 
 namespace {
@@ -13,16 +15,8 @@ constexpr uint32_t kMaxAlignment = 1u << 20;
 
 bool mul_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_overflow(a, b, out); }
 
-std::string quoted(std::string_view s) {
-    // Names from a corrupt file may hold anything: cut them short and keep them printable.
-    std::string out = "'";
-    for (size_t i = 0; i < s.size() && i < 80; ++i) {
-        const unsigned char c = static_cast<unsigned char>(s[i]);
-        out += (c >= 0x20 && c < 0x7f) ? static_cast<char>(c) : '?';
-    }
-    if (s.size() > 80) out += "...";
-    return out + "'";
-}
+// Names from a corrupt file may hold anything: quote_untrusted escapes what is not printable.
+std::string quoted(std::string_view s) { return quote_untrusted(s); }
 
 }  // namespace
 
@@ -300,7 +294,7 @@ const GgufTensorInfo* GgufFile::tensor(std::string_view name) const {
 
 namespace {
 std::string wrong_type(const std::string& file, std::string_view key, const GgufValue& v, const char* expected) {
-    return file + ": metadata key '" + std::string(key) + "' is a " + std::string(gguf_type_name(v.type)) +
+    return file + ": metadata key " + quoted(key) + " is a " + std::string(gguf_type_name(v.type)) +
            " (expected " + expected + ")";
 }
 }  // namespace

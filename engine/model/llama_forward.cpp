@@ -34,90 +34,7 @@ struct LlamaForward::Buffers {
 
 namespace {
 size_t weight_bytes(const WeightView& w) { return row_bytes(w.dtype, w.n_in) * static_cast<size_t>(w.n_out); }
-}  // namespace
 
-LlamaForward::LlamaForward(std::shared_ptr<const Model> model, Backend& backend, KvTensors& kv, int max_tokens)
-    : m_model(std::move(model)), m_backend(backend), m_kv(kv), m_max_tokens(max_tokens), m_buf(new Buffers) {
-    m_layers = m_model->layers;
-    m_token_embd = m_model->token_embd;
-    m_output = m_model->output;
-    m_output_norm = m_model->output_norm;
-    upload_weights_if_needed();
-    fuse_projections();
-    prepare_weights();
-
-    const auto& c = m_model->config;
-    const size_t T = static_cast<size_t>(max_tokens);
-    const size_t q_dim = static_cast<size_t>(c.n_head) * c.head_dim;
-    const size_t kv_dim = static_cast<size_t>(c.n_kv_head) * c.head_dim;
-    auto& b = *m_buf;
-    b.x = scratch(T * c.n_embd);
-    b.h = scratch(T * c.n_embd);
-    b.q = scratch(T * q_dim);
-    b.k = scratch(T * kv_dim);
-    b.v = scratch(T * kv_dim);
-    b.attn = scratch(T * q_dim);
-    b.gate = scratch(T * c.n_ff);
-    b.up = scratch(T * c.n_ff);
-    b.out_x = scratch(T * c.n_embd);
-    if (!m_fused.empty()) {
-        b.qkv = scratch(T * (q_dim + 2 * kv_dim));
-        b.gate_up = scratch(T * 2 * c.n_ff);
-    }
-    b.ids = reinterpret_cast<int32_t*>(scratch(T));
-    b.pos = reinterpret_cast<int32_t*>(scratch(T));
-    b.seq = reinterpret_cast<int32_t*>(scratch(T));
-    b.slots = reinterpret_cast<int32_t*>(scratch(T));
-    b.rows = reinterpret_cast<int32_t*>(scratch(T));
-}
-
-LlamaForward::~LlamaForward() {
-    for (void* p : m_owned) m_backend.release(p);
-}
-
-float* LlamaForward::scratch(size_t n_floats) {
-    const size_t bytes = n_floats * sizeof(float);
-    void* p = m_backend.alloc(bytes);
-    m_owned.push_back(p);
-    m_scratch_bytes += static_cast<int64_t>(bytes);
-    return static_cast<float*>(p);
-}
-
-// A host-visible backend (CPU) reads the weights straight from the mapped file; any
-// other gets its own copy once.
-void LlamaForward::upload_weights_if_needed() {
-    if (m_backend.host_visible()) return;
-    auto up_w = [&](WeightView& w) {
-        if (!w.data) return;
-        const size_t n = weight_bytes(w);
-        void* d = m_backend.alloc(n);
-        m_backend.copy_to_device(d, w.data, n);
-        m_owned.push_back(d);
-        w.data = d;
-    };
-    auto up_v = [&](const float*& p, int n) {
-        if (!p) return;
-        void* d = m_backend.alloc(sizeof(float) * static_cast<size_t>(n));
-        m_backend.copy_to_device(d, p, sizeof(float) * static_cast<size_t>(n));
-        m_owned.push_back(d);
-        p = static_cast<const float*>(d);
-    };
-    const auto& c = m_model->config;
-    const bool tied = m_output.data == m_token_embd.data;
-    up_w(m_token_embd);
-    if (tied) m_output.data = m_token_embd.data; else up_w(m_output);
-    up_v(m_output_norm, c.n_embd);
-    for (auto& l : m_layers) {
-        up_v(l.attn_norm, c.n_embd);
-        up_v(l.ffn_norm, c.n_embd);
-        up_v(l.bq, c.n_head * c.head_dim);
-        up_v(l.bk, c.n_kv_head * c.head_dim);
-        up_v(l.bv, c.n_kv_head * c.head_dim);
-        for (WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down}) up_w(*w);
-    }
-}
-
-namespace {
 // Hands the pages of [p, p + n) back to the kernel: MADV_PAGEOUT only drops clean file
 // pages (never data: anonymous memory would be swapped, not zeroed), so it is safe
 // whatever memory the weights live in.
@@ -127,35 +44,162 @@ void page_out(const void* p, size_t n) {
     const auto end = (reinterpret_cast<uintptr_t>(p) + n) / page * page;
     if (end > begin) madvise(reinterpret_cast<void*>(begin), end - begin, MADV_PAGEOUT);
 }
+}  // namespace
+
+LlamaForward::LlamaForward(std::shared_ptr<const Model> model, Backend& backend, KvTensors& kv, int max_tokens)
+    : m_model(std::move(model)), m_backend(backend), m_kv(kv), m_max_tokens(max_tokens), m_buf(new Buffers) {}
+
+Result<std::unique_ptr<LlamaForward>> LlamaForward::create(std::shared_ptr<const Model> model, Backend& backend,
+                                                           KvTensors& kv, int max_tokens) {
+    using R = Result<std::unique_ptr<LlamaForward>>;
+    if (!model) return R::error("forward pass: no model");
+    if (max_tokens < 1)
+        return R::error("forward pass: a batch must hold at least 1 token, got " + std::to_string(max_tokens));
+    if (!kv.allocated()) return R::error("forward pass: the KV cache was not allocated");
+    if (kv.n_layer() != model->config.n_layer)
+        return R::error("forward pass: the KV cache has " + std::to_string(kv.n_layer()) + " layers, model " +
+                        model->config.name + " " + std::to_string(model->config.n_layer));
+    std::unique_ptr<LlamaForward> f(new LlamaForward(std::move(model), backend, kv, max_tokens));
+    KVS_RETURN_IF_ERROR(f->init());
+    return f;
+}
+
+// Weight copies (off the host), packed projections, then the activation scratch; the
+// first allocation the backend refuses ends it.
+Status LlamaForward::init() {
+    m_layers = m_model->layers;
+    m_token_embd = m_model->token_embd;
+    m_output = m_model->output;
+    m_output_norm = m_model->output_norm;
+    upload_weights_if_needed();
+    KVS_RETURN_IF_ERROR(alloc_status());
+    fuse_projections();
+    KVS_RETURN_IF_ERROR(alloc_status());
+    prepare_weights();
+
+    const auto& c = m_model->config;
+    const size_t T = static_cast<size_t>(m_max_tokens);
+    const size_t q_dim = static_cast<size_t>(c.n_head) * c.head_dim;
+    const size_t kv_dim = static_cast<size_t>(c.n_kv_head) * c.head_dim;
+    auto& b = *m_buf;
+    b.x = scratch(T * c.n_embd, "the residual stream");
+    b.h = scratch(T * c.n_embd, "the normed input");
+    b.q = scratch(T * q_dim, "the queries");
+    b.k = scratch(T * kv_dim, "the keys");
+    b.v = scratch(T * kv_dim, "the values");
+    b.attn = scratch(T * q_dim, "the attention output");
+    b.gate = scratch(T * c.n_ff, "the MLP gate");
+    b.up = scratch(T * c.n_ff, "the MLP up projection");
+    b.out_x = scratch(T * c.n_embd, "the rows for logits");
+    if (!m_fused.empty()) {
+        b.qkv = scratch(T * (q_dim + 2 * kv_dim), "the fused Q/K/V output");
+        b.gate_up = scratch(T * 2 * c.n_ff, "the fused gate/up output");
+    }
+    b.ids = reinterpret_cast<int32_t*>(scratch(T, "the token ids"));
+    b.pos = reinterpret_cast<int32_t*>(scratch(T, "the positions"));
+    b.seq = reinterpret_cast<int32_t*>(scratch(T, "the sequence rows"));
+    b.slots = reinterpret_cast<int32_t*>(scratch(T, "the KV slots"));
+    b.rows = reinterpret_cast<int32_t*>(scratch(T, "the logit rows"));
+    return alloc_status();
+}
+
+LlamaForward::~LlamaForward() {
+    for (void* p : m_owned) m_backend.release(p);
+}
+
+void* LlamaForward::alloc(size_t bytes, const std::string& what) {
+    void* p = m_backend.alloc(bytes);
+    if (!p) {
+        if (m_alloc_error.empty())
+            m_alloc_error = "out of memory: the backend " + m_backend.name() + " could not allocate " +
+                            std::to_string(bytes) + " bytes (" + std::to_string(bytes >> 20) + " MiB) for " + what +
+                            " of model " + m_model->config.name;
+        return nullptr;
+    }
+    m_owned.push_back(p);
+    return p;
+}
+
+Status LlamaForward::alloc_status() const {
+    return m_alloc_error.empty() ? Status::ok() : Status::error(m_alloc_error);
+}
+
+float* LlamaForward::scratch(size_t n_floats, const char* what) {
+    const size_t bytes = n_floats * sizeof(float);
+    void* p = alloc(bytes, std::string("activation scratch (") + what + ", " + std::to_string(m_max_tokens) +
+                               " tokens)");
+    if (p) m_scratch_bytes += static_cast<int64_t>(bytes);
+    return static_cast<float*>(p);
+}
+
+// A host-visible backend (CPU) reads the weights straight from the mapped file; any
+// other gets its own copy once.
+void LlamaForward::upload_weights_if_needed() {
+    if (m_backend.host_visible()) return;
+    auto up_w = [&](WeightView& w, const std::string& what) {
+        if (!w.data) return;
+        const size_t n = weight_bytes(w);
+        void* d = alloc(n, what);
+        if (!d) return;
+        m_backend.copy_to_device(d, w.data, n);
+        w.data = d;
+    };
+    auto up_v = [&](const float*& p, int n, const std::string& what) {
+        if (!p) return;
+        void* d = alloc(sizeof(float) * static_cast<size_t>(n), what);
+        if (!d) return;
+        m_backend.copy_to_device(d, p, sizeof(float) * static_cast<size_t>(n));
+        p = static_cast<const float*>(d);
+    };
+    const auto& c = m_model->config;
+    const bool tied = m_output.data == m_token_embd.data;
+    up_w(m_token_embd, "the token embedding");
+    if (tied) m_output.data = m_token_embd.data; else up_w(m_output, "the output head");
+    up_v(m_output_norm, c.n_embd, "the output norm");
+    for (size_t il = 0; il < m_layers.size() && m_alloc_error.empty(); ++il) {
+        auto& l = m_layers[il];
+        const std::string layer = "layer " + std::to_string(il);
+        up_v(l.attn_norm, c.n_embd, "the attention norm of " + layer);
+        up_v(l.ffn_norm, c.n_embd, "the MLP norm of " + layer);
+        up_v(l.bq, c.n_head * c.head_dim, "the Q bias of " + layer);
+        up_v(l.bk, c.n_kv_head * c.head_dim, "the K bias of " + layer);
+        up_v(l.bv, c.n_kv_head * c.head_dim, "the V bias of " + layer);
+        for (WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
+            up_w(*w, "a weight matrix of " + layer);
+    }
+}
 
 // Packs matrices with the same type and n_in into one [sum n_out, n_in] matrix on the
-// backend; the source pages of a mapped file are then handed back to the kernel.
-WeightView pack_rows(Backend& be, std::vector<void*>& owned, std::initializer_list<const WeightView*> parts) {
+// backend; the source pages of a mapped file are then handed back to the kernel. When the
+// backend refuses the memory the result has no data (alloc_status() says why).
+WeightView LlamaForward::pack_rows(std::initializer_list<const WeightView*> parts, const std::string& what) {
     WeightView out = **parts.begin();
     out.n_out = 0;
     for (const WeightView* p : parts) out.n_out += p->n_out;
     const size_t rb = row_bytes(out.dtype, out.n_in);
-    auto* dst = static_cast<uint8_t*>(be.alloc(rb * static_cast<size_t>(out.n_out)));
-    owned.push_back(dst);
+    auto* dst = static_cast<uint8_t*>(alloc(rb * static_cast<size_t>(out.n_out), what));
+    out.data = dst;
+    if (!dst) return out;
     size_t off = 0;
     for (const WeightView* p : parts) {
         const size_t n = rb * static_cast<size_t>(p->n_out);
-        be.copy_to_device(dst + off, p->data, n);
+        m_backend.copy_to_device(dst + off, p->data, n);
         off += n;
         page_out(p->data, n);
     }
-    out.data = dst;
     return out;
 }
-}  // namespace
 
 void LlamaForward::fuse_projections() {
     if (!m_backend.host_visible()) return;
     for (const auto& l : m_layers)
         if (l.wq.dtype != l.wk.dtype || l.wq.dtype != l.wv.dtype || l.w_gate.dtype != l.w_up.dtype) return;
-    for (const auto& l : m_layers)
-        m_fused.push_back({pack_rows(m_backend, m_owned, {&l.wq, &l.wk, &l.wv}),
-                           pack_rows(m_backend, m_owned, {&l.w_gate, &l.w_up})});
+    for (size_t il = 0; il < m_layers.size() && m_alloc_error.empty(); ++il) {
+        const auto& l = m_layers[il];
+        const std::string layer = "layer " + std::to_string(il);
+        m_fused.push_back({pack_rows({&l.wq, &l.wk, &l.wv}, "the packed Q/K/V weights of " + layer),
+                           pack_rows({&l.w_gate, &l.w_up}, "the packed gate/up weights of " + layer)});
+    }
 }
 
 // Lets the backend lay out the matrices its matmul reads (the CPU: Q4 tiles). A fused copy
@@ -277,6 +321,22 @@ Status LlamaForward::forward(const ForwardBatch& batch, std::vector<float>* logi
     if (n_tokens > m_max_tokens)
         return Status::error("forward: batch of " + std::to_string(n_tokens) + " tokens exceeds the maximum of " +
                              std::to_string(m_max_tokens));
+    if (batch.positions.size() != batch.tokens.size() || batch.token_seq.size() != batch.tokens.size())
+        return Status::error("forward: " + std::to_string(n_tokens) + " tokens with " +
+                             std::to_string(batch.positions.size()) + " positions and " +
+                             std::to_string(batch.token_seq.size()) + " sequence rows");
+    if (batch.n_seqs < 1 || batch.max_blocks_per_seq < 1 ||
+        batch.block_tables.size() < static_cast<size_t>(batch.n_seqs) * static_cast<size_t>(batch.max_blocks_per_seq))
+        return Status::error("forward: block tables of " + std::to_string(batch.block_tables.size()) +
+                             " entries for " + std::to_string(batch.n_seqs) + " sequences of " +
+                             std::to_string(batch.max_blocks_per_seq) + " blocks");
+    if (n_rows > m_max_tokens)
+        return Status::error("forward: " + std::to_string(n_rows) + " logit rows exceed the maximum of " +
+                             std::to_string(m_max_tokens));
+    for (int32_t row : batch.logit_rows)
+        if (row < 0 || row >= n_tokens)
+            return Status::error("forward: logit row " + std::to_string(row) + " is not a token of the batch of " +
+                                 std::to_string(n_tokens));
     const int bs = m_kv.block_size();
     std::vector<int32_t> slots(static_cast<size_t>(n_tokens));  // [n_tokens]
     for (int t = 0; t < n_tokens; ++t) {
@@ -287,7 +347,7 @@ Status LlamaForward::forward(const ForwardBatch& batch, std::vector<float>* logi
         const int32_t p = batch.positions[static_cast<size_t>(t)];
         const int32_t s = batch.token_seq[static_cast<size_t>(t)];
         const int blk = p / bs;
-        if (s < 0 || s >= batch.n_seqs || blk >= batch.max_blocks_per_seq)
+        if (p < 0 || s < 0 || s >= batch.n_seqs || blk >= batch.max_blocks_per_seq)
             return Status::error("forward: token " + std::to_string(t) + " has no KV block for position " +
                                  std::to_string(p));
         const int32_t id = batch.block_tables[static_cast<size_t>(s) * batch.max_blocks_per_seq + blk];
@@ -301,10 +361,14 @@ Status LlamaForward::forward(const ForwardBatch& batch, std::vector<float>* logi
         if (b.tables) {
             m_backend.release(b.tables);
             std::erase(m_owned, static_cast<void*>(b.tables));
+            b.tables = nullptr;
+            b.table_capacity = 0;
         }
-        b.table_capacity = std::max<size_t>(table_n, 256);
-        b.tables = static_cast<int32_t*>(m_backend.alloc(b.table_capacity * sizeof(int32_t)));
-        m_owned.push_back(b.tables);
+        const size_t want = std::max<size_t>(table_n, 256);
+        m_alloc_error.clear();
+        b.tables = static_cast<int32_t*>(alloc(want * sizeof(int32_t), "the block tables"));
+        if (!b.tables) return alloc_status();
+        b.table_capacity = want;
     }
     const size_t tb = sizeof(int32_t) * static_cast<size_t>(n_tokens);
     m_backend.copy_to_device(b.ids, batch.tokens.data(), tb);
@@ -319,9 +383,14 @@ Status LlamaForward::forward(const ForwardBatch& batch, std::vector<float>* logi
             m_backend.release(b.logits);
             std::erase(m_owned, static_cast<void*>(b.logits));
             m_scratch_bytes -= static_cast<int64_t>(b.logits_capacity) * m_output.n_out * 4;
+            b.logits = nullptr;
+            b.logits_capacity = 0;
         }
-        b.logits_capacity = std::max(n_rows, 8);
-        b.logits = scratch(static_cast<size_t>(b.logits_capacity) * m_output.n_out);
+        const int want = std::max(n_rows, 8);
+        m_alloc_error.clear();
+        b.logits = scratch(static_cast<size_t>(want) * m_output.n_out, "the logits");
+        if (!b.logits) return alloc_status();
+        b.logits_capacity = want;
     }
 
     m_backend.embedding(m_token_embd, b.ids, n_tokens, b.x);

@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/core/status.h"
@@ -39,8 +40,11 @@ using ActivationObserver = std::function<void(int layer, ActivationSite site, co
 
 class LlamaForward {
 public:
-    // max_tokens: the most tokens one forward() may carry (the batch / chunk size).
-    LlamaForward(std::shared_ptr<const Model> model, Backend& backend, KvTensors& kv, int max_tokens);
+    // max_tokens: the most tokens one forward() may carry (the batch / chunk size). Every
+    // backend allocation (weight copies, packed projections, activation scratch) is
+    // checked: an error names what could not be allocated and how many bytes.
+    static Result<std::unique_ptr<LlamaForward>> create(std::shared_ptr<const Model> model, Backend& backend,
+                                                        KvTensors& kv, int max_tokens);
     ~LlamaForward();
     LlamaForward(const LlamaForward&) = delete;
     LlamaForward& operator=(const LlamaForward&) = delete;
@@ -60,10 +64,17 @@ public:
 
 private:
     struct Buffers;
+    LlamaForward(std::shared_ptr<const Model> model, Backend& backend, KvTensors& kv, int max_tokens);
+    Status init();
+    // Backend memory this pass owns (released with it). nullptr when the backend refuses;
+    // the first refusal is kept in m_alloc_error, naming `what` and the bytes.
+    void* alloc(size_t bytes, const std::string& what);
+    Status alloc_status() const;
     void upload_weights_if_needed();
     void fuse_projections();
+    WeightView pack_rows(std::initializer_list<const WeightView*> parts, const std::string& what);
     void prepare_weights();
-    float* scratch(size_t n_floats);
+    float* scratch(size_t n_floats, const char* what);
     void run_layer(int il, const ForwardBatch& b, int n_tokens);
     void observe(int il, ActivationSite site, const float* x, int n_tokens, int n) const {
         if (m_observer && m_backend.host_visible()) m_observer(il, site, x, n_tokens, n);
@@ -87,6 +98,7 @@ private:
     std::vector<void*> m_owned;           // backend allocations to release
     std::unique_ptr<Buffers> m_buf;
     int64_t m_scratch_bytes = 0;
+    std::string m_alloc_error;            // the first allocation the backend refused
     ActivationObserver m_observer;
 };
 

@@ -75,9 +75,4 @@ struct Model {
 // tokenizer.json, *.safetensors). Errors name the file, the field and what was expected.
 Result<std::shared_ptr<Model>> load_model(const std::string& path);
 
-// KV cache bytes per token: 2 (K and V) x n_layer x n_kv_head x head_dim x bytes_per_elem.
-inline int64_t kv_bytes_per_token(const ModelConfig& c, int bytes_per_elem = 2) {
-    return 2LL * c.n_layer * c.n_kv_head * c.head_dim * bytes_per_elem;
-}
-
 }  // namespace kvs

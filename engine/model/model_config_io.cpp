@@ -6,6 +6,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/core/quote.h"
+
 namespace kvs {
 
 using json = nlohmann::json;
@@ -80,8 +82,8 @@ Result<ModelConfig> read_gguf_config(const GgufFile& f) {
     if (!arch.value()) return Status::error(f.path() + ": missing metadata key 'general.architecture' (expected a string)");
     c.arch = *arch.value();
     if (c.arch != "llama" && c.arch != "qwen2")
-        return Status::error(f.path() + ": unsupported architecture '" + c.arch +
-                             "' (general.architecture; supported: llama, qwen2)");
+        return Status::error(f.path() + ": unsupported architecture " + quote_untrusted(c.arch) +
+                             " (general.architecture; supported: llama, qwen2)");
     if (auto name = f.get_string("general.name"); name && name.value()) c.name = *name.value();
     const std::string a = c.arch + ".";
     KVS_RETURN_IF_ERROR(gguf_int(f, a + "block_count", true, 1, 4096, c.n_layer));

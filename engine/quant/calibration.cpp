@@ -65,9 +65,12 @@ Result<CalibrationData> collect_activations(std::shared_ptr<const Model> model, 
     auto backend = make_cpu_backend(options.n_threads);
     constexpr int kBlock = 16;
     const int n_blocks = (seq_len + kBlock - 1) / kBlock;  // one sequence's; the next reuses them
-    KvTensors kv(*backend, c, n_blocks, kBlock);
+    auto kv = KvTensors::create(*backend, c, n_blocks, kBlock);
+    if (!kv) return R::error("calibration: " + kv.message());
     const int chunk = std::min(options.chunk, seq_len);
-    LlamaForward forward(model, *backend, kv, chunk);
+    auto made = LlamaForward::create(model, *backend, **kv, chunk);
+    if (!made) return R::error("calibration: " + made.message());
+    LlamaForward& forward = **made;
     forward.set_activation_observer([&](int layer, ActivationSite site, const float* x, int n_tokens, int width) {
         LayerActivations& L = data.layers[static_cast<size_t>(layer)];
         switch (site) {

@@ -8,6 +8,7 @@
 #include <thread>
 #include <tuple>
 
+#include "engine/kv_cache/kv_tensors.h"
 #include "engine/runtime/generate.h"
 #include "engine/sampling/sampler.h"
 #include "engine/telemetry/latency_stats.h"
@@ -305,7 +306,7 @@ Result<std::vector<std::vector<DivergenceResult>>> first_greedy_divergence(
 MemoryInfo memory_info(const Model& m) {
     MemoryInfo info;
     info.weight_bytes = m.weight_bytes;
-    info.kv_bytes_per_token = kv_bytes_per_token(m.config, 2);
+    info.kv_bytes_per_token = kv_cache_bytes_per_token(m.config, DType::F16);
     double bytes = 0, weights = 0;
     for (const LayerWeights& L : m.layers)
         for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {

@@ -274,7 +274,9 @@ Result<SavedModel> save_awq_folder(const Model& m, const std::string& out) {
         for (const Linear& lin : kLinears) {
             const WeightView& w = l.*lin.view;
             const std::string module = p + lin.hf;
-            packed.push_back(pack_awq_linear(awq_linear_from_i4(module, w, group_size)));
+            auto linear = awq_linear_from_i4(module, w, group_size);
+            if (!linear) return Status::error(out + ": " + linear.message());
+            packed.push_back(pack_awq_linear(*linear));
             const AwqPacked& a = packed.back();
             const int64_t n_groups = w.n_in / group_size;
             st.push_back({module + ".qweight", "I32", {w.n_in, w.n_out / 8}, a.qweight.data(), a.qweight.size() * 4});

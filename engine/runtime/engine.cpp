@@ -1,7 +1,5 @@
 #include "engine/runtime/engine.h"
 
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cmath>
@@ -23,10 +21,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double ms_between(Clock::time_point a, Clock::time_point b) {
     return std::chrono::duration<double, std::milli>(b - a).count();
-}
-int64_t physical_ram_bytes() {
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    return pages > 0 && page > 0 ? static_cast<int64_t>(pages) * page : 0;
 }
 }  // namespace
 
@@ -73,8 +67,6 @@ struct Engine::BeamGroup {
     FinishReason reason = FinishReason::length;
 };
 
-int64_t Engine::kv_bytes_per_token(const ModelConfig& c, DType kv_type) { return kv_cache_bytes_per_token(c, kv_type); }
-
 Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> model,
                                                std::shared_ptr<const Tokenizer> tokenizer, const EngineOptions& opt) {
     using R = Result<std::unique_ptr<Engine>>;
@@ -91,7 +83,7 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> mode
 
     e->m_max_model_len = opt.max_model_len > 0 ? opt.max_model_len
                                                : std::min(4096, c.n_ctx_train > 0 ? c.n_ctx_train : 4096);
-    const int64_t per_token = kv_bytes_per_token(c, opt.kv_type);
+    const int64_t per_token = kv_cache_bytes_per_token(c, opt.kv_type);
     const int64_t per_block = per_token * opt.block_size;
     int64_t n_blocks = opt.kv_blocks;
     if (n_blocks <= 0) {
@@ -103,34 +95,34 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> mode
     if (n_blocks < 1)
         return R::error("the KV memory budget holds no block: one block of " + std::to_string(opt.block_size) +
                         " tokens takes " + std::to_string(per_block) + " bytes");
-    const int64_t ram = physical_ram_bytes();
-    if (ram > 0 && n_blocks * per_block > ram * 9 / 10)
-        return R::error("a KV pool of " + std::to_string(n_blocks) + " blocks needs " +
-                        std::to_string(n_blocks * per_block >> 20) + " MiB, more than 90% of this machine's " +
-                        std::to_string(ram >> 20) + " MiB of RAM");
+    if (Status st = check_kv_cache_fits(c, opt.kv_type, n_blocks, opt.block_size); !st)
+        return R::error(st.message() + " (lower the KV budget)");
 
     e->m_backend = make_backend(opt.backend, opt.n_threads, &e->m_backend_note, opt.simd);
     if (!e->m_backend) return R::error(e->m_backend_note);
     if (Status st = check_weight_support(*e->m_model, *e->m_backend); !st) return st;
     if (auto s = check_kv_type(*e->m_backend, c, opt.kv_type); !s) return R::error(s.message());
-    e->m_kv = std::make_unique<KvTensors>(*e->m_backend, c, static_cast<int>(n_blocks), opt.block_size, opt.kv_type);
-    if (!e->m_kv->allocated())
-        return R::error("out of memory: the backend " + e->m_backend->name() + " could not allocate a KV pool of " +
-                        std::to_string(n_blocks) + " blocks (" + std::to_string(e->m_kv->bytes() >> 20) +
-                        " MiB); lower the KV budget");
+    auto kv = KvTensors::create(*e->m_backend, c, static_cast<int>(n_blocks), opt.block_size, opt.kv_type);
+    if (!kv) return R::error(kv.message() + "; lower the KV budget");
+    e->m_kv = std::move(kv).value();
     e->m_kv_mgr = std::make_unique<KVCacheManager>(static_cast<int>(n_blocks), opt.block_size, opt.prefix_caching);
     SchedulerConfig cfg = sc;
     cfg.max_model_len = e->m_max_model_len;
     e->m_sched = std::make_unique<Scheduler>(cfg, *e->m_kv_mgr);
-    e->m_host_blocks.resize(static_cast<size_t>(std::max(0, cfg.n_host_blocks)) *
-                            static_cast<size_t>(e->m_kv->block_bytes()));
-    e->m_forward = std::make_unique<LlamaForward>(e->m_model, *e->m_backend, *e->m_kv, cfg.max_num_batched_tokens);
-    for (const auto& [name, model] : opt.drafts) {
-        if (!model) return R::error("draft '" + name + "' has no model");
-        if (model->config.n_vocab != c.n_vocab)
-            return R::error("draft '" + name + "' has " + std::to_string(model->config.n_vocab) +
+    if (cfg.n_host_blocks > 0) {
+        if (Status st = check_kv_cache_fits(c, opt.kv_type, cfg.n_host_blocks, opt.block_size); !st)
+            return R::error("the CPU swap tier: " + st.message() + " (lower the swap blocks)");
+        e->m_host_blocks.resize(static_cast<size_t>(cfg.n_host_blocks) * static_cast<size_t>(e->m_kv->block_bytes()));
+    }
+    auto forward = LlamaForward::create(e->m_model, *e->m_backend, *e->m_kv, cfg.max_num_batched_tokens);
+    if (!forward) return forward.status();
+    e->m_forward = std::move(forward).value();
+    for (const auto& [name, draft] : opt.drafts) {
+        if (!draft) return R::error("draft '" + name + "' has no model");
+        if (draft->config.n_vocab != c.n_vocab)
+            return R::error("draft '" + name + "' has " + std::to_string(draft->config.n_vocab) +
                             " tokens in its vocabulary, the target " + std::to_string(c.n_vocab));
-        auto d = DraftRunner::create(name, model, *e->m_backend, static_cast<int>(n_blocks), opt.block_size,
+        auto d = DraftRunner::create(name, draft, *e->m_backend, static_cast<int>(n_blocks), opt.block_size,
                                      cfg.max_num_batched_tokens);
         if (!d) return R::error(d.message());
         e->m_drafts.push_back(std::move(d.value()));
@@ -213,6 +205,7 @@ void Engine::emit(Req& r, TokenEvent ev) {
         r.metrics.finish_reason = ev.finish_reason;
         ++m_total_finished;
     }
+    if (ev.finished) ev.metrics = &r.metrics;
     if (r.on_event) r.on_event(ev);
 }
 

@@ -36,7 +36,7 @@ class DraftRunner;
 
 struct EngineOptions {
     // KV pool size: kv_blocks if > 0, else kv_bytes if > 0, else kv_ram_fraction of the
-    // machine's RAM if > 0, else 1 GiB. Bytes per token = kv_bytes_per_token(config, kv_type):
+    // machine's RAM if > 0, else 1 GiB. Bytes per token = kv_cache_bytes_per_token(config, kv_type):
     // 2 x layers x kv_heads x head_dim x 2 for F16, x 34/32 for Q8_0.
     int kv_blocks = 0;
     int64_t kv_bytes = 0;
@@ -70,6 +70,9 @@ struct TokenEvent {
     bool finished = false;
     FinishReason finish_reason = FinishReason::none;
     std::string error;          // why, when the request was rejected
+    // On the final event: the request's milestones (TTFT, TPOT: the one measurement the
+    // window, bench and /metrics report); valid only during the callback.
+    const RequestMetrics* metrics = nullptr;
 };
 using TokenCallback = std::function<void(const TokenEvent&)>;
 
@@ -166,7 +169,6 @@ public:
     std::vector<SpecTokenEvent> spec_events(RequestId id) const;
     std::vector<std::string> draft_names() const;
     DType kv_type() const { return m_kv->kv_type(); }
-    static int64_t kv_bytes_per_token(const ModelConfig& c, DType kv_type = DType::F16);
 
 private:
     struct Req;

@@ -31,11 +31,16 @@ Result<std::unique_ptr<SequenceRunner>> SequenceRunner::create(std::shared_ptr<c
     if (!r->m_backend) return R::error(r->m_backend_note);
     if (Status st = check_weight_support(*r->m_model, *r->m_backend); !st) return st;
     if (auto s = check_kv_type(*r->m_backend, r->m_model->config, opt.kv_type); !s) return R::error(s.message());
-    const int n_blocks = (opt.n_ctx + opt.block_size - 1) / opt.block_size;
-    r->m_kv = std::make_unique<KvTensors>(*r->m_backend, r->m_model->config, n_blocks, opt.block_size, opt.kv_type);
+    const int n_blocks = static_cast<int>((static_cast<int64_t>(opt.n_ctx) + opt.block_size - 1) / opt.block_size);
+    if (Status st = check_kv_cache_fits(r->m_model->config, opt.kv_type, n_blocks, opt.block_size); !st)
+        return R::error(st.message() + " (lower the context size)");
+    auto kv = KvTensors::create(*r->m_backend, r->m_model->config, n_blocks, opt.block_size, opt.kv_type);
+    if (!kv) return kv.status();
+    r->m_kv = std::move(kv).value();
     r->m_pool = std::make_unique<BlockPool>(n_blocks);
-    r->m_forward = std::make_unique<LlamaForward>(r->m_model, *r->m_backend, *r->m_kv,
-                                                  std::min(opt.n_batch, opt.n_ctx));
+    auto forward = LlamaForward::create(r->m_model, *r->m_backend, *r->m_kv, std::min(opt.n_batch, opt.n_ctx));
+    if (!forward) return forward.status();
+    r->m_forward = std::move(forward).value();
     return r;
 }
 

@@ -19,19 +19,22 @@ Result<std::unique_ptr<DraftRunner>> DraftRunner::create(std::string name, std::
             if (!backend.supports(w->dtype))
                 return R::error("draft '" + d->m_name + "': backend " + backend.name() + " cannot run weights of type " +
                                 std::string(dtype_name(w->dtype)));
-    d->m_kv = std::make_unique<KvTensors>(backend, d->m_model->config, n_blocks, block_size);
-    if (!d->m_kv->allocated())
-        return R::error("out of memory: the draft '" + d->m_name + "' could not allocate its KV pool of " +
-                        std::to_string(n_blocks) + " blocks (" + std::to_string(d->m_kv->bytes() >> 20) + " MiB)");
+    auto kv = KvTensors::create(backend, d->m_model->config, n_blocks, block_size);
+    if (!kv) return R::error("draft '" + d->m_name + "': " + kv.message());
+    d->m_kv = std::move(kv).value();
     d->m_mgr = std::make_unique<KVCacheManager>(n_blocks, block_size, false);
-    d->m_forward = std::make_unique<LlamaForward>(d->m_model, backend, *d->m_kv, max_tokens);
+    auto forward = LlamaForward::create(d->m_model, backend, *d->m_kv, max_tokens);
+    if (!forward) return R::error("draft '" + d->m_name + "': " + forward.message());
+    d->m_forward = std::move(forward).value();
     return d;
 }
 
 DraftRunner::~DraftRunner() = default;
 
 void DraftRunner::rollback(RequestId id, int n_tokens) {
-    if (m_mgr->has_request(id)) (void)m_mgr->truncate(id, std::max(0, n_tokens));
+    // The draft's pool caches no prefixes, so a known request always rolls back; if it ever
+    // did not, forgetting it is safe: the next propose() catches up from its prompt.
+    if (m_mgr->has_request(id) && !m_mgr->truncate(id, std::max(0, n_tokens)).is_ok()) release(id);
 }
 
 void DraftRunner::release(RequestId id) {
@@ -56,7 +59,7 @@ Status DraftRunner::propose(const std::vector<Job>& jobs, std::vector<std::vecto
         const Job& j = jobs[i];
         const int n = static_cast<int>(j.context.size());
         if (j.k <= 0 || n == 0) continue;
-        if (m_mgr->num_tokens(j.id) >= n) (void)m_mgr->truncate(j.id, n - 1);
+        if (m_mgr->num_tokens(j.id) >= n && !m_mgr->truncate(j.id, n - 1).is_ok()) m_mgr->free(j.id);  // see rollback()
         const int have = m_mgr->num_tokens(j.id);
         std::vector<int32_t> toks(j.context.begin(), j.context.end());
         auto alloc = m_mgr->allocate_slots(j.id, toks, n - have, j.k - 1);

@@ -3,6 +3,7 @@
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
 
+#include "engine/core/quote.h"
 #include "engine/tokenizer/utf8_stream.h"
 
 namespace kvs {
@@ -103,7 +104,7 @@ Result<PreTokenizer> PreTokenizer::create(const std::string& pre) {
     std::string note;
     if (!regexes_for(pre, regexes, name)) {
         regexes_for("gpt-2", regexes, name);
-        note = "unknown pre-tokenizer '" + pre + "' (tokenizer.ggml.pre); using the GPT-2 regex, "
+        note = "unknown pre-tokenizer " + quote_untrusted(pre) + " (tokenizer.ggml.pre); using the GPT-2 regex, "
                "so token ids may differ from the model's own tokenizer";
     }
     auto result = from_regexes(regexes, name);

@@ -4,6 +4,7 @@
 #include <cctype>
 #include <unordered_map>
 
+#include "engine/core/quote.h"
 #include "engine/tokenizer/bpe.h"
 #include "engine/tokenizer/pre_tokenizer.h"
 #include "engine/tokenizer/spm.h"
@@ -143,8 +144,8 @@ Result<Tokenizer> Tokenizer::create(const VocabData& vocab) {
         state->spm = std::move(spm.value());
         state->pre_name = "spm";
     } else {
-        return Result<Tokenizer>::error("tokenizer model = '" + vocab.model +
-                                        "': expected 'gpt2' (byte-level BPE) or 'llama' (SentencePiece BPE)");
+        return Result<Tokenizer>::error("tokenizer model = " + quote_untrusted(vocab.model) +
+                                        ": expected 'gpt2' (byte-level BPE) or 'llama' (SentencePiece BPE)");
     }
 
     state->pieces.resize(n_vocab);

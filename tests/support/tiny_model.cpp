@@ -371,7 +371,8 @@ Status write_tiny_safetensors_folder(const std::string& dir, const TinyModelSpec
 std::vector<float> last_logits(std::shared_ptr<Model> m) {
     auto backend = make_cpu_backend(1, "scalar");
     KvTensors kv(*backend, m->config, 4, 16);
-    LlamaForward fw(m, *backend, kv, 8);
+    auto fw = LlamaForward::create(m, *backend, kv, 8);
+    if (!fw) return {};
     ForwardBatch b;
     b.tokens = {1, 120, 118, 291, 13, 119, 260, 35};
     for (int i = 0; i < 8; ++i) {
@@ -383,7 +384,7 @@ std::vector<float> last_logits(std::shared_ptr<Model> m) {
     b.max_blocks_per_seq = 2;
     b.logit_rows = {7};
     std::vector<float> logits;  // [1, n_vocab]
-    const Status s = fw.forward(b, &logits);
+    const Status s = (*fw)->forward(b, &logits);
     return s.is_ok() ? logits : std::vector<float>();
 }
 
