@@ -87,7 +87,7 @@ QString EngineBridge::startEngine(std::shared_ptr<const Session> session, const 
         m_loop = std::move(loop);
         m_ring = std::move(ring);
         m_kvBytesPerBlock = blockBytes;
-        m_latencies.clear();
+        m_recent.clear();
     }
     old.reset();
     for (qint64 id : orphaned) Q_EMIT requestFailed(id, tr("the engine was restarted"));
@@ -120,10 +120,9 @@ void EngineBridge::configureEngine(const EngineSettings& settings) {
 }
 
 void EngineBridge::recordLatency(const RequestMetrics& m) {
-    if (m.n_output == 0) return;
     std::lock_guard<std::mutex> lk(m_mu);
-    m_latencies.emplace_back(m.ttft_ms(), m.tpot_ms());
-    if (m_latencies.size() > 64) m_latencies.erase(m_latencies.begin());
+    m_recent.push_back(m);
+    if (m_recent.size() > kRecentRequests) m_recent.erase(m_recent.begin());
 }
 
 void EngineBridge::forget(qint64 id) {
@@ -299,9 +298,29 @@ std::vector<std::shared_ptr<const EngineSnapshot>> EngineBridge::snapshotsAfter(
     return out;
 }
 
-std::vector<std::pair<double, double>> EngineBridge::recentLatencies() const {
+LatencySummary EngineBridge::recentLatency() const {
     std::lock_guard<std::mutex> lk(m_mu);
-    return m_latencies;
+    return summarize(m_recent);
+}
+
+bool EngineBridge::writeTrace(const QString& path, const QString& modelLabel, QString* error) const {
+    std::shared_ptr<const SnapshotRing> ring;
+    std::vector<RequestMetrics> requests;
+    {
+        std::lock_guard<std::mutex> lk(m_mu);
+        ring = m_ring;
+        requests = m_recent;
+    }
+    if (!ring) {
+        *error = tr("no model is loaded");
+        return false;
+    }
+    const nlohmann::json meta = {{"source", "kvscope GUI"}, {"model", modelLabel.toStdString()}};
+    std::vector<std::shared_ptr<const EngineSnapshot>> last;
+    if (auto s = ring->latest()) last.push_back(std::move(s));
+    const Status st = write_trace(path.toStdString(), meta, ring->steps_after(-1), last, requests);
+    if (!st) *error = qs(st.message());
+    return st.is_ok();
 }
 
 QString EngineBridge::decodeTokens(const std::vector<int32_t>& ids) const {

@@ -18,6 +18,7 @@
 namespace kvs {
 struct Model;
 struct GenerationRequest;
+struct LatencySummary;
 struct RequestMetrics;
 class EngineLoop;
 class Session;
@@ -85,8 +86,13 @@ public:
     std::shared_ptr<const EngineSnapshot> latestSnapshot() const;
     // Full snapshots newer than `step`, oldest first (the ring keeps the last 64).
     std::vector<std::shared_ptr<const EngineSnapshot>> snapshotsAfter(int64_t step) const;
-    // TTFT and TPOT (ms) of the most recently finished requests (up to 64), for the metrics.
-    std::vector<std::pair<double, double>> recentLatencies() const;
+    // TTFT and TPOT of the most recently finished requests (up to kRecentRequests), from the
+    // engine's RequestMetrics with the definitions bench and the trace use (summarize()).
+    LatencySummary recentLatency() const;
+    static constexpr size_t kRecentRequests = 64;
+    // Writes the trace file (the format of `kvscope bench --trace`): the steps and last
+    // snapshot the ring holds, and the recently finished requests. False with *error set.
+    bool writeTrace(const QString& path, const QString& modelLabel, QString* error) const;
     int64_t kvBytesPerBlock() const;
     // Text of token ids with the loaded model's tokenizer (control tokens shown as is).
     QString decodeTokens(const std::vector<int32_t>& ids) const;
@@ -132,7 +138,7 @@ private:
     std::unique_ptr<EngineLoop> m_loop;
     std::shared_ptr<const SnapshotRing> m_ring;
     std::set<qint64> m_inFlight;
-    std::vector<std::pair<double, double>> m_latencies;  // ring of (ttft, tpot), newest last
+    std::vector<RequestMetrics> m_recent;  // finished requests, newest last, at most kRecentRequests
     int64_t m_kvBytesPerBlock = 0;
 };
 

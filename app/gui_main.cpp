@@ -6,7 +6,7 @@
 #include <cstdlib>
 
 #include "app/main_window.h"
-#include "engine/model/model_registry.h"
+#include "engine/runtime/session.h"
 
 namespace kvs::app {
 
@@ -30,7 +30,7 @@ int run_gui(int argc, char** argv) {
     QApplication::setOrganizationName("kvscope");
     // The model opened last time, if it still exists; else the default model.
     QString model = MainWindow::lastModel();
-    if (model.isEmpty() || !QFileInfo::exists(model)) model = QString::fromUtf8(kDefaultModelName.data(), int(kDefaultModelName.size()));
+    if (model.isEmpty() || !QFileInfo::exists(model)) model = QString::fromStdString(Session::default_model_name());
     MainWindow w(model);
     w.show();
     return QApplication::exec();

@@ -2,8 +2,7 @@
 
 #include "app/engine_bridge.h"
 #include "app/view_convert.h"
-#include "engine/telemetry/latency_stats.h"
-#include "engine/telemetry/trace_json.h"
+#include "engine/runtime/session.h"  // LatencySummary
 #include "ui/draft_acceptance_view.h"
 #include "ui/kv_block_map.h"
 #include "ui/metrics_view.h"
@@ -50,23 +49,17 @@ void TelemetryFeed::appendMetrics() {
         ms += r.duration_ms;
         tokens += r.decode_tokens;
     }
-    std::vector<double> ttft, tpot;
-    for (const auto& [a, b] : m_bridge->recentLatencies()) {
-        ttft.push_back(a);
-        if (b > 0) tpot.push_back(b);
-    }
+    const LatencySummary lat = m_bridge->recentLatency();
     ui::MetricsPoint mp;
     mp.tMs = m_frame.step.tStartMs + m_frame.step.durationMs;
     mp.tokPerS = ms > 0 ? tokens * 1000.0 / ms : 0;
-    if (!ttft.empty()) {
-        const Distribution d = describe(std::move(ttft));
-        mp.ttftP50Ms = d.p50;
-        mp.ttftP99Ms = d.p99;
+    if (lat.ttft_ms.count > 0) {
+        mp.ttftP50Ms = lat.ttft_ms.p50;
+        mp.ttftP99Ms = lat.ttft_ms.p99;
     }
-    if (!tpot.empty()) {
-        const Distribution d = describe(std::move(tpot));
-        mp.tpotP50Ms = d.p50;
-        mp.tpotP99Ms = d.p99;
+    if (lat.tpot_ms.count > 0) {
+        mp.tpotP50Ms = lat.tpot_ms.p50;
+        mp.tpotP99Ms = lat.tpot_ms.p99;
     }
     mp.weightBytes = m_bridge->weightBytes();
     mp.kvBytes = static_cast<qint64>(m_frame.step.blocksUsed) * m_bridge->kvBytesPerBlock();
@@ -112,14 +105,7 @@ QString TelemetryFeed::liveFigures() const {
 }
 
 bool TelemetryFeed::writeTrace(const QString& path, const QString& model, QString* error) const {
-    const auto snaps = m_bridge->snapshotsAfter(-1);
-    const auto steps = m_bridge->stepsAfter(-1);
-    nlohmann::json meta = {{"source", "kvscope GUI"}, {"model", model.toStdString()}};
-    std::vector<std::shared_ptr<const EngineSnapshot>> last;
-    if (!snaps.empty()) last.push_back(snaps.back());
-    const Status st = write_trace(path.toStdString(), meta, steps, last, {});
-    if (!st) *error = QString::fromStdString(st.message());
-    return st.is_ok();
+    return m_bridge->writeTrace(path, model, error);
 }
 
 }  // namespace kvs::app

@@ -23,8 +23,6 @@
 
 #include "app/cli/commands.h"
 #include "engine/runtime/workload.h"
-#include "engine/telemetry/latency_stats.h"
-#include "engine/telemetry/trace_json.h"
 
 namespace kvs::app {
 namespace {

@@ -15,7 +15,6 @@
 #include "app/cli/commands.h"
 #include "engine/quant/eval.h"
 #include "engine/quant/quantize.h"
-#include "engine/tokenizer/tokenizer.h"
 
 namespace kvs::app {
 namespace {

@@ -8,7 +8,8 @@
 // single-stream bench, the quantization compare).
 //
 // The window, every CLI command, the quantization compare worker and the local server use
-// this header; nothing outside engine/ needs to load a model, create a tokenizer, apply a
+// this header (with it come the telemetry types and the two telemetry functions a front end
+// needs: summarize() and write_trace()); nothing outside engine/ needs to load a model, create a tokenizer, apply a
 // chat template or size a KV pool by hand. A Session is immutable after open() and the
 // add_draft() calls that follow it, so threads may share it (std::shared_ptr).
 #include <cstdint>
@@ -22,6 +23,9 @@
 #include "engine/runtime/engine.h"
 #include "engine/runtime/engine_loop.h"
 #include "engine/runtime/sequence_runner.h"
+#include "engine/telemetry/latency_stats.h"  // summarize(): TTFT / TPOT with bench's definitions
+#include "engine/telemetry/snapshot.h"       // what the engine publishes (EngineSnapshot, RequestMetrics)
+#include "engine/telemetry/trace_json.h"     // write_trace(): the trace file bench --trace writes
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
 
