@@ -13,7 +13,9 @@
 #include <cmath>
 #include <vector>
 
+#include "tests/support/dark_palette.h"
 #include "tests/support/test_paths.h"
+#include "tests/support/widget_probe.h"
 #include "ui/draft_acceptance_view.h"
 #include "ui/qcp.h"
 #include "ui/request_colors.h"
@@ -25,6 +27,9 @@ using kvs::ui::SpecRequestFrame;
 using kvs::ui::TokenFate;
 
 namespace {
+
+using kvs::test::dark_palette;
+using kvs::test::format_of;
 
 struct Verify {
     int drafted, accepted;
@@ -59,26 +64,6 @@ SpecRequestFrame requestFrom(qint64 id, const std::vector<Verify>& passes) {
     r.draftMs = 3.5;
     r.verifyMs = 120;
     return r;
-}
-
-// The character format at the first occurrence of `text` in the document.
-QTextCharFormat formatOf(QTextDocument* doc, const QString& text) {
-    const QTextCursor c = doc->find(text);
-    if (c.isNull()) return {};
-    QTextCursor at(doc);
-    at.setPosition(c.selectionStart() + 1);  // the format of the character before the cursor
-    return at.charFormat();
-}
-
-QPalette darkPalette() {
-    QPalette p;
-    p.setColor(QPalette::Window, QColor(0x2b, 0x2b, 0x2b));
-    p.setColor(QPalette::WindowText, QColor(0xe6, 0xe6, 0xe6));
-    p.setColor(QPalette::Base, QColor(0x1e, 0x1e, 0x1e));
-    p.setColor(QPalette::Text, QColor(0xe6, 0xe6, 0xe6));
-    p.setColor(QPalette::Button, QColor(0x35, 0x35, 0x35));
-    p.setColor(QPalette::ButtonText, QColor(0xe6, 0xe6, 0xe6));
-    return p;
 }
 
 }  // namespace
@@ -119,8 +104,8 @@ private Q_SLOTS:
         // spaces are made visible.
         QCOMPARE(doc->toPlainText(), QString("Hello world!\u00B7x. Next line"));
         const auto hue = [](const QColor& c) { return c.hslHue(); };
-        const QTextCharFormat acc = formatOf(doc, "wor"), cor = formatOf(doc, "."), bon = formatOf(doc, " line"),
-                              rej = formatOf(doc, "!"), dis = formatOf(doc, "\u00B7x"), plain = formatOf(doc, "Hello");
+        const QTextCharFormat acc = format_of(doc, "wor"), cor = format_of(doc, "."), bon = format_of(doc, " line"),
+                              rej = format_of(doc, "!"), dis = format_of(doc, "\u00B7x"), plain = format_of(doc, "Hello");
         QVERIFY(acc.background().style() != Qt::NoBrush);
         QVERIFY2(hue(acc.background().color()) >= 90 && hue(acc.background().color()) <= 160,
                  qPrintable(acc.background().color().name()));  // green
@@ -221,7 +206,7 @@ private Q_SLOTS:
     }
 
     void readableInBothThemes() {
-        for (const QPalette& pal : {QApplication::style()->standardPalette(), darkPalette()}) {
+        for (const QPalette& pal : {QApplication::style()->standardPalette(), dark_palette()}) {
             const QColor text = pal.color(QPalette::Text);
             for (TokenFate f : {TokenFate::Accepted, TokenFate::Corrected, TokenFate::Bonus}) {
                 const QTextCharFormat fmt = DraftAcceptanceView::fateFormat(f, pal);
@@ -237,10 +222,10 @@ private Q_SLOTS:
         }
         DraftAcceptanceView v;
         v.resize(900, 700);
-        v.setPalette(darkPalette());
+        v.setPalette(dark_palette());
         v.show();
         v.setFrame(frame());
-        const QColor bg = formatOf(v.document(), "wor").background().color();
+        const QColor bg = format_of(v.document(), "wor").background().color();
         QVERIFY2(bg.lightness() < 128, qPrintable(bg.name()));  // follows the dark theme
         QTest::qWait(100);
         QVERIFY(v.grab().save(QString::fromStdString(kvs::test::output_path("draft_acceptance_view_dark.png"))));

@@ -14,31 +14,20 @@
 
 #include <cstdlib>
 #include <future>
-#include <random>
 
 #include "tests/support/brute_force_beam.h"
+#include "tests/support/greedy_params.h"
+#include "tests/support/test_backend.h"
 #include "tests/support/tiny_model.h"
+#include "tests/support/token_ids.h"
 
 using namespace kvs;
 
 namespace {
 
-// "cpu" unless KVS_TEST_BACKEND names another (the CUDA runs on a GPU machine).
-std::string test_backend() {
-    const char* b = std::getenv("KVS_TEST_BACKEND");
-    return b && *b ? b : "cpu";
-}
-
-std::vector<std::vector<int32_t>> random_prompts(int n, int min_len, int max_len, int n_vocab, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::uniform_int_distribution<int> len(min_len, max_len), tok(3, n_vocab - 1);
-    std::vector<std::vector<int32_t>> out(static_cast<size_t>(n));
-    for (auto& p : out) {
-        p.resize(static_cast<size_t>(len(rng)));
-        for (auto& t : p) t = tok(rng);
-    }
-    return out;
-}
+using test::greedy;
+using test::random_prompts;
+using test::test_backend;
 
 // A single-sequence runner on the test backend: the independent path the engine is checked against.
 Result<std::unique_ptr<SequenceRunner>> make_runner(std::shared_ptr<const Model> model) {
@@ -71,14 +60,6 @@ std::vector<int32_t> run_alone(std::shared_ptr<const Model> model, const std::ve
 std::vector<BeamHypothesis> brute_force_beam(std::shared_ptr<const Model> model, const std::vector<int32_t>& prompt,
                                              int width, int n_tokens) {
     return test::brute_force_beam(**make_runner(model), model->config.n_vocab, prompt, width, n_tokens);
-}
-
-SamplingParams greedy(int n) {
-    SamplingParams p;
-    p.temperature = 0;
-    p.max_tokens = n;
-    p.ignore_eos = true;
-    return p;
 }
 
 // Submits every prompt with greedy(n); their ids in order.

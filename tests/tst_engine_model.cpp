@@ -11,8 +11,9 @@
 
 #include <QtTest>
 
-#include <cstdlib>
 
+#include "tests/support/greedy_params.h"
+#include "tests/support/test_backend.h"
 #include "tests/support/test_paths.h"
 
 using namespace kvs;
@@ -27,11 +28,7 @@ const char* kPrompts[] = {
     "Translate 'good morning' into Spanish.",
 };
 constexpr int kTokens = 32;
-// "cpu" unless KVS_TEST_BACKEND names another (the CUDA runs on a GPU machine).
-std::string test_backend() {
-    const char* b = std::getenv("KVS_TEST_BACKEND");
-    return b && *b ? b : "cpu";
-}
+using test::test_backend;
 }  // namespace
 
 class TestEngineModel : public QObject {
@@ -41,13 +38,7 @@ class TestEngineModel : public QObject {
     std::vector<std::vector<int32_t>> m_prompts;
     std::vector<std::vector<int32_t>> m_alone;  // each prompt run alone
 
-    SamplingParams greedy() const {
-        SamplingParams p;
-        p.temperature = 0;
-        p.max_tokens = kTokens;
-        p.ignore_eos = true;
-        return p;
-    }
+    SamplingParams greedy() const { return test::greedy(kTokens); }
 
 private Q_SLOTS:
     void initTestCase() {

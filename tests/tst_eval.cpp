@@ -14,19 +14,17 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
-#include <random>
 
+#include "tests/support/test_backend.h"
 #include "tests/support/tiny_model.h"
+#include "tests/support/token_ids.h"
 
 using namespace kvs;
 
 namespace {
 
-std::string test_backend() {
-    const char* b = std::getenv("KVS_TEST_BACKEND");
-    return b && *b ? b : "cpu";
-}
+using test::random_tokens;
+using test::test_backend;
 
 RunnerOptions runner_options(int n_ctx) {
     RunnerOptions ro;
@@ -35,14 +33,6 @@ RunnerOptions runner_options(int n_ctx) {
     ro.n_threads = 2;
     ro.backend = test_backend();
     return ro;
-}
-
-std::vector<int32_t> random_tokens(int n, int n_vocab, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::uniform_int_distribution<int> tok(3, n_vocab - 1);  // no special tokens
-    std::vector<int32_t> t(static_cast<size_t>(n));
-    for (auto& x : t) x = tok(rng);
-    return t;
 }
 
 // What one model says about every position of a chunk, computed naively: all logits of

@@ -17,13 +17,18 @@
 #include <QtTest>
 #include <algorithm>
 
+#include "tests/support/dark_palette.h"
 #include "tests/support/test_paths.h"
+#include "tests/support/widget_probe.h"
 #include "ui/kv_block_map.h"
 #include "ui/request_colors.h"
 
 using namespace kvs::ui;
 
 namespace {
+
+using kvs::test::color_distance;
+using kvs::test::dark_palette;
 
 // Builds a realistic frame: blocks are taken from a shuffled free list (a pool after some
 // churn hands out scattered blocks), requests may share a prefix, last blocks are partly
@@ -171,35 +176,8 @@ int decodeStep(EngineFrame& f) {
     return changed;
 }
 
-QPalette darkPalette() {
-    QPalette p;
-    const QColor window(0x2b, 0x2b, 0x2b), base(0x1e, 0x1e, 0x1e), text(0xe6, 0xe6, 0xe6);
-    p.setColor(QPalette::Window, window);
-    p.setColor(QPalette::WindowText, text);
-    p.setColor(QPalette::Base, base);
-    p.setColor(QPalette::AlternateBase, QColor(0x26, 0x26, 0x26));
-    p.setColor(QPalette::Text, text);
-    p.setColor(QPalette::Button, QColor(0x35, 0x35, 0x35));
-    p.setColor(QPalette::ButtonText, text);
-    p.setColor(QPalette::Highlight, QColor(0x3d, 0x7b, 0xd9));
-    p.setColor(QPalette::HighlightedText, Qt::white);
-    p.setColor(QPalette::ToolTipBase, window);
-    p.setColor(QPalette::ToolTipText, text);
-    p.setColor(QPalette::PlaceholderText, QColor(0x90, 0x90, 0x90));
-    p.setColor(QPalette::Light, QColor(0x4a, 0x4a, 0x4a));
-    p.setColor(QPalette::Midlight, QColor(0x3a, 0x3a, 0x3a));
-    p.setColor(QPalette::Mid, QColor(0x55, 0x55, 0x55));
-    p.setColor(QPalette::Dark, QColor(0x18, 0x18, 0x18));
-    p.setColor(QPalette::Shadow, Qt::black);
-    return p;
-}
-
-int colorDistance(const QColor& a, const QColor& b) {
-    return std::max({std::abs(a.red() - b.red()), std::abs(a.green() - b.green()), std::abs(a.blue() - b.blue())});
-}
-
 #define VERIFY_COLOR(actual, expected, tol)                                                                \
-    QVERIFY2(colorDistance((actual), (expected)) <= (tol),                                                 \
+    QVERIFY2(color_distance((actual), (expected)) <= (tol),                                                 \
              qPrintable(QStringLiteral("got %1, expected %2").arg((actual).name(), (expected).name())))
 
 QColor pixelAt(const QImage& img, QPointF p) { return img.pixelColor(p.toPoint()); }
@@ -404,7 +382,7 @@ private Q_SLOTS:
             int n = 0;
             for (QPoint p : {r.topLeft() + QPoint(in, in), r.topRight() + QPoint(-in, in), r.bottomLeft() + QPoint(in, -in),
                              r.bottomRight() + QPoint(-in, -in)})
-                n += colorDistance(img.pixelColor(p), want) <= tol;
+                n += color_distance(img.pixelColor(p), want) <= tol;
             return n;
         };
         QVERIFY(corners(v.grid()->blockRect(blockOf(f, 1, 0)), dimmed, 6) >= 2);
@@ -470,7 +448,7 @@ private Q_SLOTS:
         QCOMPARE(r1, cb->tokenSpan(0, 512).first());  // the first reservation starts the pool
         const QRectF used = cb->tokenSpan(40, 41).first(), unused = cb->tokenSpan(500, 501).first();
         VERIFY_COLOR(pixelAt(cimg, used.center()), c1, 3);
-        QVERIFY(colorDistance(pixelAt(cimg, unused.center()), c1) > 20);  // reserved, unused: tint + hatching
+        QVERIFY(color_distance(pixelAt(cimg, unused.center()), c1) > 20);  // reserved, unused: tint + hatching
         QCOMPARE(cb->requestAt(unused.center().toPoint()), qint64(1));
         const QPoint after = cb->tokenSpan(600, 601).first().center().toPoint();  // request 9 is gone: free
         QCOMPARE(cb->requestAt(after), kNoRequest);
@@ -519,8 +497,8 @@ private Q_SLOTS:
             QVERIFY2(contrastRatio(c, dark) >= 2.5, qPrintable(QString("%1 %2").arg(id).arg(c.name())));
         }
         for (int a = 0; a < requestColorCount(); ++a)
-            for (int b = a + 1; b < requestColorCount(); ++b) QVERIFY(colorDistance(requestColor(a), requestColor(b)) > 30);
-        QVERIFY(colorDistance(requestColor(3), requestColor(3 + requestColorCount())) > 20);  // variants differ
+            for (int b = a + 1; b < requestColorCount(); ++b) QVERIFY(color_distance(requestColor(a), requestColor(b)) > 30);
+        QVERIFY(color_distance(requestColor(3), requestColor(3 + requestColorCount())) > 20);  // variants differ
         QCOMPARE(KvBlockMapView::colorForRequest(5), requestColor(5));
         QCOMPARE(contrastingTextColor(QColor(Qt::yellow)), QColor(Qt::black));
         QCOMPARE(contrastingTextColor(QColor(0x20, 0x20, 0x60)), QColor(Qt::white));
@@ -536,7 +514,7 @@ private Q_SLOTS:
         for (const Shot& s : {Shot{"small_light", false, false, kNoRequest}, Shot{"small_dark", false, true, 2},
                               Shot{"big_light", true, false, 5}, Shot{"big_dark", true, true, kNoRequest}}) {
             KvBlockMapView v;
-            if (s.dark) v.setPalette(darkPalette());
+            if (s.dark) v.setPalette(dark_palette());
             v.setFrame(s.big ? bigFrame() : smallFrame());
             v.setSelectedRequest(s.select);
             showAndWait(v, s.big ? QSize(1280, 760) : QSize(960, 560));

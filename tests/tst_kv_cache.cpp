@@ -7,7 +7,9 @@
 // request reading back tokens that are not its own.
 #include <QtTest>
 
+#include "tests/support/kv_admit.h"
 #include "tests/support/kv_invariants.h"
+#include "tests/support/token_ids.h"
 
 #include <algorithm>
 #include <map>
@@ -21,30 +23,12 @@
 using kvs::BlockState;
 using kvs::KVCacheManager;
 using kvs::RequestId;
+using kvs::test::admit;
+using kvs::test::cat;
 using kvs::test::kv_pool_invariants;
+using kvs::test::seq;
 
 namespace {
-
-std::vector<int32_t> seq(int32_t first, int n) {
-    std::vector<int32_t> v(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) v[static_cast<size_t>(i)] = first + i;
-    return v;
-}
-
-std::vector<int32_t> cat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
-    a.insert(a.end(), b.begin(), b.end());
-    return a;
-}
-
-// New request: prefix lookup then slots for the rest of the prompt. Returns n_cached, -1 on no room.
-int admit(KVCacheManager& m, RequestId id, const std::vector<int32_t>& prompt) {
-    auto hit = m.get_computed_blocks(id, prompt);
-    if (!hit) return -2;
-    auto a = m.allocate_slots(id, prompt, static_cast<int>(prompt.size()) - *hit);
-    if (!a) return -2;
-    if (a->no_room) return -1;
-    return *hit;
-}
 
 
 }  // namespace

@@ -14,7 +14,9 @@
 #include <QtTest>
 
 #include "tests/support/engine_kv_bytes.h"
+#include "tests/support/dark_palette.h"
 #include "tests/support/test_paths.h"
+#include "tests/support/widget_probe.h"
 #include "ui/memory_bar.h"
 #include "ui/memory_planner.h"
 
@@ -49,10 +51,6 @@ MemoryPlan planOf(const MemoryInputs& in) {
 
 // A calculator wired as the app wires it.
 void wire(MemoryPlannerView& w) { w.setKvBytesPerTokenFn(engine_kv_bytes_per_token); }
-
-bool near(const QColor& a, const QColor& b, int tol = 8) {
-    return std::abs(a.red() - b.red()) <= tol && std::abs(a.green() - b.green()) <= tol && std::abs(a.blue() - b.blue()) <= tol;
-}
 
 QColor centreColor(QWidget* top, QWidget* w) {
     const QImage img = top->grab().toImage();
@@ -277,7 +275,7 @@ private Q_SLOTS:
         QCOMPARE(verdict->property("fits").toBool(), false);
         QVERIFY2(verdict->text().contains("Does not fit"), qPrintable(verdict->text()));
         QApplication::processEvents();
-        QVERIFY(near(centreColor(&w, verdict), MemoryBar::overColor()));
+        QVERIFY(kvs::test::colors_near(centreColor(&w, verdict), MemoryBar::overColor(), 8));
         QVERIFY(w.grab().save(QString::fromStdString(kvs::test::output_path("memory_planner_too_big.png"))));
         QCOMPARE(p.maxBatch, qint64(3));
         QVERIFY(w.findChild<QLabel*>("plannerLimits")->text().contains("<b>3 sequences</b>"));
@@ -287,7 +285,7 @@ private Q_SLOTS:
         QVERIFY(p.fits);
         QCOMPARE(verdict->property("fits").toBool(), true);
         QApplication::processEvents();
-        QVERIFY(near(centreColor(&w, verdict), MemoryBar::fitColor()));
+        QVERIFY(kvs::test::colors_near(centreColor(&w, verdict), MemoryBar::fitColor(), 8));
         auto* bar = w.findChild<MemoryBar*>("plannerMemoryBar");
         QCOMPARE(bar->capacity(), 24 * GiB);
         QCOMPARE(bar->total(), p.totalBytes);
@@ -329,14 +327,7 @@ private Q_SLOTS:
     void darkTheme() {
         MemoryPlannerView w;
         wire(w);
-        QPalette p;
-        p.setColor(QPalette::Window, QColor(0x2B, 0x2D, 0x30));
-        p.setColor(QPalette::Base, QColor(0x1E, 0x1F, 0x22));
-        p.setColor(QPalette::Text, QColor(0xDF, 0xE1, 0xE5));
-        p.setColor(QPalette::WindowText, QColor(0xDF, 0xE1, 0xE5));
-        p.setColor(QPalette::Button, QColor(0x3C, 0x3F, 0x41));
-        p.setColor(QPalette::ButtonText, QColor(0xDF, 0xE1, 0xE5));
-        w.setPalette(p);
+        w.setPalette(kvs::test::dark_palette());
         w.resize(1100, 560);
         w.show();
         w.selectPreset("TinyLlama-1.1B");

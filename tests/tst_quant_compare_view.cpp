@@ -17,6 +17,7 @@
 
 #include "app/quant_compare_worker.h"
 #include "tests/support/test_paths.h"
+#include "tests/support/widget_probe.h"
 #include "ui/qcp.h"
 #include "ui/quant_compare_view.h"
 
@@ -25,6 +26,8 @@ using kvs::ui::QuantSideInfo;
 using kvs::ui::QuantTokenEvent;
 
 namespace {
+
+using kvs::test::format_of;
 
 struct Row {
     const char* ref;
@@ -66,15 +69,6 @@ std::vector<QuantTokenEvent> recordedEvents() {
     return out;
 }
 
-// The character format of the first occurrence of `text` in the document.
-QTextCharFormat formatOf(QTextDocument* doc, const QString& text) {
-    const QTextCursor c = doc->find(text, 0, QTextDocument::FindCaseSensitively);
-    if (c.isNull()) return {};
-    QTextCursor at(doc);
-    at.setPosition(c.selectionStart() + 1);
-    return at.charFormat();
-}
-
 QuantSideInfo info(const QString& label, qint64 bytes, double bits) {
     QuantSideInfo s;
     s.label = label;
@@ -103,11 +97,11 @@ private Q_SLOTS:
         QCOMPARE(v.firstDivergence(), 3);
         QVERIFY2(v.figure("divergence").contains("first divergence at token 3"), qPrintable(v.figure("divergence")));
         const QColor div = QuantCompareView::divergenceColor(v.palette());
-        QCOMPARE(formatOf(v.referenceDocument(), " blue").background().color(), div);
-        QCOMPARE(formatOf(v.variantDocument(), " azure").background().color(), div);
+        QCOMPARE(format_of(v.referenceDocument(), " blue").background().color(), div);
+        QCOMPARE(format_of(v.variantDocument(), " azure").background().color(), div);
         // Before it: no tint; the columns hold the pieces in order.
-        QCOMPARE(formatOf(v.referenceDocument(), " looks").background().style(), Qt::NoBrush);
-        QCOMPARE(formatOf(v.variantDocument(), " looks").background().style(), Qt::NoBrush);
+        QCOMPARE(format_of(v.referenceDocument(), " looks").background().style(), Qt::NoBrush);
+        QCOMPARE(format_of(v.variantDocument(), " looks").background().style(), Qt::NoBrush);
         QCOMPARE(v.referenceDocument()->toPlainText(), QString("The sky looks blue because light"));
         QCOMPARE(v.variantDocument()->toPlainText(), QString("The sky looks azure because air"));
     }
@@ -117,14 +111,14 @@ private Q_SLOTS:
         feed(v);
         // After the divergence the variant's picks are italic; the one that is not the
         // reference's token is tinted; the reference column stays plain.
-        const QTextCharFormat same = formatOf(v.variantDocument(), " because");
+        const QTextCharFormat same = format_of(v.variantDocument(), " because");
         QVERIFY(same.fontItalic());
         QCOMPARE(same.background().style(), Qt::NoBrush);
-        const QTextCharFormat other = formatOf(v.variantDocument(), " air");
+        const QTextCharFormat other = format_of(v.variantDocument(), " air");
         QVERIFY(other.fontItalic());
         QCOMPARE(other.background().color(), QuantCompareView::disagreeColor(v.palette()));
-        QVERIFY(!formatOf(v.referenceDocument(), " light").fontItalic());
-        QVERIFY(!formatOf(v.variantDocument(), " sky").fontItalic());
+        QVERIFY(!format_of(v.referenceDocument(), " light").fontItalic());
+        QVERIFY(!format_of(v.variantDocument(), " sky").fontItalic());
         QVERIFY(!v.findChild<QLabel*>("teacherForcedCaption")->text().isEmpty());
     }
 

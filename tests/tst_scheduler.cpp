@@ -23,6 +23,7 @@
 #include "engine/scheduler/request.h"
 #include "engine/scheduler/scheduler.h"
 #include "tests/support/fake_model_runner.h"
+#include "tests/support/token_ids.h"
 
 using kvs::BatchingPolicy;
 using kvs::FinishReason;
@@ -38,17 +39,8 @@ Q_DECLARE_METATYPE(BatchingPolicy)
 
 namespace {
 
-std::vector<int32_t> seq(int32_t first, int n) {
-    std::vector<int32_t> v(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) v[static_cast<size_t>(i)] = first + i;
-    return v;
-}
-
-std::vector<int32_t> cat(std::vector<int32_t> a, const std::vector<int32_t>& b) {
-    a.insert(a.end(), b.begin(), b.end());
-    return a;
-}
-
+using kvs::test::cat;
+using kvs::test::seq;
 using Sim = kvs::test::FakeModelRunner;
 using kvs::test::pool_invariants;
 

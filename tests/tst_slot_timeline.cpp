@@ -14,7 +14,9 @@
 #include "ui/qcp.h"
 
 #include "tests/support/batch_sim.h"
+#include "tests/support/dark_palette.h"
 #include "tests/support/test_paths.h"
+#include "tests/support/widget_probe.h"
 #include "ui/memory_bar.h"
 #include "ui/metrics_view.h"
 #include "ui/slot_timeline.h"
@@ -29,24 +31,12 @@ namespace {
 
 using Sim = kvs::test::BatchSim;
 using SimConfig = kvs::test::BatchSimConfig;
+using kvs::test::dark_palette;
+
+// Pixels against the colours a view paints.
+bool near(const QColor& a, const QColor& b) { return kvs::test::colors_near(a, b, 6); }
 
 QString out(const char* name) { return QString::fromStdString(kvs::test::output_path(name)); }
-
-QPalette darkPalette() {
-    QPalette p;
-    p.setColor(QPalette::Window, QColor(0x2B, 0x2D, 0x30));
-    p.setColor(QPalette::Base, QColor(0x1E, 0x1F, 0x22));
-    p.setColor(QPalette::AlternateBase, QColor(0x26, 0x28, 0x2B));
-    p.setColor(QPalette::Text, QColor(0xDF, 0xE1, 0xE5));
-    p.setColor(QPalette::WindowText, QColor(0xDF, 0xE1, 0xE5));
-    p.setColor(QPalette::ButtonText, QColor(0xDF, 0xE1, 0xE5));
-    p.setColor(QPalette::Button, QColor(0x3C, 0x3F, 0x41));
-    p.setColor(QPalette::Mid, QColor(0x55, 0x58, 0x5C));
-    p.setColor(QPalette::Highlight, QColor(0x35, 0x74, 0xF0));
-    p.setColor(QPalette::HighlightedText, Qt::white);
-    p.setColor(QPalette::PlaceholderText, QColor(0x8C, 0x8F, 0x94));
-    return p;
-}
 
 int feed(SlotTimelineView& v, Sim& sim, int maxSteps = 100000) {
     int n = 0;
@@ -58,10 +48,6 @@ int feed(SlotTimelineView& v, Sim& sim, int maxSteps = 100000) {
         ++n;
     }
     return n;
-}
-
-bool near(const QColor& a, const QColor& b, int tol = 6) {
-    return std::abs(a.red() - b.red()) <= tol && std::abs(a.green() - b.green()) <= tol && std::abs(a.blue() - b.blue()) <= tol;
 }
 
 }  // namespace
@@ -175,7 +161,7 @@ void TestSlotTimeline::continuousBatchingRun() {
     QVERIFY(v.grab().save(out("slot_timeline_hover_selected.png")));
 
     // The same run in the dark theme and in seats mode.
-    v.setPalette(darkPalette());
+    v.setPalette(dark_palette());
     QTest::qWait(80);  // the plots replot at most every 50 ms while steps stream
     const QImage dark = v.grab().toImage();
     QVERIFY(dark.save(out("slot_timeline_continuous_dark.png")));
@@ -527,7 +513,7 @@ void TestSlotTimeline::metricsView() {
     const QPoint inBar = bar->mapTo(&m, QPoint(memBar->barRect().left() + 4, memBar->barRect().center().y()));
     QVERIFY2(near(img.pixelColor(inBar * img.devicePixelRatio()), kvs::ui::MemoryBar::weightsColor()),
              qPrintable(img.pixelColor(inBar * img.devicePixelRatio()).name()));
-    m.setPalette(darkPalette());
+    m.setPalette(dark_palette());
     QTest::qWait(150);
     QVERIFY(m.grab().save(out("metrics_view_dark.png")));
 

@@ -19,6 +19,7 @@
 #include <map>
 #include <random>
 
+#include "tests/support/greedy_params.h"
 #include "tests/support/kv_invariants.h"
 #include "tests/support/tiny_model.h"
 
@@ -26,20 +27,14 @@ using namespace kvs;
 
 namespace {
 
+using test::greedy;
+
 std::shared_ptr<const Model> load_tiny(const QTemporaryDir& dir, const char* name, test::TinyModelSpec spec) {
     const std::string path = dir.filePath(name).toStdString();
     if (!test::write_tiny_gguf(path, spec)) qFatal("write_tiny_gguf failed");
     auto m = load_model(path);
     if (!m) qFatal("%s", m.message().c_str());
     return *m;
-}
-
-SamplingParams greedy(int n) {
-    SamplingParams p;
-    p.temperature = 0;
-    p.max_tokens = n;
-    p.ignore_eos = true;
-    return p;
 }
 
 // Greedy decoding of one prompt alone, one token at a time (no engine, no drafts).

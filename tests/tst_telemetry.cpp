@@ -23,7 +23,9 @@
 #include "engine/telemetry/snapshot.h"
 #include "engine/telemetry/snapshot_ring.h"
 #include "engine/telemetry/trace_json.h"
+#include "tests/support/kv_admit.h"
 #include "tests/support/test_paths.h"
+#include "tests/support/token_ids.h"
 
 using nlohmann::json;
 using namespace kvs;
@@ -53,11 +55,8 @@ inline char* toString(const std::vector<double>& v) { return vector_to_string(v)
 
 namespace {
 
-std::vector<int32_t> seq(int32_t first, int n) {
-    std::vector<int32_t> v(static_cast<size_t>(n));
-    for (int i = 0; i < n; ++i) v[static_cast<size_t>(i)] = first + i;
-    return v;
-}
+using kvs::test::admit;
+using kvs::test::seq;
 
 // A snapshot whose contents all derive from k, so a reader can tell a torn one:
 // step.step == k, n_blocks == blocks.size() == k % 37 + 1, every block's ref_cnt and
@@ -91,15 +90,6 @@ QString check_numbered(const EngineSnapshot& s) {
         if (r.id != k) return QString("step %1: request id %2").arg(k).arg(r.id);
     if (s.total_generated_tokens != k * 3) return QString("step %1: wrong totals").arg(k);
     return {};
-}
-
-// The shared prompt-admission sequence of the KV cache tests.
-void admit(KVCacheManager& m, RequestId id, const std::vector<int32_t>& prompt) {
-    auto hit = m.get_computed_blocks(id, prompt);
-    QVERIFY2(hit.is_ok(), hit.message().c_str());
-    auto a = m.allocate_slots(id, prompt, static_cast<int>(prompt.size()) - *hit);
-    QVERIFY2(a.is_ok(), a.message().c_str());
-    QVERIFY(!a->no_room);
 }
 
 bool approx(double a, double b, double tol = 1e-9) { return std::fabs(a - b) <= tol * std::max(1.0, std::fabs(b)); }
@@ -311,9 +301,9 @@ void TestTelemetry::ring_concurrent_publish_and_read() {
 void TestTelemetry::block_views_from_kv_cache() {
     // 8 blocks of 4 tokens, prefix caching on.
     KVCacheManager kv(8, 4, true);
-    admit(kv, 1, seq(100, 6));                           // 2 blocks: one full (hashed), one with 2 tokens
-    admit(kv, 2, seq(200, 3));                           // 1 block with 3 tokens
-    admit(kv, 3, {100, 101, 102, 103, 300, 301});        // hits request 1's first block, + 1 block of 2
+    QCOMPARE(admit(kv, 1, seq(100, 6)), 0);              // 2 blocks: one full (hashed), one with 2 tokens
+    QCOMPARE(admit(kv, 2, seq(200, 3)), 0);              // 1 block with 3 tokens
+    QCOMPARE(admit(kv, 3, {100, 101, 102, 103, 300, 301}), 4);  // hits request 1's first block, + 1 block of 2
     const auto t1 = kv.block_table(1), t2 = kv.block_table(2), t3 = kv.block_table(3);
     QCOMPARE(t1.size(), size_t(2));
     QCOMPARE(t3.size(), size_t(2));
@@ -373,7 +363,7 @@ void TestTelemetry::block_views_from_kv_cache() {
 
 void TestTelemetry::request_and_host_views() {
     KVCacheManager kv(4, 4, false);
-    admit(kv, 7, seq(1, 5));
+    QCOMPARE(admit(kv, 7, seq(1, 5)), 0);
     SchedRequest r;
     r.id = 7;
     r.prompt = seq(1, 5);
