@@ -313,7 +313,9 @@ void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
     m_backend.add(b.x, b.h, b.x, static_cast<int64_t>(n_tokens) * c.n_embd);
 }
 
-Status LlamaForward::forward(const ForwardBatch& batch, std::vector<float>* logits) {
+// The batch's shape and every id it carries, checked before any of it reaches a kernel;
+// slots gets each token's KV slot (block_id * block_size + offset).
+Status LlamaForward::check_batch(const ForwardBatch& batch, std::vector<int32_t>* slots) const {
     const auto& c = m_model->config;
     const int n_tokens = batch.n_tokens();
     const int n_rows = static_cast<int>(batch.logit_rows.size());
@@ -338,7 +340,7 @@ Status LlamaForward::forward(const ForwardBatch& batch, std::vector<float>* logi
             return Status::error("forward: logit row " + std::to_string(row) + " is not a token of the batch of " +
                                  std::to_string(n_tokens));
     const int bs = m_kv.block_size();
-    std::vector<int32_t> slots(static_cast<size_t>(n_tokens));  // [n_tokens]
+    slots->resize(static_cast<size_t>(n_tokens));
     for (int t = 0; t < n_tokens; ++t) {
         const int32_t tok = batch.tokens[static_cast<size_t>(t)];
         if (tok < 0 || tok >= c.n_vocab)
@@ -353,10 +355,15 @@ Status LlamaForward::forward(const ForwardBatch& batch, std::vector<float>* logi
         const int32_t id = batch.block_tables[static_cast<size_t>(s) * batch.max_blocks_per_seq + blk];
         if (id < 0 || id >= m_kv.n_blocks())
             return Status::error("forward: block table entry " + std::to_string(id) + " is not a block of the pool");
-        slots[static_cast<size_t>(t)] = id * bs + p % bs;
+        (*slots)[static_cast<size_t>(t)] = id * bs + p % bs;
     }
+    return Status::ok();
+}
+
+// Grows the block-table and logits buffers when this batch needs more (never shrinks).
+Status LlamaForward::reserve_batch(size_t table_n, int n_rows) {
     auto& b = *m_buf;
-    const size_t table_n = static_cast<size_t>(batch.n_seqs) * batch.max_blocks_per_seq;
+    m_alloc_error.clear();
     if (table_n > b.table_capacity) {
         if (b.tables) {
             m_backend.release(b.tables);
@@ -365,19 +372,10 @@ Status LlamaForward::forward(const ForwardBatch& batch, std::vector<float>* logi
             b.table_capacity = 0;
         }
         const size_t want = std::max<size_t>(table_n, 256);
-        m_alloc_error.clear();
         b.tables = static_cast<int32_t*>(alloc(want * sizeof(int32_t), "the block tables"));
         if (!b.tables) return alloc_status();
         b.table_capacity = want;
     }
-    const size_t tb = sizeof(int32_t) * static_cast<size_t>(n_tokens);
-    m_backend.copy_to_device(b.ids, batch.tokens.data(), tb);
-    m_backend.copy_to_device(b.pos, batch.positions.data(), tb);
-    m_backend.copy_to_device(b.seq, batch.token_seq.data(), tb);
-    m_backend.copy_to_device(b.slots, slots.data(), tb);
-    m_backend.copy_to_device(b.tables, batch.block_tables.data(), table_n * sizeof(int32_t));
-    m_backend.copy_to_device(b.rows, batch.logit_rows.data(), sizeof(int32_t) * static_cast<size_t>(n_rows));
-
     if (n_rows > b.logits_capacity) {
         if (b.logits) {
             m_backend.release(b.logits);
@@ -387,11 +385,29 @@ Status LlamaForward::forward(const ForwardBatch& batch, std::vector<float>* logi
             b.logits_capacity = 0;
         }
         const int want = std::max(n_rows, 8);
-        m_alloc_error.clear();
         b.logits = scratch(static_cast<size_t>(want) * m_output.n_out, "the logits");
         if (!b.logits) return alloc_status();
         b.logits_capacity = want;
     }
+    return Status::ok();
+}
+
+Status LlamaForward::forward(const ForwardBatch& batch, std::vector<float>* logits) {
+    const auto& c = m_model->config;
+    const int n_tokens = batch.n_tokens();
+    const int n_rows = static_cast<int>(batch.logit_rows.size());
+    std::vector<int32_t> slots;  // [n_tokens]
+    KVS_RETURN_IF_ERROR(check_batch(batch, &slots));
+    const size_t table_n = static_cast<size_t>(batch.n_seqs) * batch.max_blocks_per_seq;
+    KVS_RETURN_IF_ERROR(reserve_batch(table_n, n_rows));
+    auto& b = *m_buf;
+    const size_t tb = sizeof(int32_t) * static_cast<size_t>(n_tokens);
+    m_backend.copy_to_device(b.ids, batch.tokens.data(), tb);
+    m_backend.copy_to_device(b.pos, batch.positions.data(), tb);
+    m_backend.copy_to_device(b.seq, batch.token_seq.data(), tb);
+    m_backend.copy_to_device(b.slots, slots.data(), tb);
+    m_backend.copy_to_device(b.tables, batch.block_tables.data(), table_n * sizeof(int32_t));
+    m_backend.copy_to_device(b.rows, batch.logit_rows.data(), sizeof(int32_t) * static_cast<size_t>(n_rows));
 
     m_backend.embedding(m_token_embd, b.ids, n_tokens, b.x);
     for (int il = 0; il < c.n_layer; ++il) run_layer(il, batch, n_tokens);

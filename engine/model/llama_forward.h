@@ -75,6 +75,8 @@ private:
     WeightView pack_rows(std::initializer_list<const WeightView*> parts, const std::string& what);
     void prepare_weights();
     float* scratch(size_t n_floats, const char* what);
+    Status check_batch(const ForwardBatch& batch, std::vector<int32_t>* slots) const;
+    Status reserve_batch(size_t table_n, int n_rows);
     void run_layer(int il, const ForwardBatch& b, int n_tokens);
     void observe(int il, ActivationSite site, const float* x, int n_tokens, int n) const {
         if (m_observer && m_backend.host_visible()) m_observer(il, site, x, n_tokens, n);

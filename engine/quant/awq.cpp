@@ -211,6 +211,26 @@ Status check_awq_input(const Model& m, const std::vector<int32_t>& tokens, const
     return Status::ok();
 }
 
+// Layer li of the result: its scaled (and clipped) float weights encoded as the output
+// asks, the folded norms and bias; the bytes live in storage.
+void store_layer(FloatLayer& f, size_t li, const AwqOptions& opt, AwqStorage& storage, LayerWeights& L) {
+    auto* slot = &storage.weights[li * 7];
+    L.wq = encode(f.wq, L.wq.n_out, L.wq.n_in, opt, slot[0]);
+    L.wk = encode(f.wk, L.wk.n_out, L.wk.n_in, opt, slot[1]);
+    L.wv = encode(f.wv, L.wv.n_out, L.wv.n_in, opt, slot[2]);
+    L.wo = encode(f.wo, L.wo.n_out, L.wo.n_in, opt, slot[3]);
+    L.w_gate = encode(f.gate, L.w_gate.n_out, L.w_gate.n_in, opt, slot[4]);
+    L.w_up = encode(f.up, L.w_up.n_out, L.w_up.n_in, opt, slot[5]);
+    L.w_down = encode(f.down, L.w_down.n_out, L.w_down.n_in, opt, slot[6]);
+    auto* vec = &storage.vectors[li * 3];
+    vec[0] = std::move(f.attn_norm);
+    vec[1] = std::move(f.ffn_norm);
+    vec[2] = std::move(f.bv);
+    L.attn_norm = vec[0].data();
+    L.ffn_norm = vec[1].data();
+    if (L.bv) L.bv = vec[2].data();
+}
+
 }  // namespace
 
 Result<std::shared_ptr<Model>> awq_quantize(std::shared_ptr<const Model> source,
@@ -261,22 +281,7 @@ Result<std::shared_ptr<Model>> awq_quantize(std::shared_ptr<const Model> source,
             if (opt.search_scales) search_and_fold(*be, c, f, a, n_rows, calib->seq_len, opt, stats[li]);
             if (opt.clip) clip_layer(*be, c, f, a, n_rows, opt);
             a = LayerActivations{};  // done with this layer's activations
-            LayerWeights& L = m->layers[li];
-            auto* slot = &storage->weights[li * 7];
-            L.wq = encode(f.wq, L.wq.n_out, L.wq.n_in, opt, slot[0]);
-            L.wk = encode(f.wk, L.wk.n_out, L.wk.n_in, opt, slot[1]);
-            L.wv = encode(f.wv, L.wv.n_out, L.wv.n_in, opt, slot[2]);
-            L.wo = encode(f.wo, L.wo.n_out, L.wo.n_in, opt, slot[3]);
-            L.w_gate = encode(f.gate, L.w_gate.n_out, L.w_gate.n_in, opt, slot[4]);
-            L.w_up = encode(f.up, L.w_up.n_out, L.w_up.n_in, opt, slot[5]);
-            L.w_down = encode(f.down, L.w_down.n_out, L.w_down.n_in, opt, slot[6]);
-            auto* vec = &storage->vectors[li * 3];
-            vec[0] = std::move(f.attn_norm);
-            vec[1] = std::move(f.ffn_norm);
-            vec[2] = std::move(f.bv);
-            L.attn_norm = vec[0].data();
-            L.ffn_norm = vec[1].data();
-            if (L.bv) L.bv = vec[2].data();
+            store_layer(f, li, opt, *storage, m->layers[li]);
         }
     };
     std::vector<std::thread> helpers;

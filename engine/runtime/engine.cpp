@@ -1,71 +1,14 @@
+// The batching engine's core: create, submit / cancel, and one step (schedule, move KV
+// blocks, one forward pass, sample, stream), its telemetry and the request records.
+// Beam search lives in engine_beam.cpp, speculative decoding in engine_spec.cpp.
 #include "engine/runtime/engine.h"
 
 #include <algorithm>
-#include <chrono>
-#include <cmath>
-#include <deque>
-#include <optional>
-#include <numeric>
-#include <unordered_set>
 
-#include "engine/runtime/text_stream.h"
+#include "engine/runtime/engine_request.h"
 #include "engine/runtime/weight_support.h"
-#include "engine/sampling/sampler.h"
-#include "engine/speculative/draft_runner.h"
-#include "engine/speculative/ngram.h"
-#include "engine/speculative/verify.h"
 
 namespace kvs {
-
-namespace {
-using Clock = std::chrono::steady_clock;
-double ms_between(Clock::time_point a, Clock::time_point b) {
-    return std::chrono::duration<double, std::milli>(b - a).count();
-}
-}  // namespace
-
-// What the engine keeps beside the scheduler's record of a request.
-struct Engine::Req {
-    RequestId id = 0;
-    SamplingParams params;
-    Sampler sampler;
-    TextStream text;
-    TokenCallback on_event;
-    std::vector<int32_t> history;  // prompt + output, for the penalties
-    std::shared_ptr<BeamGroup> beam;  // set for every beam of a beam-search request
-    RequestMetrics metrics;
-    // Speculative decoding.
-    SpecParams spec;
-    int spec_k = 0;                      // drafts to ask for next (adaptive k moves it)
-    DraftRunner* runner = nullptr;       // the draft model, null for prompt lookup
-    std::vector<DraftToken> drafts;      // proposed for this step
-    SpecStats spec_stats;
-    std::deque<SpecTokenEvent> fates;    // the last kMaxFates token fates
-    static constexpr size_t kMaxFates = 4096;
-    void add_fate(SpecTokenEvent e) {
-        fates.push_back(e);
-        if (fates.size() > kMaxFates) fates.pop_front();
-    }
-    Req(RequestId id_, const SamplingParams& p, const Tokenizer* tok, TokenCallback cb, std::vector<int32_t> prompt)
-        : id(id_), params(p), sampler(p), text(tok, p), on_event(std::move(cb)), history(std::move(prompt)) {}
-};
-
-// A beam-search request: its live beams (each a request forked from another) and the
-// hypotheses that ended. Beams advance together: once every live beam has its next-token
-// log-probabilities for this position, the best `width` extensions are kept.
-struct Engine::BeamGroup {
-    RequestId root = 0;
-    int width = 1;
-    int max_tokens = 0;
-    bool ignore_eos = false;
-    std::vector<RequestId> live;                    // rank order (best first)
-    std::unordered_map<RequestId, double> score;    // sum of log-probs of a live beam
-    // This position's best `width` (log-prob, token) of each live beam that has run.
-    std::unordered_map<RequestId, std::vector<std::pair<double, int32_t>>> pending;
-    std::vector<BeamHypothesis> done;
-    bool finished = false;
-    FinishReason reason = FinishReason::length;
-};
 
 Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> model,
                                                std::shared_ptr<const Tokenizer> tokenizer, const EngineOptions& opt) {
@@ -127,15 +70,28 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> mode
         if (!d) return R::error(d.message());
         e->m_drafts.push_back(std::move(d.value()));
     }
+    e->m_buf = std::make_unique<StepBuffers>();
     e->m_ring = std::make_shared<SnapshotRing>(static_cast<size_t>(std::max(1, opt.snapshot_ring)),
                                                static_cast<size_t>(std::max(1, opt.step_ring)));
     e->m_snapshot_every = opt.snapshot_every;
     e->m_accept_rule = opt.spec_accept_rule;
-    e->m_t0 = Clock::now();
+    e->m_t0 = EngineClock::now();
     return e;
 }
 
+Engine::Engine() = default;
 Engine::~Engine() = default;
+
+const Scheduler& Engine::scheduler() const { return *m_sched; }
+const KVCacheManager& Engine::kv_cache() const { return *m_kv_mgr; }
+const Model& Engine::model() const { return *m_model; }
+const Tokenizer* Engine::tokenizer() const { return m_tok.get(); }
+Backend& Engine::backend() { return *m_backend; }
+bool Engine::has_work() const { return m_sched->has_unfinished(); }
+int Engine::block_size() const { return m_kv_mgr->block_size(); }
+int64_t Engine::kv_pool_bytes() const { return m_kv->bytes(); }
+DType Engine::kv_type() const { return m_kv->kv_type(); }
+std::shared_ptr<const SnapshotRing> Engine::telemetry() const { return m_ring; }
 
 Result<RequestId> Engine::submit(GenerationRequest req, RequestId want_id) {
     using R = Result<RequestId>;
@@ -153,23 +109,8 @@ Result<RequestId> Engine::submit(GenerationRequest req, RequestId want_id) {
     if (max_tokens == 0) return R::error("max_tokens is 0: nothing to generate");
     if (req.beam_width < 1 || req.beam_width > 8)
         return R::error("beam width must be 1 (off) to 8, got " + std::to_string(req.beam_width));
-    DraftRunner* runner = nullptr;
-    if (req.spec.enabled()) {
-        if (req.beam_width > 1) return R::error("speculative decoding does not combine with beam search");
-        if (req.spec.k < 1 || req.spec.k > 16 || req.spec.k_min < 1 || req.spec.k_max > 16 ||
-            req.spec.k_min > req.spec.k_max)
-            return R::error("draft length k must be 1 to 16 (k_min <= k <= k_max), got k = " + std::to_string(req.spec.k) +
-                            " in [" + std::to_string(req.spec.k_min) + ", " + std::to_string(req.spec.k_max) + "]");
-        if (req.spec.proposer != "ngram") {
-            for (auto& d : m_drafts)
-                if (d->name() == req.spec.proposer) runner = d.get();
-            if (!runner) {
-                std::string names = "ngram";
-                for (const auto& n : draft_names()) names += ", " + n;
-                return R::error("unknown draft proposer '" + req.spec.proposer + "' (this engine has: " + names + ")");
-            }
-        }
-    }
+    auto runner = draft_runner_for(req);
+    if (!runner) return runner.status();
     const RequestId id = want_id > 0 ? want_id : m_next_id;
     if (m_reqs.count(id)) return R::error("request id " + std::to_string(id) + " is already in use");
     KVS_RETURN_IF_ERROR(m_sched->add_request(id, req.prompt, max_tokens, req.priority));
@@ -181,20 +122,8 @@ Result<RequestId> Engine::submit(GenerationRequest req, RequestId want_id) {
     r.metrics.arrival_ms = arrival;
     r.metrics.n_prompt = n_prompt;
     m_total_prompt_tokens += n_prompt;
-    if (req.spec.enabled()) {
-        r.spec = req.spec;
-        r.spec_k = std::clamp(req.spec.k, req.spec.adaptive ? req.spec.k_min : 1, req.spec.adaptive ? req.spec.k_max : 16);
-        r.runner = runner;
-    }
-    if (req.beam_width > 1) {
-        r.beam = std::make_shared<BeamGroup>();
-        r.beam->root = id;
-        r.beam->width = req.beam_width;
-        r.beam->max_tokens = max_tokens;
-        r.beam->ignore_eos = req.params.ignore_eos;
-        r.beam->live = {id};
-        r.beam->score[id] = 0.0;
-    }
+    if (req.spec.enabled()) init_spec(r, req.spec, *runner);
+    if (req.beam_width > 1) init_beam(r, req.beam_width, max_tokens, req.params.ignore_eos);
     return id;
 }
 
@@ -235,106 +164,15 @@ bool Engine::cancel(RequestId id) {
     return true;
 }
 
-double Engine::propose_drafts() {
-    const auto t0 = Clock::now();
-    std::vector<DraftRunner::Job> jobs;
-    std::vector<Req*> job_req;
-    std::vector<std::vector<int32_t>> contexts;
-    for (auto& [id, rp] : m_reqs) {
-        Req& r = *rp;
-        r.drafts.clear();
-        if (!r.spec.enabled()) continue;
-        const SchedRequest* s = m_sched->request(id);
-        if (!s || s->status != RequestStatus::running || s->num_output() == 0 ||
-            s->num_tokens() - s->num_computed_tokens != 1) {
-            m_sched->set_spec_tokens(id, {});
-            continue;
-        }
-        // No point drafting past max_tokens: the target adds one token of its own.
-        const int k = std::min(r.spec_k, s->max_tokens - s->num_output() - 1);
-        if (k <= 0) {
-            m_sched->set_spec_tokens(id, {});
-            continue;
-        }
-        if (!r.runner) {
-            for (int32_t t : propose_ngram(r.history, k, r.spec.ngram_max, r.spec.ngram_min)) r.drafts.push_back({t, {}});
-            continue;
-        }
-        jobs.push_back({id, {}, k, &r.params});
-        job_req.push_back(&r);
-    }
-    for (auto& d : m_drafts) {
-        std::vector<DraftRunner::Job> mine;
-        std::vector<Req*> mine_req;
-        for (size_t i = 0; i < jobs.size(); ++i)
-            if (job_req[i]->runner == d.get()) {
-                mine.push_back(jobs[i]);
-                mine.back().context = job_req[i]->history;
-                mine_req.push_back(job_req[i]);
-            }
-        if (mine.empty()) continue;
-        std::vector<std::vector<DraftToken>> out;
-        if (!d->propose(mine, &out)) continue;  // a failed draft pass only costs the drafts
-        for (size_t i = 0; i < mine.size(); ++i) mine_req[i]->drafts = std::move(out[i]);
-    }
-    for (auto& [id, rp] : m_reqs) {
-        if (!rp->spec.enabled()) continue;
-        std::vector<int32_t> toks;
-        for (const auto& d : rp->drafts) toks.push_back(d.token);
-        if (!toks.empty()) m_sched->set_spec_tokens(id, std::move(toks));
-    }
-    return ms_between(t0, Clock::now());
-}
-
-VerifyResult Engine::verify_chunk(Req& r, const ScheduledChunk& ch, float* logits, double verify_ms) {
-    const int n_vocab = m_model->config.n_vocab;
-    const std::span<const DraftToken> drafts(r.drafts.data(), static_cast<size_t>(ch.num_spec));
-    VerifyResult v = verify_drafts(r.sampler, logits, n_vocab, r.history, drafts, m_accept_rule);
-    r.spec_stats.record(ch.num_spec, v.n_accepted, v.bonus);
-    r.spec_stats.verify_ms += verify_ms;
-    SpecStats one;
-    one.record(ch.num_spec, v.n_accepted, v.bonus);
-    one.verify_ms = verify_ms;
-    m_spec_totals.add(one);
-    if (r.runner) r.runner->rollback(r.id, ch.start_pos + 1 + v.n_accepted);
-    if (r.spec.adaptive) {  // grow after a full acceptance, shrink to what was accepted + 1
-        r.spec_k = v.bonus ? std::min(r.spec_k + 1, r.spec.k_max)
-                           : std::max(r.spec.k_min, std::min(r.spec_k, v.n_accepted + 1));
-    }
-    return v;
-}
-
-void Engine::record_fates(Req& r, const ScheduledChunk& ch, const VerifyResult& v, size_t n_kept, int64_t step) {
-    // Only what was streamed: an end-of-generation token or a stop string may have cut
-    // the verified tokens short.
-    for (size_t j = 0; j < n_kept; ++j) {
-        const int32_t t = v.tokens[j];
-        if (static_cast<int>(j) < v.n_accepted) {
-            r.add_fate({t, TokenFate::accepted, static_cast<int>(j) + 1, step});
-            continue;
-        }
-        if (v.bonus) {
-            r.add_fate({t, TokenFate::bonus, 0, step});
-            break;
-        }
-        const int rejected = v.n_accepted;  // the draft refused at this position, then the rest unjudged
-        r.add_fate({r.drafts[static_cast<size_t>(rejected)].token, TokenFate::rejected, rejected + 1, step});
-        for (int d = rejected + 1; d < ch.num_spec; ++d)
-            r.add_fate({r.drafts[static_cast<size_t>(d)].token, TokenFate::discarded, d + 1, step});
-        r.add_fate({t, TokenFate::corrected, 0, step});
-    }
-}
-
 Result<StepResult> Engine::step() {
-    using R = Result<StepResult>;
     StepResult res;
-    const auto t0 = Clock::now();
+    const auto t0 = EngineClock::now();
     const double t_start_ms = ms_between(m_t0, t0);
     const double draft_ms = propose_drafts();
-    const auto t_prop = Clock::now();
+    const auto t_prop = EngineClock::now();
     res.out = m_sched->schedule();
     const SchedulerOutput& out = res.out;
-    const auto t_sched = Clock::now();
+    const auto t_sched = EngineClock::now();
     res.schedule_ms = ms_between(t_prop, t_sched);
     res.record.draft_ms = draft_ms;
     if (out.empty()) return res;
@@ -344,18 +182,43 @@ Result<StepResult> Engine::step() {
         if (m.first_scheduled_ms < 0) m.first_scheduled_ms = t_start_ms;
     }
 
-    // KV block moves, in the order the scheduler's contract gives.
+    move_kv_blocks(out);
+    const auto t_kv = EngineClock::now();
+    res.kv_move_ms = ms_between(t_sched, t_kv);
+
+    StepTokens tokens;
+    KVS_RETURN_IF_ERROR(build_batch(out, tokens));
+    KVS_RETURN_IF_ERROR(m_forward->forward(m_buf->batch, &m_buf->logits));
+    const auto t_fwd = EngineClock::now();
+    res.forward_ms = ms_between(t_kv, t_fwd);
+
+    sample_chunks(out, tokens, res);
+    cut_at_stops(out, tokens);
+    res.finished = m_sched->update(out, tokens.emitted);  // length limits
+    advance_beams(tokens.groups, &res.finished);
+    stream(out, tokens, res);
+
+    const auto t_end = EngineClock::now();
+    res.sample_ms = ms_between(t_fwd, t_end);
+    res.total_ms = ms_between(t0, t_end);
+    charge_draft_time(out, draft_ms);
+    publish(res, t_start_ms);
+    return res;
+}
+
+// KV block moves, in the order the scheduler's contract gives.
+void Engine::move_kv_blocks(const SchedulerOutput& out) {
     const int64_t be = m_kv->block_bytes();
     for (const SwapOp& s : out.swap_out) m_kv->read_block(s.device_block, m_host_blocks.data() + s.host_block * be);
     for (const SwapOp& s : out.swap_in) m_kv->write_block(s.device_block, m_host_blocks.data() + s.host_block * be);
     for (const CopyOp& c : out.copies) m_kv->copy_block(c.src_block, c.dst_block);
-    const auto t_kv = Clock::now();
-    res.kv_move_ms = ms_between(t_sched, t_kv);
+}
 
-    // One batch: chunk i's tokens use row i of block_tables. A chunk that samples wants
-    // the logits of its last token, a speculative one those of every token (row j
-    // verifies draft j + 1; the last row gives the bonus token).
-    ForwardBatch& b = m_batch;
+// One batch: chunk i's tokens use row i of block_tables. A chunk that samples wants the
+// logits of its last token, a speculative one those of every token (row j verifies draft
+// j + 1; the last row gives the bonus token).
+Status Engine::build_batch(const SchedulerOutput& out, StepTokens& t) {
+    ForwardBatch& b = m_buf->batch;
     b.tokens.clear();
     b.positions.clear();
     b.token_seq.clear();
@@ -366,11 +229,11 @@ Result<StepResult> Engine::step() {
     for (const auto& ch : out.chunks)
         b.max_blocks_per_seq = std::max<int>(b.max_blocks_per_seq, static_cast<int>(m_kv_mgr->block_table(ch.id).size()));
     b.block_tables.assign(static_cast<size_t>(b.n_seqs) * b.max_blocks_per_seq, -1);
-    std::vector<int> first_logit(out.chunks.size(), -1);  // chunk -> its first logit row
+    t.first_logit.assign(out.chunks.size(), -1);
     for (int i = 0; i < b.n_seqs; ++i) {
         const ScheduledChunk& ch = out.chunks[static_cast<size_t>(i)];
         const SchedRequest* r = m_sched->request(ch.id);
-        if (!r) return R::error("scheduled request " + std::to_string(ch.id) + " is unknown");
+        if (!r) return Status::error("scheduled request " + std::to_string(ch.id) + " is unknown");
         const auto& table = m_kv_mgr->block_table(ch.id);
         std::copy(table.begin(), table.end(), b.block_tables.begin() + static_cast<ptrdiff_t>(i) * b.max_blocks_per_seq);
         for (int p = ch.start_pos; p < ch.start_pos + ch.num_tokens; ++p) {
@@ -379,82 +242,87 @@ Result<StepResult> Engine::step() {
             b.token_seq.push_back(i);
         }
         if (ch.sample) {
-            first_logit[static_cast<size_t>(i)] = static_cast<int>(b.logit_rows.size());
+            t.first_logit[static_cast<size_t>(i)] = static_cast<int>(b.logit_rows.size());
             for (int j = ch.num_spec; j >= 0; --j) b.logit_rows.push_back(b.n_tokens() - 1 - j);
         }
     }
-    KVS_RETURN_IF_ERROR(m_forward->forward(b, &m_logits));
-    const auto t_fwd = Clock::now();
-    res.forward_ms = ms_between(t_kv, t_fwd);
+    return Status::ok();
+}
 
-    // Sample (or verify) each request that reached its last token.
+// Samples (or verifies, or collects for its beam group) each request that reached its
+// last token.
+void Engine::sample_chunks(const SchedulerOutput& out, StepTokens& t, StepResult& res) {
     const int n_vocab = m_model->config.n_vocab;
-    std::vector<std::vector<int32_t>> emitted(out.chunks.size());
-    std::vector<std::optional<VerifyResult>> verified(out.chunks.size());
-    std::vector<BeamGroup*> groups;
+    t.emitted.assign(out.chunks.size(), {});
+    t.verified.assign(out.chunks.size(), std::nullopt);
     for (size_t i = 0; i < out.chunks.size(); ++i) {
-        if (first_logit[i] < 0) continue;
+        if (t.first_logit[i] < 0) continue;
         const ScheduledChunk& ch = out.chunks[i];
         Req& r = *m_reqs.at(ch.id);
-        float* row = m_logits.data() + static_cast<size_t>(first_logit[i]) * n_vocab;
-        if (r.beam) {  // no token yet: the group decides below
+        float* row = m_buf->logits.data() + static_cast<size_t>(t.first_logit[i]) * n_vocab;
+        if (r.beam) {  // no token yet: the group decides after the update
             beam_collect(r, row);
-            if (std::find(groups.begin(), groups.end(), r.beam.get()) == groups.end()) groups.push_back(r.beam.get());
+            if (std::find(t.groups.begin(), t.groups.end(), r.beam.get()) == t.groups.end())
+                t.groups.push_back(r.beam.get());
         } else if (ch.num_spec > 0) {
-            verified[i] = verify_chunk(r, ch, row, res.forward_ms);
-            emitted[i] = verified[i]->tokens;
+            t.verified[i] = verify_chunk(r, ch, row, res.forward_ms);
+            t.emitted[i] = t.verified[i]->tokens;
             res.record.spec_drafted += ch.num_spec;
-            res.record.spec_accepted += static_cast<int>(emitted[i].size()) - 1;
-            res.record.spec_emitted += static_cast<int>(emitted[i].size());
+            res.record.spec_accepted += static_cast<int>(t.emitted[i].size()) - 1;
+            res.record.spec_emitted += static_cast<int>(t.emitted[i].size());
         } else {
-            emitted[i] = {r.sampler.sample(row, n_vocab, r.history)};
+            t.emitted[i] = {r.sampler.sample(row, n_vocab, r.history)};
         }
     }
+}
 
-    // Text first: an end-of-generation token or a stop string ends the list there.
-    std::vector<std::vector<TokenEvent>> events(out.chunks.size());
+// Text first: an end-of-generation token or a stop string ends a chunk's tokens there
+// (and max_tokens cuts what a speculative chunk produced).
+void Engine::cut_at_stops(const SchedulerOutput& out, StepTokens& t) {
+    t.events.assign(out.chunks.size(), {});
     for (size_t i = 0; i < out.chunks.size(); ++i) {
-        if (emitted[i].empty()) continue;
+        std::vector<int32_t>& emitted = t.emitted[i];
+        if (emitted.empty()) continue;
         Req& r = *m_reqs.at(out.chunks[i].id);
         const SchedRequest* s = m_sched->request(r.id);
         const size_t room = static_cast<size_t>(std::max(0, s->max_tokens - s->num_output()));
-        if (emitted[i].size() > room) emitted[i].resize(room);
-        for (size_t j = 0; j < emitted[i].size(); ++j) {
-            const TextStep t = r.text.push(emitted[i][j]);
+        if (emitted.size() > room) emitted.resize(room);
+        for (size_t j = 0; j < emitted.size(); ++j) {
+            const TextStep step = r.text.push(emitted[j]);
             TokenEvent ev;
-            ev.token = emitted[i][j];
-            ev.text = t.text;
-            if (t.eog || t.stopped) {
+            ev.token = emitted[j];
+            ev.text = step.text;
+            if (step.eog || step.stopped) {
                 ev.finished = true;
                 ev.finish_reason = FinishReason::stop;
-                if (!t.stopped) ev.text += r.text.flush();
-                events[i].push_back(std::move(ev));
-                emitted[i].resize(j + 1);
+                if (!step.stopped) ev.text += r.text.flush();
+                t.events[i].push_back(std::move(ev));
+                emitted.resize(j + 1);
                 break;
             }
-            events[i].push_back(std::move(ev));
+            t.events[i].push_back(std::move(ev));
         }
-        if (verified[i]) record_fates(r, out.chunks[i], *verified[i], emitted[i].size(), out.step);
-        else if (r.spec.enabled() && !emitted[i].empty()) r.add_fate({emitted[i][0], TokenFate::plain, 0, out.step});
+        if (t.verified[i]) record_fates(r, out.chunks[i], *t.verified[i], emitted.size(), out.step);
+        else if (r.spec.enabled() && !emitted.empty()) r.add_fate({emitted[0], TokenFate::plain, 0, out.step});
     }
-    res.finished = m_sched->update(out, emitted);  // length limits
-    for (BeamGroup* g : groups)
-        if (!g->finished && g->pending.size() == g->live.size()) beam_advance(*g, &res.finished);
+}
 
-    // Stream.
+// Streams each chunk's events: the request's history and token times (its RequestMetrics:
+// the one measurement of TTFT / TPOT), the end of a request by a stop or its length.
+void Engine::stream(const SchedulerOutput& out, StepTokens& t, StepResult& res) {
     for (size_t i = 0; i < out.chunks.size(); ++i) {
-        if (events[i].empty()) continue;
+        if (t.events[i].empty()) continue;
         Req& r = *m_reqs.at(out.chunks[i].id);
         const SchedRequest* s = m_sched->request(r.id);
-        for (size_t j = 0; j < events[i].size(); ++j) {
-            TokenEvent& ev = events[i][j];
+        for (size_t j = 0; j < t.events[i].size(); ++j) {
+            TokenEvent& ev = t.events[i][j];
             r.history.push_back(ev.token);
             const double now_ms = ms_since_start();
             if (r.metrics.first_token_ms < 0) r.metrics.first_token_ms = now_ms;
             r.metrics.token_times_ms.push_back(now_ms);
             r.metrics.n_output = static_cast<int>(r.metrics.token_times_ms.size());
             ++m_total_generated;
-            const bool last = j + 1 == events[i].size();
+            const bool last = j + 1 == t.events[i].size();
             if (last && ev.finished && s->status != RequestStatus::finished) {  // end-of-generation / stop string
                 res.finished.push_back(r.id);
                 finish(r.id, FinishReason::stop);
@@ -467,41 +335,9 @@ Result<StepResult> Engine::step() {
         }
         if (s->status == RequestStatus::finished) release_drafts(r.id);
     }
-    const auto t_end = Clock::now();
-    res.sample_ms = ms_between(t_fwd, t_end);
-    res.total_ms = ms_between(t0, t_end);
-    if (draft_ms > 0) {
-        m_spec_totals.draft_ms += draft_ms;
-        // Each drafting request is charged the whole proposing time of the step.
-        for (const auto& ch : out.chunks)
-            if (ch.num_spec > 0) m_reqs.at(ch.id)->spec_stats.draft_ms += draft_ms;
-    }
-    publish(res, t_start_ms);
-    return res;
 }
 
-void Engine::release_drafts(RequestId id) {
-    for (auto& d : m_drafts) d->release(id);
-}
-
-SpecStats Engine::spec_stats(RequestId id) const {
-    auto it = m_reqs.find(id);
-    return it == m_reqs.end() ? SpecStats{} : it->second->spec_stats;
-}
-
-std::vector<SpecTokenEvent> Engine::spec_events(RequestId id) const {
-    auto it = m_reqs.find(id);
-    if (it == m_reqs.end()) return {};
-    return {it->second->fates.begin(), it->second->fates.end()};
-}
-
-std::vector<std::string> Engine::draft_names() const {
-    std::vector<std::string> v;
-    for (const auto& d : m_drafts) v.push_back(d->name());
-    return v;
-}
-
-double Engine::ms_since_start() const { return ms_between(m_t0, Clock::now()); }
+double Engine::ms_since_start() const { return ms_between(m_t0, EngineClock::now()); }
 
 EngineSnapshot Engine::snapshot(const StepRecord& step) const {
     EngineSnapshot s;
@@ -597,120 +433,9 @@ std::vector<RequestMetrics> Engine::request_metrics() const {
     return v;
 }
 
-std::vector<BeamHypothesis> Engine::beam_hypotheses(RequestId id) const {
+const RequestMetrics* Engine::request_metrics(RequestId id) const {
     auto it = m_reqs.find(id);
-    if (it == m_reqs.end() || !it->second->beam || it->second->beam->root != id || !it->second->beam->finished) return {};
-    return it->second->beam->done;
-}
-
-void Engine::beam_collect(Req& r, const float* logits) {
-    // log_softmax in double, then the best `width` tokens (lower id first among equals).
-    const int n = m_model->config.n_vocab;
-    const double mx = *std::max_element(logits, logits + n);
-    double sum = 0;
-    for (int i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
-    const double lse = mx + std::log(sum);
-    const int w = std::min(r.beam->width, n);
-    std::vector<int32_t> idx(static_cast<size_t>(n));
-    std::iota(idx.begin(), idx.end(), 0);
-    std::partial_sort(idx.begin(), idx.begin() + w, idx.end(), [&](int32_t a, int32_t b) {
-        return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
-    });
-    auto& cand = r.beam->pending[r.id];
-    cand.clear();
-    for (int i = 0; i < w; ++i) cand.emplace_back(static_cast<double>(logits[idx[static_cast<size_t>(i)]]) - lse, idx[static_cast<size_t>(i)]);
-}
-
-void Engine::beam_advance(BeamGroup& g, std::vector<RequestId>* finished) {
-    struct Cand {
-        double score;
-        int rank;  // parent's rank among the live beams
-        int32_t token;
-    };
-    std::vector<Cand> cands;
-    for (size_t rank = 0; rank < g.live.size(); ++rank)
-        for (const auto& [lp, tok] : g.pending.at(g.live[rank]))
-            cands.push_back({g.score.at(g.live[rank]) + lp, static_cast<int>(rank), tok});
-    g.pending.clear();
-    std::stable_sort(cands.begin(), cands.end(), [](const Cand& a, const Cand& b) {
-        if (a.score != b.score) return a.score > b.score;
-        return a.rank != b.rank ? a.rank < b.rank : a.token < b.token;
-    });
-    std::vector<Cand> keep;
-    for (const Cand& c : cands) {
-        if (static_cast<int>(keep.size()) == g.width) break;
-        if (!g.ignore_eos && m_tok && m_tok->is_eog(c.token)) {  // a hypothesis ends here
-            if (static_cast<int>(g.done.size()) < g.width) {
-                g.done.push_back({m_sched->request(g.live[static_cast<size_t>(c.rank)])->output, c.score});
-                g.reason = FinishReason::stop;
-            }
-            continue;
-        }
-        keep.push_back(c);
-    }
-    // Each kept extension continues in its parent's request the first time the parent is
-    // used, in a fork of it after that. Forks first: a child copies the parent's tokens.
-    std::vector<RequestId> next(keep.size());
-    std::vector<bool> parent_used(g.live.size(), false);
-    for (size_t i = 0; i < keep.size(); ++i) {
-        const RequestId parent = g.live[static_cast<size_t>(keep[i].rank)];
-        if (!parent_used[static_cast<size_t>(keep[i].rank)]) {
-            parent_used[static_cast<size_t>(keep[i].rank)] = true;
-            next[i] = parent;
-            continue;
-        }
-        const RequestId child = m_next_beam_id--;
-        if (!m_sched->fork_request(parent, child)) {  // cannot happen for a running parent
-            next[i] = 0;
-            continue;
-        }
-        const Req& p = *m_reqs.at(parent);
-        auto& c = *m_reqs.emplace(child, std::make_unique<Req>(child, p.params, m_tok.get(), nullptr, p.history))
-                       .first->second;
-        c.beam = p.beam;
-        next[i] = child;
-    }
-    for (size_t rank = 0; rank < g.live.size(); ++rank)
-        if (!parent_used[rank]) m_sched->finish_request(g.live[rank], FinishReason::stop);  // dropped beam
-    std::unordered_map<RequestId, double> score;
-    g.live.clear();
-    for (size_t i = 0; i < keep.size(); ++i) {
-        if (next[i] == 0 || !m_sched->append_token(next[i], keep[i].token)) continue;
-        m_reqs.at(next[i])->history.push_back(keep[i].token);
-        g.live.push_back(next[i]);
-        score[next[i]] = keep[i].score;
-    }
-    g.score = std::move(score);
-
-    const bool at_length = !g.live.empty() && m_sched->request(g.live.front())->num_output() >= g.max_tokens;
-    // Log-probs only lower a score: once `width` hypotheses have ended and the best of them
-    // beats every live beam, no live beam can overtake it.
-    double best_live = -INFINITY, best_done = -INFINITY;
-    for (RequestId b : g.live) best_live = std::max(best_live, g.score[b]);
-    for (const auto& h : g.done) best_done = std::max(best_done, h.logprob);
-    const bool settled = static_cast<int>(g.done.size()) >= g.width && best_done >= best_live;
-    if (g.live.empty() || at_length || settled) {
-        if (at_length) {
-            g.reason = FinishReason::length;
-            for (RequestId b : g.live) g.done.push_back({m_sched->request(b)->output, g.score[b]});
-        }
-        beam_finish(g, finished);
-    }
-}
-
-void Engine::beam_finish(BeamGroup& g, std::vector<RequestId>* finished) {
-    for (RequestId b : g.live) m_sched->finish_request(b, g.reason);
-    g.live.clear();
-    g.finished = true;
-    std::stable_sort(g.done.begin(), g.done.end(),
-                     [](const BeamHypothesis& a, const BeamHypothesis& b) { return a.logprob > b.logprob; });
-    finished->push_back(g.root);
-    Req& root = *m_reqs.at(g.root);
-    TokenEvent ev;
-    ev.finished = true;
-    ev.finish_reason = g.reason;
-    if (m_tok && !g.done.empty()) ev.text = m_tok->decode(g.done.front().tokens);
-    emit(root, ev);
+    return it == m_reqs.end() ? nullptr : &it->second->metrics;
 }
 
 void Engine::remove_finished(size_t keep_last) {

@@ -129,7 +129,7 @@ public:
     // One iteration: schedule, move KV blocks, forward, sample, stream. An error is a
     // failed forward pass (the engine state is then unreliable).
     Result<StepResult> step();
-    bool has_work() const { return m_sched->has_unfinished(); }
+    bool has_work() const;
     // Runs steps until every request has finished.
     Status run_until_idle();
 
@@ -143,23 +143,26 @@ public:
     void remove_finished(size_t keep_last = 0);
 
     // Telemetry. The ring is thread-safe: another thread may read it while this one steps.
-    std::shared_ptr<const SnapshotRing> telemetry() const { return m_ring; }
+    std::shared_ptr<const SnapshotRing> telemetry() const;
     // Milestones of every request still known, by id, and of those removed since start.
     std::vector<RequestMetrics> request_metrics() const;
+    // One request's milestones (null for unknown or forgotten ids); valid until the next
+    // step() or remove_finished(). Speculative-decoding rates derive from these.
+    const RequestMetrics* request_metrics(RequestId id) const;
     const std::vector<RequestMetrics>& finished_metrics() const { return m_removed_metrics; }
     double ms_since_start() const;
     // The snapshot of the state right now (what the ring gets after a step).
     EngineSnapshot snapshot(const StepRecord& step) const;
 
-    const Scheduler& scheduler() const { return *m_sched; }
-    const KVCacheManager& kv_cache() const { return *m_kv_mgr; }
-    const Model& model() const { return *m_model; }
-    const Tokenizer* tokenizer() const { return m_tok.get(); }
-    Backend& backend() { return *m_backend; }
+    const Scheduler& scheduler() const;
+    const KVCacheManager& kv_cache() const;
+    const Model& model() const;
+    const Tokenizer* tokenizer() const;
+    Backend& backend();
     const std::string& backend_note() const { return m_backend_note; }
-    int block_size() const { return m_kv_mgr->block_size(); }
+    int block_size() const;
     int max_model_len() const { return m_max_model_len; }
-    int64_t kv_pool_bytes() const { return m_kv->bytes(); }
+    int64_t kv_pool_bytes() const;
 
     // Speculative decoding telemetry: one request's (empty for unknown ids; kept until
     // remove_finished), every request's since start, and a request's token fates in order
@@ -168,21 +171,40 @@ public:
     const SpecStats& spec_totals() const { return m_spec_totals; }
     std::vector<SpecTokenEvent> spec_events(RequestId id) const;
     std::vector<std::string> draft_names() const;
-    DType kv_type() const { return m_kv->kv_type(); }
+    DType kv_type() const;
 
 private:
+    // engine/runtime/engine_request.h defines these for the Engine's own files.
     struct Req;
     struct BeamGroup;
-    Engine() = default;
-    void beam_collect(Req& r, const float* logits);
-    void beam_advance(BeamGroup& g, std::vector<RequestId>* finished);
-    void beam_finish(BeamGroup& g, std::vector<RequestId>* finished);
+    struct StepTokens;
+    struct StepBuffers;
+    Engine();
+
+    // The step (engine.cpp).
+    void move_kv_blocks(const SchedulerOutput& out);
+    Status build_batch(const SchedulerOutput& out, StepTokens& t);
+    void sample_chunks(const SchedulerOutput& out, StepTokens& t, StepResult& res);
+    void cut_at_stops(const SchedulerOutput& out, StepTokens& t);
+    void stream(const SchedulerOutput& out, StepTokens& t, StepResult& res);
     void emit(Req& r, TokenEvent ev);
     void finish(RequestId id, FinishReason why);
     void publish(StepResult& res, double t_start_ms);
+
+    // Beam search (engine_beam.cpp).
+    void init_beam(Req& r, int width, int max_tokens, bool ignore_eos);
+    void beam_collect(Req& r, const float* logits);
+    void advance_beams(const std::vector<BeamGroup*>& groups, std::vector<RequestId>* finished);
+    void beam_advance(BeamGroup& g, std::vector<RequestId>* finished);
+    void beam_finish(BeamGroup& g, std::vector<RequestId>* finished);
+
+    // Speculative decoding (engine_spec.cpp).
+    Result<DraftRunner*> draft_runner_for(const GenerationRequest& req) const;
+    void init_spec(Req& r, const SpecParams& spec, DraftRunner* runner);
     double propose_drafts();  // returns the ms it took
     VerifyResult verify_chunk(Req& r, const ScheduledChunk& ch, float* logits, double verify_ms);
     void record_fates(Req& r, const ScheduledChunk& ch, const VerifyResult& v, size_t n_kept, int64_t step);
+    void charge_draft_time(const SchedulerOutput& out, double draft_ms);
     void release_drafts(RequestId id);
 
     std::shared_ptr<const Model> m_model;
@@ -206,9 +228,7 @@ private:
     SpecStats m_spec_totals;
     AcceptRule m_accept_rule = AcceptRule::exact;
     int64_t m_total_prompt_tokens = 0, m_total_generated = 0, m_total_finished = 0;
-    // Reused step buffers.
-    ForwardBatch m_batch;
-    std::vector<float> m_logits;
+    std::unique_ptr<StepBuffers> m_buf;  // reused by every step
 };
 
 }  // namespace kvs

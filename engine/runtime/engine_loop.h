@@ -4,19 +4,19 @@
 // The GUI's bridge and the future local server talk to the engine only through this.
 // Token events are delivered on the engine thread (the caller forwards them: the Qt
 // bridge turns them into queued signals). Speculative decoding telemetry (per request stats,
-// token fates, decode rates) is copied after each step into an immutable SpecSnapshot that
-// any thread may read (spec_snapshot()).
+// token fates, decode rates: engine/telemetry/spec_tracker.h) is copied after each step into
+// an immutable SpecSnapshot that any thread may read (spec_snapshot()).
 #include <atomic>
 #include <condition_variable>
 #include <deque>
 #include <functional>
-#include <map>
 #include <memory>
 #include <mutex>
 #include <string>
 #include <thread>
 
 #include "engine/runtime/engine.h"
+#include "engine/telemetry/spec_tracker.h"
 
 namespace kvs {
 
@@ -56,25 +56,10 @@ public:
 private:
     void run();
     using Command = std::function<void(Engine&)>;
-    // Engine thread only: what track_step() keeps between steps.
-    struct Track {
-        SpecParams spec;
-        int n_first = -1;          // output tokens when the first one was seen (-1: none yet)
-        double t_first_ms = 0;
-        int n_last = 0;
-        double t_last_ms = 0;
-        bool solo = true;
-        DecodeRate rate() const;
-    };
-    void track_step(const StepResult& res);
-    void publish_spec(int64_t step);
-
-    std::map<RequestId, Track> m_tracks;                                   // unfinished requests
-    std::map<RequestId, std::shared_ptr<const SpecRequestView>> m_spec_views;  // the newest 64
-    DecodeRate m_baseline;
-    std::shared_ptr<const SpecSnapshot> m_spec_snap;                     // guarded by m_mu
 
     std::unique_ptr<Engine> m_engine;
+    SpecTracker m_spec;                                   // engine thread only
+    std::shared_ptr<const SpecSnapshot> m_spec_snap;      // its newest snapshot, guarded by m_mu
     mutable std::mutex m_mu;
     std::condition_variable m_cv;       // wakes the engine thread
     std::condition_variable m_idle_cv;  // wakes wait_idle()

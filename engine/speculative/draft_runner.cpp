@@ -42,18 +42,26 @@ void DraftRunner::release(RequestId id) {
     m_states.erase(id);
 }
 
+// A job that drafts this call.
+struct DraftRunner::Live {
+    size_t job;
+    std::vector<int32_t> tokens;  // context + drafts so far
+    int done = 0;                 // tokens of `tokens` in the draft's cache
+};
+
 Status DraftRunner::propose(const std::vector<Job>& jobs, std::vector<std::vector<DraftToken>>* out) {
     out->assign(jobs.size(), {});
-    const int n_vocab = m_forward->n_logits();  // the draft may score only the first token ids
-    const int cap = m_forward->max_tokens();
+    std::vector<Live> live = admit(jobs);
+    if (live.empty()) return Status::ok();
+    // [n_live, n_logits]: the logits after each live job's newest token
+    std::vector<float> last_logits(live.size() * static_cast<size_t>(m_forward->n_logits()));
+    KVS_RETURN_IF_ERROR(catch_up(jobs, live, last_logits));
+    return draft(jobs, live, last_logits, out);
+}
 
-    // Catch up: each job's unseen tokens [have, n) (at least its last token, whose logits
-    // give the first draft), in passes of at most `cap` tokens.
-    struct Live {
-        size_t job;
-        std::vector<int32_t> tokens;  // context + drafts so far
-        int done = 0;                 // tokens of `tokens` in the draft's cache
-    };
+// The jobs that draft: KV slots for their unseen tokens and k - 1 drafts (a job the
+// draft's pool has no room for gets no drafts), their samplers.
+std::vector<DraftRunner::Live> DraftRunner::admit(const std::vector<Job>& jobs) {
     std::vector<Live> live;
     for (size_t i = 0; i < jobs.size(); ++i) {
         const Job& j = jobs[i];
@@ -72,17 +80,20 @@ Status DraftRunner::propose(const std::vector<Job>& jobs, std::vector<std::vecto
         }
         live.push_back({i, std::move(toks), have});
     }
-    if (live.empty()) return Status::ok();
+    return live;
+}
 
-    std::vector<float> last_logits(live.size() * static_cast<size_t>(n_vocab));  // [n_live, n_vocab]
-    // Pass 0 (possibly several calls): every unseen token; logits of each job's last one.
+// Catch up: each job's unseen tokens [have, n) (at least its last token, whose logits give
+// the first draft), in passes of at most max_tokens() tokens.
+Status DraftRunner::catch_up(const std::vector<Job>& jobs, std::vector<Live>& live, std::vector<float>& last_logits) {
+    const int n_vocab = m_forward->n_logits();  // the draft may score only the first token ids
     std::vector<size_t> pending(live.size());
     for (size_t i = 0; i < live.size(); ++i) pending[i] = i;
     while (!pending.empty()) {
         ForwardBatch b;
         std::vector<size_t> rows_for;  // logit row -> live index
         std::vector<size_t> next;
-        int room = cap;
+        int room = m_forward->max_tokens();
         for (size_t li : pending) {
             Live& L = live[li];
             const int n = static_cast<int>(jobs[L.job].context.size());
@@ -113,8 +124,14 @@ Status DraftRunner::propose(const std::vector<Job>& jobs, std::vector<std::vecto
                         last_logits.begin() + static_cast<ptrdiff_t>(rows_for[r] * n_vocab));
         pending = std::move(next);
     }
+    return Status::ok();
+}
 
-    // Draft token j from the logits after token j-1; then feed it for the next one.
+// Draft token j from the logits after token j-1; then feed it for the next one, every live
+// job in one pass.
+Status DraftRunner::draft(const std::vector<Job>& jobs, std::vector<Live>& live, std::vector<float>& last_logits,
+                          std::vector<std::vector<DraftToken>>* out) {
+    const int n_vocab = m_forward->n_logits();
     for (int j = 0;; ++j) {
         ForwardBatch b;
         std::vector<size_t> fed;

@@ -53,6 +53,11 @@ private:
         Sampler sampler;
         explicit State(const SamplingParams& p) : sampler(p) {}
     };
+    struct Live;
+    std::vector<Live> admit(const std::vector<Job>& jobs);
+    Status catch_up(const std::vector<Job>& jobs, std::vector<Live>& live, std::vector<float>& last_logits);
+    Status draft(const std::vector<Job>& jobs, std::vector<Live>& live, std::vector<float>& last_logits,
+                 std::vector<std::vector<DraftToken>>* out);
     void add_row(ForwardBatch& b, RequestId id, int seq_row);
 
     std::string m_name;

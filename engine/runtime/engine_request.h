@@ -1,0 +1,92 @@
+#pragma once
+// Inside the Engine: what it keeps per request beside the scheduler's record
+// (Engine::Req), per beam-search request (Engine::BeamGroup), and what one step's
+// sampling produced (Engine::StepTokens). Shared by the Engine's own files only:
+// engine.cpp (the step), engine_beam.cpp (beam search), engine_spec.cpp (speculative
+// decoding). Callers include engine/runtime/engine.h.
+#include <chrono>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "engine/kv_cache/kv_cache_manager.h"
+#include "engine/kv_cache/kv_tensors.h"
+#include "engine/model/llama_forward.h"
+#include "engine/runtime/engine.h"
+#include "engine/runtime/text_stream.h"
+#include "engine/sampling/sampler.h"
+#include "engine/speculative/draft_runner.h"
+#include "engine/speculative/verify.h"
+#include "engine/telemetry/snapshot_ring.h"
+#include "engine/tokenizer/tokenizer.h"
+#include "kernels/backend.h"
+
+namespace kvs {
+
+using EngineClock = std::chrono::steady_clock;
+inline double ms_between(EngineClock::time_point a, EngineClock::time_point b) {
+    return std::chrono::duration<double, std::milli>(b - a).count();
+}
+
+// What the engine keeps beside the scheduler's record of a request.
+struct Engine::Req {
+    RequestId id = 0;
+    SamplingParams params;
+    Sampler sampler;
+    TextStream text;
+    TokenCallback on_event;
+    std::vector<int32_t> history;  // prompt + output, for the penalties
+    std::shared_ptr<BeamGroup> beam;  // set for every beam of a beam-search request
+    RequestMetrics metrics;
+    // Speculative decoding.
+    SpecParams spec;
+    int spec_k = 0;                      // drafts to ask for next (adaptive k moves it)
+    DraftRunner* runner = nullptr;       // the draft model, null for prompt lookup
+    std::vector<DraftToken> drafts;      // proposed for this step
+    SpecStats spec_stats;
+    std::deque<SpecTokenEvent> fates;    // the last kMaxFates token fates
+    static constexpr size_t kMaxFates = 4096;
+    void add_fate(SpecTokenEvent e) {
+        fates.push_back(e);
+        if (fates.size() > kMaxFates) fates.pop_front();
+    }
+    Req(RequestId id_, const SamplingParams& p, const Tokenizer* tok, TokenCallback cb, std::vector<int32_t> prompt)
+        : id(id_), params(p), sampler(p), text(tok, p), on_event(std::move(cb)), history(std::move(prompt)) {}
+};
+
+// A beam-search request: its live beams (each a request forked from another) and the
+// hypotheses that ended. Beams advance together: once every live beam has its next-token
+// log-probabilities for this position, the best `width` extensions are kept.
+struct Engine::BeamGroup {
+    RequestId root = 0;
+    int width = 1;
+    int max_tokens = 0;
+    bool ignore_eos = false;
+    std::vector<RequestId> live;                    // rank order (best first)
+    std::unordered_map<RequestId, double> score;    // sum of log-probs of a live beam
+    // This position's best `width` (log-prob, token) of each live beam that has run.
+    std::unordered_map<RequestId, std::vector<std::pair<double, int32_t>>> pending;
+    std::vector<BeamHypothesis> done;
+    bool finished = false;
+    FinishReason reason = FinishReason::length;
+};
+
+// One step's sampling, per chunk of the schedule (index = chunk).
+struct Engine::StepTokens {
+    std::vector<int> first_logit;                    // its first logit row, -1 when it does not sample
+    std::vector<std::vector<int32_t>> emitted;       // tokens it produced (cut at a stop after sampling)
+    std::vector<std::optional<VerifyResult>> verified;  // its drafts' verification, when it had drafts
+    std::vector<std::vector<TokenEvent>> events;     // what it streams
+    std::vector<BeamGroup*> groups;                  // beam groups with a beam in this step
+};
+
+// Buffers every step reuses.
+struct Engine::StepBuffers {
+    ForwardBatch batch;
+    std::vector<float> logits;  // [logit rows, n_vocab]
+};
+
+}  // namespace kvs
