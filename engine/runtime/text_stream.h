@@ -37,8 +37,13 @@ public:
         s.stopped = m.stopped;
         return s;
     }
-    // The held-back rest once generation ends without a stop string.
-    std::string flush() { return m_stops.stopped() ? std::string() : m_stops.flush() + m_utf8.flush(); }
+    // The held-back rest once generation ends without a stop string. An incomplete UTF-8
+    // character (generation cut by max_tokens between its bytes) is not text: it is dropped,
+    // never shown or saved as U+FFFD.
+    std::string flush() {
+        m_utf8.reset();
+        return m_stops.stopped() ? std::string() : m_stops.flush();
+    }
 
 private:
     const Tokenizer* m_tok;
