@@ -1,6 +1,8 @@
 #include "app/engine_bridge.h"
 
 #include <algorithm>
+#include <mutex>
+#include <random>
 
 #include "engine/runtime/session.h"
 
@@ -8,6 +10,14 @@ namespace kvs::app {
 
 namespace {
 QString qs(const std::string& s) { return QString::fromUtf8(s.data(), static_cast<int>(s.size())); }
+
+// A seed no earlier reply used (well, with 2^-63 odds): what a reply without a fixed seed gets.
+uint64_t freshSeed() {
+    static std::mt19937_64 gen{std::random_device{}()};
+    static std::mutex mu;
+    std::lock_guard<std::mutex> lk(mu);
+    return gen() >> 1;  // fits the chat settings' qint64 seed field when the user copies it
+}
 
 const char* finishWord(FinishReason why) {
     switch (why) {
@@ -146,7 +156,9 @@ SubmitResult EngineBridge::submitChat(const QList<ChatTurn>& turns, const ChatSe
     req.params.min_p = static_cast<float>(s.minP);
     req.params.repeat_penalty = static_cast<float>(s.repeatPenalty);
     req.params.max_tokens = s.maxTokens;
-    if (s.seed >= 0) req.params.seed = static_cast<uint64_t>(s.seed);
+    // No fixed seed: a fresh one per reply, so Regenerate draws a new sample; the summary
+    // names the seed used, so a reply can be reproduced by fixing it.
+    req.params.seed = s.seed >= 0 ? static_cast<uint64_t>(s.seed) : freshSeed();
     req.spec = std::move(spec.value());
     return {submitLocked(std::move(req), true), {}};
 }
@@ -154,7 +166,8 @@ SubmitResult EngineBridge::submitChat(const QList<ChatTurn>& turns, const ChatSe
 qint64 EngineBridge::submitLocked(GenerationRequest req, bool chatReply) {
     // Runs on the engine thread; the signals are queued to the GUI thread. Timings come
     // from the engine's RequestMetrics, the same numbers bench and the metrics view report.
-    req.on_event = [this, chatReply](const TokenEvent& ev) {
+    const quint64 seed = req.params.seed;
+    req.on_event = [this, chatReply, seed](const TokenEvent& ev) {
         if (chatReply && !ev.text.empty()) Q_EMIT tokenText(ev.id, qs(ev.text));
         if (!ev.finished) return;
         forget(ev.id);
@@ -167,11 +180,12 @@ qint64 EngineBridge::submitLocked(GenerationRequest req, bool chatReply) {
         recordLatency(m);
         if (!chatReply) return;
         const double tpot = m.tpot_ms();
-        Q_EMIT requestFinished(ev.id, QString("%1 tokens · %2 tok/s · TTFT %3 ms · %4")
+        Q_EMIT requestFinished(ev.id, QString("%1 tokens · %2 tok/s · TTFT %3 ms · %4 · seed %5")
                                           .arg(m.n_output)
                                           .arg(tpot > 0 ? 1000.0 / tpot : 0.0, 0, 'f', 1)
                                           .arg(std::max(0.0, m.ttft_ms()), 0, 'f', 0)
-                                          .arg(QString::fromLatin1(finishWord(ev.finish_reason))));
+                                          .arg(QString::fromLatin1(finishWord(ev.finish_reason)))
+                                          .arg(seed));
     };
     const qint64 id = m_loop->submit(std::move(req));
     m_inFlight.insert(id);

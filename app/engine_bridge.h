@@ -40,7 +40,7 @@ struct ChatSettings {
     double minP = 0.05;
     double repeatPenalty = 1.0;
     int maxTokens = 512;
-    qint64 seed = -1;        // -1: the engine's default seed
+    qint64 seed = -1;        // -1: a fresh seed per reply (named in the reply's summary)
     QString systemPrompt;    // empty: the model's default system prompt
     // Speculative decoding: "" (off), "ngram" (prompt lookup), "layer-skip" (the first third
     // of the target's layers as the draft) or "int4" (the target re-quantized to Q4_0).

@@ -25,6 +25,7 @@
 #include "engine/runtime/sequence_runner.h"
 #include "engine/telemetry/latency_stats.h"  // summarize(): TTFT / TPOT with bench's definitions
 #include "engine/telemetry/snapshot.h"       // what the engine publishes (EngineSnapshot, RequestMetrics)
+#include "engine/telemetry/snapshot_ring.h"  // where it publishes them (any thread reads)
 #include "engine/telemetry/trace_json.h"     // write_trace(): the trace file bench --trace writes
 #include "engine/tokenizer/chat_template.h"
 #include "engine/tokenizer/tokenizer.h"
