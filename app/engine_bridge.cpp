@@ -97,6 +97,7 @@ QString EngineBridge::startEngine(std::shared_ptr<const Session> session, const 
         m_loop = std::move(loop);
         m_ring = std::move(ring);
         m_kvBytesPerBlock = blockBytes;
+        m_maxModelLen = eo.max_model_len;
         m_recent.clear();
     }
     old.reset();
@@ -150,6 +151,14 @@ SubmitResult EngineBridge::submitChat(const QList<ChatTurn>& turns, const ChatSe
     for (const auto& t : turns) msgs.push_back({t.role.toStdString(), t.content.toStdString()});
     GenerationRequest req;
     req.prompt = m_session->encode_chat(msgs);
+    if (static_cast<int>(req.prompt.size()) >= m_maxModelLen) {
+        const int lastTurn = turns.isEmpty() ? 0 : static_cast<int>(m_session->encode_text(turns.back().content.toStdString()).size());
+        return {0, tr("the conversation is %1 tokens (your message %2), but the context holds %3 tokens with room "
+                      "for the reply; shorten the message or start a new chat")
+                       .arg(req.prompt.size())
+                       .arg(lastTurn)
+                       .arg(m_maxModelLen - 1)};
+    }
     req.params.temperature = static_cast<float>(s.temperature);
     req.params.top_k = s.topK;
     req.params.top_p = static_cast<float>(s.topP);

@@ -63,7 +63,8 @@ public:
     ~EngineBridge() override;
 
     // Thread-safe. Queues the assistant's reply to the conversation; returns its request id,
-    // or the reason it could not be queued (no model, a draft the model lacks). Errors that
+    // or the reason it could not be queued (no model, a draft the model lacks, a conversation
+    // longer than the context: the message names both sizes). Errors that
     // come later (the engine rejects the prompt) arrive as requestFailed with that id.
     SubmitResult submitChat(const QList<kvs::app::ChatTurn>& turns, const kvs::app::ChatSettings& settings);
     void cancel(qint64 requestId);  // frees its blocks at once; unknown ids are ignored
@@ -140,6 +141,7 @@ private:
     std::set<qint64> m_inFlight;
     std::vector<RequestMetrics> m_recent;  // finished requests, newest last, at most kRecentRequests
     int64_t m_kvBytesPerBlock = 0;
+    int m_maxModelLen = 0;  // the engine's prompt + output limit in tokens
 };
 
 }  // namespace kvs::app

@@ -75,6 +75,11 @@ private Q_SLOTS:
         QCOMPARE(seedOf(f1.summary), QString("42"));
         QCOMPARE(f1.text, f2.text);
 
+        // a message over the context: refused at once, with the sizes, nothing queued
+        const SubmitResult big = b.submitChat({{"user", QString("word ").repeated(4000)}}, s);
+        QVERIFY(!big.ok());
+        QVERIFY2(big.error.contains("context holds 511 tokens"), qPrintable(big.error));
+
         const LatencySummary lat = b.recentLatency();
         QCOMPARE(lat.n_requests, 4);
         QCOMPARE(lat.ttft_ms.count, int64_t{4});
