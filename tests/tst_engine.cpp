@@ -8,6 +8,7 @@
 #include "engine/runtime/engine_loop.h"
 #include "engine/runtime/sequence_runner.h"
 #include "engine/sampling/sampler.h"
+#include "engine/telemetry/snapshot_ring.h"
 
 #include <QTemporaryDir>
 #include <QtTest>
@@ -114,8 +115,7 @@ private Q_SLOTS:
         test::TinyModelSpec spec;
         spec.n_ctx_train = 512;
         const std::string path = m_dir.filePath("tiny.gguf").toStdString();
-        QVERIFY(test::write_tiny_gguf(path, spec).is_ok());
-        auto m = load_model(path);
+        auto m = test::write_and_load_tiny_gguf(path, spec);
         QVERIFY2(m.is_ok(), m.message().c_str());
         m_model = *m;
     }

@@ -131,8 +131,7 @@ private Q_SLOTS:
         test::TinyModelSpec spec;
         spec.weight_std = 0.25f;  // sharper distributions than the default, so argmaxes mean something
         const std::string path = m_dir.filePath("tiny.gguf").toStdString();
-        QVERIFY(test::write_tiny_gguf(path, spec).is_ok());
-        auto m = load_model(path);
+        auto m = test::write_and_load_tiny_gguf(path, spec);
         QVERIFY2(m.is_ok(), m.message().c_str());
         m_model = m.value();
         m_q4 = variant("q4_0");

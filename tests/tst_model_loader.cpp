@@ -404,8 +404,7 @@ void TstModelLoader::tiny_vocab_matches_hf_tokenizers() {
     QFETCH(QString, text);
     QFETCH(QList<int>, ids);
     const std::string path = test::output_path("tiny_vocab.gguf");
-    QVERIFY(test::write_tiny_gguf(path, test::TinyModelSpec{}).is_ok());
-    auto m = load_model(path);
+    auto m = test::write_and_load_tiny_gguf(path, test::TinyModelSpec{});
     QVERIFY2(m.is_ok(), m.message().c_str());
     auto tok = Tokenizer::create(m.value()->vocab);
     QVERIFY2(tok.is_ok(), tok.message().c_str());

@@ -56,8 +56,7 @@ std::shared_ptr<const Model> tiny_model(const char* name, int n_embd, int n_head
     spec.n_layer = 2;
     spec.seed = 7;
     const std::string path = test::output_path(name);
-    if (!test::write_tiny_gguf(path, spec)) return nullptr;
-    auto m = load_model(path);
+    auto m = test::write_and_load_tiny_gguf(path, spec);
     return m ? std::shared_ptr<const Model>(m.value()) : nullptr;
 }
 

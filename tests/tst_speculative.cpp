@@ -19,6 +19,7 @@
 #include <map>
 #include <random>
 
+#include "tests/support/greedy_alone.h"
 #include "tests/support/greedy_params.h"
 #include "tests/support/kv_invariants.h"
 #include "tests/support/tiny_model.h"
@@ -30,9 +31,7 @@ namespace {
 using test::greedy;
 
 std::shared_ptr<const Model> load_tiny(const QTemporaryDir& dir, const char* name, test::TinyModelSpec spec) {
-    const std::string path = dir.filePath(name).toStdString();
-    if (!test::write_tiny_gguf(path, spec)) qFatal("write_tiny_gguf failed");
-    auto m = load_model(path);
+    auto m = test::write_and_load_tiny_gguf(dir.filePath(name).toStdString(), spec);
     if (!m) qFatal("%s", m.message().c_str());
     return *m;
 }
@@ -44,14 +43,7 @@ std::vector<int32_t> greedy_alone(std::shared_ptr<const Model> model, const std:
     ro.n_threads = 2;
     auto runner = SequenceRunner::create(model, ro);
     if (!runner) qFatal("%s", runner.message().c_str());
-    std::vector<float> logits;
-    std::vector<int32_t> out;
-    if (!(*runner)->eval(prompt, false, &logits)) qFatal("eval failed");
-    for (int i = 0; i < n; ++i) {
-        out.push_back(argmax_lowest_id(logits.data(), model->config.n_vocab));
-        if (i + 1 < n && !(*runner)->eval({out.back()}, false, &logits)) qFatal("eval failed");
-    }
-    return out;
+    return test::greedy_alone(**runner, model->config.n_vocab, prompt, n);
 }
 
 // Chi-square statistic of observed counts against expected probabilities; categories

@@ -368,6 +368,11 @@ Status write_tiny_safetensors_folder(const std::string& dir, const TinyModelSpec
     return write_text(fs::path(dir) / "tokenizer_config.json", tok_config.dump(2));
 }
 
+Result<std::shared_ptr<Model>> write_and_load_tiny_gguf(const std::string& path, const TinyModelSpec& spec) {
+    KVS_RETURN_IF_ERROR(write_tiny_gguf(path, spec));
+    return load_model(path);
+}
+
 std::vector<float> last_logits(std::shared_ptr<Model> m) {
     auto backend = make_cpu_backend(1, "scalar");
     KvTensors kv(*backend, m->config, 4, 16);
