@@ -17,6 +17,7 @@
 #include "engine/model/llama_forward.h"
 #include "engine/model/model.h"
 #include "kernels/cpu/quant_formats.h"
+#include "tests/support/run_python.h"
 #include "tests/support/test_paths.h"
 #include "tests/support/tiny_model.h"
 
@@ -26,16 +27,9 @@ namespace fs = std::filesystem;
 namespace {
 
 // Runs python with args; returns "" on success, else what went wrong.
-QString run_python(const QStringList& args) {
-    QProcess p;
-    p.start(QString::fromStdString(kvs::test::find_python()), args);
-    if (!p.waitForFinished(120000)) return "python did not finish: " + p.errorString();
-    if (p.exitStatus() != QProcess::NormalExit || p.exitCode() != 0)
-        return "python failed: " + QString::fromLocal8Bit(p.readAllStandardError());
-    return {};
-}
+QString run_python(const QStringList& args) { return kvs::test::run_python(args).error; }
 
-const std::string kScript = std::string(KVS_FIXTURE_DIR) + "/../tools/make_awq_checkpoint.py";
+const std::string kScript = kvs::test::tool_path("make_awq_checkpoint.py");
 
 // The tiny float models the checkpoints are made from: "128", every linear's n_in a
 // multiple of 128; "192", n_embd 192 and n_ff 320 (multiples of 64 but not of 128, as

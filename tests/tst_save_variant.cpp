@@ -21,6 +21,7 @@
 #include "engine/quant/quantize.h"
 #include "engine/quant/save_variant.h"
 #include "kernels/cpu/quant_formats.h"
+#include "tests/support/run_python.h"
 #include "tests/support/test_paths.h"
 #include "tests/support/tiny_model.h"
 
@@ -29,17 +30,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-// Runs python; returns its stdout, or nullopt (with *err set) when it failed.
-std::optional<QString> run_python(const QStringList& args, QString* err) {
-    QProcess p;
-    p.start(QString::fromStdString(kvs::test::find_python()), args);
-    if (!p.waitForFinished(120000) || p.exitStatus() != QProcess::NormalExit || p.exitCode() != 0) {
-        *err = p.errorString() + " " + QString::fromLocal8Bit(p.readAllStandardError());
-        return std::nullopt;
-    }
-    return QString::fromLocal8Bit(p.readAllStandardOutput());
-}
-
 // What gguf-py (llama.cpp's own reader) sees in a GGUF file: line 0 "name=TYPE ..." for
 // every tensor, line 1 general.file_type; nullopt (with *err) without Python and gguf.
 std::optional<QStringList> gguf_py_types(const std::string& path, QString* err) {
@@ -47,9 +37,12 @@ std::optional<QStringList> gguf_py_types(const std::string& path, QString* err) 
         "import sys\nfrom gguf import GGUFReader\nr = GGUFReader(sys.argv[1])\n"
         "print(' '.join(f'{t.name}={t.tensor_type.name}' for t in r.tensors))\n"
         "print(int(r.fields['general.file_type'].parts[-1][0]))";
-    const auto py = run_python({"-c", code, QString::fromStdString(path)}, err);
-    if (!py) return std::nullopt;
-    return py->trimmed().split('\n');
+    const auto py = test::run_python({"-c", code, QString::fromStdString(path)});
+    if (!py.ok) {
+        *err = py.error;
+        return std::nullopt;
+    }
+    return py.out.trimmed().split('\n');
 }
 
 // Every linear of every layer, in a fixed order.
@@ -329,11 +322,11 @@ void TstSaveVariant::awq_folder_round_trip() {
             continue;
         }
         const size_t rv = row_bytes(lv[i]->dtype, lv[i]->n_in), rb = row_bytes(lb[i]->dtype, lb[i]->n_in);
-        std::vector<float> a(size_t(lv[i]->n_in)), b(a.size());  // [n_in]
+        std::vector<float> row_v(size_t(lv[i]->n_in)), row_b(row_v.size());  // [n_in]
         for (int64_t r = 0; r < lv[i]->n_out; ++r) {
-            cpu::dequantize_row(lv[i]->dtype, static_cast<const uint8_t*>(lv[i]->data) + r * rv, a.data(), lv[i]->n_in);
-            cpu::dequantize_row(lb[i]->dtype, static_cast<const uint8_t*>(lb[i]->data) + r * rb, b.data(), lb[i]->n_in);
-            QVERIFY2(a == b, qPrintable(QString("linear %1 row %2").arg(i).arg(r)));
+            cpu::dequantize_row(lv[i]->dtype, static_cast<const uint8_t*>(lv[i]->data) + r * rv, row_v.data(), lv[i]->n_in);
+            cpu::dequantize_row(lb[i]->dtype, static_cast<const uint8_t*>(lb[i]->data) + r * rb, row_b.data(), lb[i]->n_in);
+            QVERIFY2(row_v == row_b, qPrintable(QString("linear %1 row %2").arg(i).arg(r)));
         }
     }
     QVERIFY(same_bytes(v->token_embd, b.token_embd));
@@ -357,11 +350,9 @@ void TstSaveVariant::awq_checkpoint_resaved_byte_for_byte() {
     fs::remove_all(src_dir);
     fs::remove_all(out);
     QVERIFY(test::write_tiny_safetensors_folder(src_dir, spec).is_ok());
-    QString err;
-    const QString script = QString::fromStdString(std::string(KVS_FIXTURE_DIR) + "/../tools/make_awq_checkpoint.py");
-    if (!run_python({script, QString::fromStdString(src_dir), QString::fromStdString(awq), QString::fromStdString(ref)},
-                    &err))
-        QSKIP(qPrintable("needs Python with numpy and safetensors: " + err));
+    const QString script = QString::fromStdString(test::tool_path("make_awq_checkpoint.py"));
+    const auto py = test::run_python({script, QString::fromStdString(src_dir), QString::fromStdString(awq), QString::fromStdString(ref)});
+    if (!py.ok) QSKIP(qPrintable("needs Python with numpy and safetensors: " + py.error));
     auto m = load_model(awq);
     QVERIFY2(m.is_ok(), m.message().c_str());
     auto saved = save_variant(*m.value(), out);

@@ -6,6 +6,8 @@ namespace kvs::test {
 
 inline std::string fixture_path(const std::string& name) { return std::string(KVS_FIXTURE_DIR) + "/" + name; }
 inline std::string output_path(const std::string& name) { return std::string(KVS_TEST_OUTPUT_DIR) + "/" + name; }
+// A script of tests/tools/ (fixture makers), e.g. "make_awq_checkpoint.py".
+inline std::string tool_path(const std::string& name) { return std::string(KVS_FIXTURE_DIR) + "/../tools/" + name; }
 inline std::string kvscope_exe() { return KVS_KVSCOPE_EXE; }
 // The project's source tree (the folder above tests/), for tests that read the sources.
 inline std::string source_root() { return std::string(KVS_FIXTURE_DIR) + "/../.."; }
