@@ -12,40 +12,12 @@
 #include <QJsonArray>
 #include <QJsonObject>
 
+#include "tests/support/run_kvscope.h"
 #include "tests/support/test_paths.h"
 #include "tests/support/tiny_model.h"
 
-namespace {
-
-struct Run {
-    int exit_code = -1;
-    QProcess::ExitStatus status = QProcess::CrashExit;
-    QString out, err;
-};
-
-Run run_kvscope(const QStringList& args, int timeout_ms = 120000) {
-    QProcess p;
-    QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-    env.remove("DISPLAY");
-    env.remove("WAYLAND_DISPLAY");
-    env.remove("QT_QPA_PLATFORM");
-    p.setProcessEnvironment(env);
-    p.start(QString::fromStdString(kvs::test::kvscope_exe()), args);
-    Run r;
-    if (!p.waitForFinished(timeout_ms)) {
-        p.kill();
-        p.waitForFinished();
-        r.err = "TIMEOUT";
-        return r;
-    }
-    r.exit_code = p.exitCode();
-    r.status = p.exitStatus();
-    r.out = QString::fromUtf8(p.readAllStandardOutput());
-    r.err = QString::fromUtf8(p.readAllStandardError());
-    return r;
-}
-
-}  // namespace
+using Run = kvs::test::KvscopeRun;
+using kvs::test::run_kvscope;
 
 class TestCli : public QObject {
     Q_OBJECT

@@ -13,7 +13,6 @@
 #include <QJsonArray>
 #include <QJsonDocument>
 #include <QJsonObject>
-#include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -23,23 +22,21 @@
 #include <random>
 
 #include "tests/support/brute_force_beam.h"
+#include "tests/support/greedy_alone.h"
+#include "tests/support/greedy_params.h"
+#include "tests/support/run_kvscope.h"
 #include "tests/support/test_paths.h"
 #include "tests/support/tiny_model.h"
+#include "tests/support/token_ids.h"
 
 using namespace kvs;
 
 namespace {
 
-std::vector<std::vector<int32_t>> random_prompts(int n, int min_len, int max_len, int n_vocab, uint32_t seed) {
-    std::mt19937 rng(seed);
-    std::uniform_int_distribution<int> len(min_len, max_len), tok(3, n_vocab - 1);
-    std::vector<std::vector<int32_t>> out(static_cast<size_t>(n));
-    for (auto& p : out) {
-        p.resize(static_cast<size_t>(len(rng)));
-        for (auto& t : p) t = tok(rng);
-    }
-    return out;
-}
+using test::greedy;
+using test::random_prompts;
+using test::run_kvscope;
+using Run = test::KvscopeRun;
 
 std::unique_ptr<SequenceRunner> make_runner(std::shared_ptr<const Model> model, DType kv_type) {
     RunnerOptions ro;
@@ -52,26 +49,9 @@ std::unique_ptr<SequenceRunner> make_runner(std::shared_ptr<const Model> model, 
     return std::move(*r);
 }
 
-SamplingParams greedy(int n) {
-    SamplingParams p;
-    p.temperature = 0;
-    p.max_tokens = n;
-    p.ignore_eos = true;
-    return p;
-}
-
 // The request alone on an int8 cache: prefill, then one token at a time.
 std::vector<int32_t> run_alone(std::shared_ptr<const Model> model, const std::vector<int32_t>& prompt, int n) {
-    auto runner = make_runner(model, DType::Q8_0);
-    std::vector<float> logits;
-    std::vector<int32_t> out;
-    if (!runner->eval(prompt, false, &logits)) qFatal("eval failed");
-    for (int i = 0; i < n; ++i) {
-        const int32_t t = static_cast<int32_t>(std::max_element(logits.begin(), logits.end()) - logits.begin());
-        out.push_back(t);
-        if (i + 1 < n && !runner->eval({t}, false, &logits)) qFatal("eval failed");
-    }
-    return out;
+    return test::greedy_alone(*make_runner(model, DType::Q8_0), model->config.n_vocab, prompt, n);
 }
 
 // Beam search by brute force on an int8 cache (tests/support/brute_force_beam.h).
@@ -103,27 +83,6 @@ public:
     void paged_attention(const PagedAttentionArgs&) override {}
 };
 
-struct Run {
-    int exit_code = -1;
-    QString out, err;
-};
-
-Run run_kvscope(const QStringList& args) {
-    QProcess p;
-    p.start(QString::fromStdString(kvs::test::kvscope_exe()), args);
-    Run r;
-    if (!p.waitForFinished(120000)) {
-        p.kill();
-        p.waitForFinished();
-        r.err = "TIMEOUT";
-        return r;
-    }
-    r.exit_code = p.exitStatus() == QProcess::NormalExit ? p.exitCode() : -1;
-    r.out = QString::fromUtf8(p.readAllStandardOutput());
-    r.err = QString::fromUtf8(p.readAllStandardError());
-    return r;
-}
-
 bool contains(const std::string& text, const char* what) { return text.find(what) != std::string::npos; }
 
 }  // namespace
@@ -143,15 +102,13 @@ private Q_SLOTS:
         spec.n_head = 4;
         spec.n_kv_head = 2;
         m_path = m_dir.filePath("tiny_hd32.gguf");
-        QVERIFY(test::write_tiny_gguf(m_path.toStdString(), spec).is_ok());
-        auto m = load_model(m_path.toStdString());
+        auto m = test::write_and_load_tiny_gguf(m_path.toStdString(), spec);
         QVERIFY2(m.is_ok(), m.message().c_str());
         m_model = *m;
         QCOMPARE(m_model->config.head_dim, 32);
         m_path_hd16 = m_dir.filePath("tiny_hd16.gguf");
-        QVERIFY(test::write_tiny_gguf(m_path_hd16.toStdString(), test::TinyModelSpec{}).is_ok());
-        auto m16 = load_model(m_path_hd16.toStdString());
-        QVERIFY(m16.is_ok());
+        auto m16 = test::write_and_load_tiny_gguf(m_path_hd16.toStdString(), test::TinyModelSpec{});
+        QVERIFY2(m16.is_ok(), m16.message().c_str());
         m_model_hd16 = *m16;
         QCOMPARE(m_model_hd16->config.head_dim, 16);
     }
