@@ -356,6 +356,10 @@ QString EngineBridge::decodeTokens(const std::vector<int32_t>& ids) const {
     return session ? qs(session->decode(ids)) : QString();
 }
 
+qint64 EngineBridge::kvBytesPerToken(int nLayer, int nKvHead, int headDim, bool int8) {
+    return Session::kv_bytes_per_token(nLayer, nKvHead, headDim, int8 ? DType::Q8_0 : DType::F16);
+}
+
 int64_t EngineBridge::kvBytesPerBlock() const {
     std::lock_guard<std::mutex> lk(m_mu);
     return m_kvBytesPerBlock;

@@ -95,6 +95,8 @@ public:
     // snapshot the ring holds, and the recently finished requests. False with *error set.
     bool writeTrace(const QString& path, const QString& modelLabel, QString* error) const;
     int64_t kvBytesPerBlock() const;
+    // The engine's KV bytes per token for a shape (F16 or INT8), for the memory planners.
+    static qint64 kvBytesPerToken(int nLayer, int nKvHead, int headDim, bool int8);
     // Text of token ids with the loaded model's tokenizer (control tokens shown as is).
     QString decodeTokens(const std::vector<int32_t>& ids) const;
     // Each token's own piece of text (one string per id; empty for control tokens).

@@ -12,6 +12,7 @@
 #include <QVBoxLayout>
 #include <unistd.h>
 
+#include "app/engine_bridge.h"
 #include "engine/runtime/session.h"
 #include "ui/memory_planner.h"
 
@@ -33,6 +34,7 @@ ModelManagerDialog::ModelManagerDialog(QWidget* parent) : QDialog(parent) {
     m_details->setWordWrap(true);
     m_details->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_planner = new ui::MemoryPlannerView(this);
+    m_planner->setKvBytesPerTokenFn(&EngineBridge::kvBytesPerToken);
     const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
     if (pages > 0 && page > 0) m_planner->setAvailableMemory(static_cast<qint64>(pages) * page);
     auto* buttons = new QDialogButtonBox(QDialogButtonBox::Cancel, this);

@@ -52,6 +52,13 @@ private Q_SLOTS:
         QCOMPARE(failed.count(), 0);
     }
 
+    // The memory planners' KV figure is the engine's: SmolLM2-135M's shape (30 layers, 3 KV
+    // heads of 64) is 2 x 30 x 3 x 64 x 2 bytes in F16 and 34/32 of half that in INT8.
+    void kvBytesPerTokenIsTheEngines() {
+        QCOMPARE(EngineBridge::kvBytesPerToken(30, 3, 64, false), qint64(23040));
+        QCOMPARE(EngineBridge::kvBytesPerToken(30, 3, 64, true), qint64(12240));
+    }
+
     void seedsAreFreshUnlessFixed() {
         const QString path = m_dir.filePath("tiny.gguf");
         QVERIFY(test::write_tiny_gguf(path.toStdString(), test::TinyModelSpec{}).is_ok());

@@ -116,6 +116,14 @@ Result<SpecParams> Session::spec_params(const std::string& choice, int k, bool a
 
 int64_t Session::kv_bytes_per_token(DType kv_type) const { return kv_cache_bytes_per_token(m_model->config, kv_type); }
 
+int64_t Session::kv_bytes_per_token(int n_layer, int n_kv_head, int head_dim, DType kv_type) {
+    ModelConfig c;
+    c.n_layer = n_layer;
+    c.n_kv_head = n_kv_head;
+    c.head_dim = head_dim;
+    return kv_cache_bytes_per_token(c, kv_type);
+}
+
 int Session::default_max_model_len() const { return std::min(4096, std::max(256, m_model->config.n_ctx_train)); }
 
 EngineOptions Session::engine_options(EngineOptions opt) const {

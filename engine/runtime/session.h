@@ -95,6 +95,8 @@ public:
 
     // --- sizes, one definition each (engine/kv_cache/kv_tensors.h)
     int64_t kv_bytes_per_token(DType kv_type = DType::F16) const;
+    // The same for a shape that is not loaded (a memory planner's what-if).
+    static int64_t kv_bytes_per_token(int n_layer, int n_kv_head, int head_dim, DType kv_type);
     // The context a front end gets when it asks for none: the model's training context,
     // at least 256 and at most 4096 tokens.
     int default_max_model_len() const;
