@@ -8,6 +8,7 @@
 #include "engine/sampling/sampler.h"
 #include "engine/speculative/draft_runner.h"
 #include "engine/tokenizer/chat_template.h"
+#include "engine/tokenizer/tokenizer.h"
 
 #include <QtTest>
 

@@ -23,6 +23,7 @@
 
 #include "app/cli/commands.h"
 #include "engine/runtime/workload.h"
+#include "engine/telemetry/snapshot_ring.h"
 
 namespace kvs::app {
 namespace {

@@ -13,26 +13,30 @@
 #include <memory>
 #include <string>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "engine/core/status.h"
-#include "engine/kv_cache/kv_cache_manager.h"
-#include "engine/kv_cache/kv_tensors.h"
-#include "engine/model/llama_forward.h"
-#include "engine/model/model.h"
 #include "engine/sampling/sampling_params.h"
 #include "engine/scheduler/scheduler.h"
 #include "engine/speculative/spec_params.h"
-#include "engine/speculative/verify.h"
-#include "engine/telemetry/spec_stats.h"
 #include "engine/telemetry/snapshot.h"
-#include "engine/telemetry/snapshot_ring.h"
-#include "engine/tokenizer/tokenizer.h"
-#include "kernels/backend.h"
+#include "engine/telemetry/spec_stats.h"
+#include "kernels/dtype.h"
 
 namespace kvs {
 
+// Held or handed out by reference only; callers that use them include their headers
+// (engine/model/model.h, engine/tokenizer/tokenizer.h, kernels/backend.h,
+// engine/telemetry/snapshot_ring.h, ...).
+struct Model;
+class Tokenizer;
+class Backend;
+class KvTensors;
+class LlamaForward;
+class SnapshotRing;
 class DraftRunner;
+struct VerifyResult;
 
 struct EngineOptions {
     // KV pool size: kv_blocks if > 0, else kv_bytes if > 0, else kv_ram_fraction of the

@@ -1,5 +1,5 @@
 #pragma once
-// Per-request speculative decoding settings.
+// Per-request speculative decoding settings, and the engine-wide acceptance rule.
 #include <string>
 
 namespace kvs {
@@ -17,5 +17,11 @@ struct SpecParams {
 
     bool enabled() const { return !proposer.empty() && k > 0; }
 };
+
+// How verification accepts drafts (engine/speculative/verify.h, EngineOptions): exact
+// rejection sampling (the output distributed exactly as without drafts), or accept_all, a
+// deliberately wrong rule (every draft kept) that the distribution tests use to prove they
+// can fail.
+enum class AcceptRule { exact, accept_all };
 
 }  // namespace kvs

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "engine/sampling/sampler.h"
+#include "engine/speculative/spec_params.h"
 
 namespace kvs {
 
@@ -21,9 +22,8 @@ struct DraftToken {
     std::vector<TokenProb> q;
 };
 
-// exact: the rule above. accept_all: a deliberately wrong rule (every draft kept) that the
-// distribution tests use to prove they can fail.
-enum class AcceptRule { exact, accept_all };
+// The rule (AcceptRule, engine/speculative/spec_params.h): exact, the rule above, or
+// accept_all, the deliberately wrong one the distribution tests use.
 
 struct VerifyResult {
     std::vector<int32_t> tokens;  // accepted drafts, then the correction or the bonus token
