@@ -14,17 +14,32 @@ ChatController::ChatController(EngineBridge* bridge, const QString& chatsPath, Q
     connect(bridge, &EngineBridge::tokenText, this, &ChatController::onToken);
     connect(bridge, &EngineBridge::requestFinished, this, &ChatController::onFinished);
     connect(bridge, &EngineBridge::requestFailed, this, &ChatController::onFailed);
+    m_flushTimer.setSingleShot(true);
+    m_flushTimer.setInterval(kFlushMs);
+    connect(&m_flushTimer, &QTimer::timeout, this, &ChatController::flush);
 }
 
 ChatController::~ChatController() {
+    // The window calls interruptAll while the bridge still runs; without one (the bridge may
+    // be gone by now), what streamed is still saved, marked interrupted.
+    if (!m_live.isEmpty()) {
+        m_bridge = nullptr;
+        interruptAll();
+    }
     if (m_stack && !m_stack->parent()) delete m_stack;  // never given to a window
 }
 
 bool ChatController::load(QString* error) {
     const bool ok = m_store.load(error);
+    // A reply saved while it streamed: the program ended before it finished.
+    bool found = false;
+    for (Conversation& c : m_store.conversations())
+        for (SavedTurn& t : c.turns)
+            if (t.state == SavedTurn::State::Streaming) t.state = SavedTurn::State::Interrupted, found = true;
     if (m_store.conversations().isEmpty()) m_store.add(tr("New chat"));
     select(m_store.conversations().first().id);
     Q_EMIT listChanged();
+    if (ok && found) save();
     return ok;
 }
 
@@ -44,8 +59,8 @@ ui::ChatView* ChatController::viewFor(const QString& convId) {
     connect(v, &ui::ChatView::stopRequested, this, [this, convId] { stop(convId); });
     connect(v, &ui::ChatView::regenerateRequested, this, [this, convId] { retry(convId, false); });
     connect(v, &ui::ChatView::editRequested, this, [this, convId] { retry(convId, true); });
-    const int i = m_store.indexOf(convId);
-    v->setCanRetry(i >= 0 && !m_store.conversations()[i].turns.isEmpty());
+    connect(v, &ui::ChatView::editCancelRequested, this, [this, convId] { cancelEdit(convId); });
+    v->setCanRetry(lastUserTurn(convId) >= 0);
     return v;
 }
 
@@ -87,46 +102,104 @@ void ChatController::renameCurrent(const QString& title) {
     save();
 }
 
-void ChatController::deleteCurrent() {
-    const int i = m_store.indexOf(m_currentId);
-    if (i < 0) return;
-    stop(m_currentId);
-    if (auto* v = m_views.take(m_currentId)) v->deleteLater();
-    m_store.conversations().removeAt(i);
-    m_currentId.clear();
-    if (m_store.conversations().isEmpty()) m_store.add(tr("New chat"));
-    select(m_store.conversations().first().id);
+void ChatController::deleteCurrent() { deleteChat(m_currentId); }
+
+void ChatController::deleteChat(const QString& convId) {
+    if (m_store.indexOf(convId) < 0) return;
+    interrupt(convId);  // what it streamed stays in the copy that undo brings back
+    const int i = m_store.indexOf(convId);
+    if (convId == m_currentId) storeForm();
+    m_deleted.append({m_store.conversations().takeAt(i), i});
+    m_editing.remove(convId);
+    if (auto* v = m_views.take(convId)) v->deleteLater();
+    if (convId == m_currentId) {
+        m_currentId.clear();
+        if (m_store.conversations().isEmpty()) m_store.add(tr("New chat"));
+        select(m_store.conversations()[std::min(i, int(m_store.conversations().size()) - 1)].id);
+    }
     Q_EMIT listChanged();
+    Q_EMIT deletedChanged();
     save();
+}
+
+QString ChatController::lastDeletedTitle() const {
+    return m_deleted.isEmpty() ? QString() : m_deleted.last().conversation.title;
+}
+
+void ChatController::undoDelete() {
+    if (m_deleted.isEmpty()) return;
+    const Deleted d = m_deleted.takeLast();
+    // An untouched "New chat" made only because the list went empty gives way to it.
+    QList<Conversation>& list = m_store.conversations();
+    if (list.size() == 1 && list[0].turns.isEmpty() && list[0].id == m_currentId && !m_live.contains(list[0].id)) {
+        if (auto* v = m_views.take(list[0].id)) v->deleteLater();
+        list.clear();
+        m_currentId.clear();
+    }
+    list.insert(std::clamp(d.index, 0, int(list.size())), d.conversation);
+    select(d.conversation.id);
+    Q_EMIT listChanged();
+    Q_EMIT deletedChanged();
+    save();
+}
+
+int ChatController::lastUserTurn(const QString& convId) const {
+    const int i = m_store.indexOf(convId);
+    if (i < 0) return -1;
+    const QList<SavedTurn>& turns = m_store.conversations()[i].turns;
+    for (int t = int(turns.size()) - 1; t >= 0; --t)
+        if (turns[t].role == "user") return t;
+    return -1;
 }
 
 void ChatController::send(const QString& convId, const QString& text) {
     const int i = m_store.indexOf(convId);
     if (i < 0 || m_live.contains(convId)) return;
+    const int keep = m_editing.contains(convId) ? lastUserTurn(convId) : -1;
+    submit(convId, text, keep >= 0 ? keep : int(m_store.conversations()[i].turns.size()));
+}
+
+bool ChatController::submit(const QString& convId, const QString& text, int keep) {
+    const int i = m_store.indexOf(convId);
+    if (i < 0 || m_live.contains(convId)) return false;
     if (convId == m_currentId) storeForm();
     Conversation& c = m_store.conversations()[i];
-    QList<ChatTurn> turns = c.turns;
+    QList<ChatTurn> turns = c.messages(keep);
     turns.append({"user", text});
     auto* v = viewFor(convId);
     const SubmitResult sub = m_bridge->submitChat(turns, c.settings);
-    if (!sub.ok()) {  // not queued: nothing is saved, the text goes back to the user
+    if (!sub.ok()) {  // not queued: nothing is saved or removed, the text goes back to the user
         v->appendNotice(tr("Not sent: %1. Your message is back in the prompt box.").arg(sub.error));
         if (v->promptText().trimmed().isEmpty()) v->setPromptText(text);
-        return;
+        return false;
     }
-    if (c.turns.isEmpty() && (c.title.isEmpty() || c.title == tr("New chat"))) {
+    if (keep == 0 && (c.title.isEmpty() || c.title == tr("New chat"))) {
         c.title = text.simplified().left(40);  // the first message names the chat
         Q_EMIT listChanged();
     }
-    c.turns = turns;
+    const bool replaced = keep < c.turns.size();
+    c.turns = c.turns.mid(0, keep);
+    SavedTurn user;
+    user.role = "user";
+    user.content = text;
+    SavedTurn reply;  // saved as it streams, so a kill loses at most kFlushMs of it
+    reply.role = "assistant";
+    reply.state = SavedTurn::State::Streaming;
+    c.turns << user << reply;
     c.updated = QDateTime::currentDateTimeUtc();
     save();
-    v->appendUserMessage(text);
+    if (m_editing.contains(convId)) {
+        m_editing.remove(convId);
+        v->setEditing(false);
+    }
+    if (replaced) replay(convId, v);  // an edit or a regenerate: the old exchange goes now
+    else v->appendUserMessage(text);
     v->beginAssistantMessage();
     v->setGenerating(true);
-    m_live.insert(convId, Live{sub.id, {}});
+    m_live.insert(convId, Live{sub.id, {}, false});
     m_requestConv.insert(sub.id, convId);
     Q_EMIT requestSubmitted(sub.id, c.title.left(24), !c.settings.speculative.isEmpty());
+    return true;
 }
 
 void ChatController::stop(const QString& convId) {
@@ -135,40 +208,66 @@ void ChatController::stop(const QString& convId) {
 }
 
 void ChatController::retry(const QString& convId, bool edit) {
-    const int i = m_store.indexOf(convId);
-    if (i < 0 || m_live.contains(convId)) return;
-    QList<ChatTurn>& turns = m_store.conversations()[i].turns;
-    if (!turns.isEmpty() && turns.last().role == "assistant") turns.removeLast();
-    if (turns.isEmpty() || turns.last().role != "user") return;
-    const QString text = turns.last().content;
-    turns.removeLast();
+    if (m_store.indexOf(convId) < 0 || m_live.contains(convId) || m_editing.contains(convId)) return;
+    const int u = lastUserTurn(convId);
+    if (u < 0) return;
+    const QString text = m_store.conversations()[m_store.indexOf(convId)].turns[u].content;
     auto* v = viewFor(convId);
-    replay(convId, v);
-    save();
-    if (edit) {
-        v->setPromptText(text);
-        v->setCanRetry(!turns.isEmpty());
-    } else {
-        send(convId, text);
+    if (!edit) {
+        submit(convId, text, u);  // the old answer is replaced once the new one is queued
+        return;
     }
+    // Nothing is removed here: the exchange stays (in the view and on disk) until the
+    // edited message is sent.
+    m_editing.insert(convId, v->promptText());
+    v->setEditing(true);
+    v->setPromptText(text);
+}
+
+void ChatController::cancelEdit(const QString& convId) {
+    if (!m_editing.contains(convId)) return;
+    auto* v = viewFor(convId);
+    v->setPromptText(m_editing.take(convId));
+    v->setEditing(false);
+}
+
+SavedTurn* ChatController::liveTurn(const QString& convId) {
+    const int i = m_store.indexOf(convId);
+    if (i < 0 || m_store.conversations()[i].turns.isEmpty()) return nullptr;
+    SavedTurn& t = m_store.conversations()[i].turns.last();
+    return t.role == "assistant" ? &t : nullptr;
 }
 
 void ChatController::onToken(qint64 id, const QString& piece) {
     const QString conv = m_requestConv.value(id);
     if (conv.isEmpty()) return;
-    m_live[conv].pending += piece;
+    Live& live = m_live[conv];
+    live.pending += piece;
+    live.dirty = true;
+    if (!m_flushTimer.isActive()) m_flushTimer.start();
     viewFor(conv)->appendAssistantText(piece);
+}
+
+void ChatController::flush() {
+    bool any = false;
+    for (auto it = m_live.begin(); it != m_live.end(); ++it) {
+        if (!it->dirty) continue;
+        it->dirty = false;
+        if (SavedTurn* t = liveTurn(it.key())) t->content = it->pending, any = true;
+    }
+    if (any) save();
 }
 
 void ChatController::onFinished(qint64 id, const QString& summary) {
     const QString conv = m_requestConv.take(id);
     if (conv.isEmpty()) return;
     const Live live = m_live.take(conv);
-    const int i = m_store.indexOf(conv);
-    if (i < 0) return;  // deleted while it generated
-    Conversation& c = m_store.conversations()[i];
-    c.turns.append({"assistant", live.pending});
-    c.updated = QDateTime::currentDateTimeUtc();
+    SavedTurn* t = liveTurn(conv);
+    if (!t) return;  // deleted while it generated
+    t->content = live.pending;
+    t->summary = summary;
+    t->state = SavedTurn::State::Complete;
+    m_store.conversations()[m_store.indexOf(conv)].updated = QDateTime::currentDateTimeUtc();
     save();
     auto* v = viewFor(conv);
     v->endAssistantMessage(summary);
@@ -185,9 +284,36 @@ void ChatController::onFailed(qint64 id, const QString& message) {
     if (i < 0) return;
     auto* v = viewFor(conv);
     v->appendNotice(tr("Generation failed: %1").arg(message));
-    if (!m_store.conversations()[i].turns.isEmpty())
-        m_store.conversations()[i].turns.removeLast();  // the unanswered turn stays visible, not in context
+    // The unanswered message stays visible, not in the context (nor on disk).
+    QList<SavedTurn>& turns = m_store.conversations()[i].turns;
+    if (liveTurn(conv)) turns.removeLast();
+    if (!turns.isEmpty() && turns.last().role == "user") turns.removeLast();
+    save();
     v->setGenerating(false);
+    v->setCanRetry(!turns.isEmpty());
+}
+
+void ChatController::interrupt(const QString& convId) {
+    if (!m_live.contains(convId)) return;
+    const Live live = m_live.take(convId);
+    m_requestConv.remove(live.requestId);  // its last tokens and its end are ignored
+    if (m_bridge && live.requestId > 0) m_bridge->cancel(live.requestId);
+    SavedTurn* t = liveTurn(convId);
+    if (!t) return;
+    t->content = live.pending;
+    t->state = SavedTurn::State::Interrupted;
+    if (auto* v = m_stack ? m_views.value(convId) : nullptr) {  // the window may have gone
+        v->endAssistantMessage(footer(*t));
+        v->setGenerating(false);
+        v->setCanRetry(true);
+    }
+}
+
+void ChatController::interruptAll() {
+    if (m_live.isEmpty()) return;
+    m_flushTimer.stop();
+    for (const QString& conv : m_live.keys()) interrupt(conv);
+    save();
 }
 
 // Shows the saved conversation in its view (after a load, a regenerate or an edit).
@@ -195,15 +321,25 @@ void ChatController::replay(const QString& convId, ui::ChatView* v) {
     v->clearTranscript();
     const int i = m_store.indexOf(convId);
     if (i < 0) return;
-    for (const ChatTurn& t : m_store.conversations()[i].turns) {
-        if (t.role == "user") {
-            v->appendUserMessage(t.content);
-        } else if (t.role == "assistant") {
+    const QList<SavedTurn>& turns = m_store.conversations()[i].turns;
+    for (int t = 0; t < turns.size(); ++t) {
+        if (turns[t].role == "user") {
+            v->appendUserMessage(turns[t].content);
+        } else if (turns[t].role == "assistant") {
+            const bool streaming = m_live.contains(convId) && t == turns.size() - 1;
             v->beginAssistantMessage();
-            v->appendAssistantText(t.content);
-            v->endAssistantMessage({});
+            v->appendAssistantText(streaming ? m_live.value(convId).pending : turns[t].content);
+            if (!streaming) v->endAssistantMessage(footer(turns[t]));
         }
     }
+}
+
+// The line under a reply: its stats, and whether it was cut off (the window closed, the
+// program died or the chat was deleted while it streamed).
+QString ChatController::footer(const SavedTurn& t) {
+    const QString cut = tr("interrupted before it finished");
+    if (t.state == SavedTurn::State::Complete) return t.summary;
+    return t.summary.isEmpty() ? cut : t.summary + " · " + cut;
 }
 
 void ChatController::loadForm() {

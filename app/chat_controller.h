@@ -4,6 +4,10 @@
 // stream back from app/engine_bridge by request id, each into its own conversation, so
 // several chats can generate at once. A submit the bridge refuses (no model, a draft the
 // model lacks) is reported in that chat and its text goes back into the prompt box.
+// A reply is saved while it streams (at most kFlushMs apart, so a kill loses at most that
+// much of it); a reply the window closes on, or one a restart finds half-written, stays in
+// the chat marked interrupted. Each reply keeps its stats line. Edit removes nothing until
+// the edited message is sent; a deleted chat can be brought back (undoDelete).
 // A QObject the window owns; it needs no window (the views live in views(), a stack the
 // window makes its central widget).
 #include <QHash>
@@ -11,6 +15,7 @@
 #include <QPointer>
 #include <QStackedWidget>
 #include <QString>
+#include <QTimer>
 
 #include "app/chat_store.h"
 
@@ -50,12 +55,26 @@ public:
     void select(const QString& convId);
     void newChat();  // keeps the current chat's sampling settings
     void renameCurrent(const QString& title);
-    void deleteCurrent();  // stops its reply first
+    void deleteCurrent();
+    // Deletes a conversation (its reply, if one streams, ends as interrupted first); it can
+    // be brought back with undoDelete.
+    void deleteChat(const QString& convId);
+    bool canUndoDelete() const { return !m_deleted.isEmpty(); }
+    QString lastDeletedTitle() const;
+    void undoDelete();  // the most recently deleted chat, at its place, with its history
+    // Sends a message. While the chat is being edited it replaces the last exchange; that is
+    // removed only once the engine has queued the new message.
     void send(const QString& convId, const QString& text);
     void stop(const QString& convId);
-    // Regenerate (edit false): answer the last message again. Edit: drop the last exchange
-    // and put the message back into the prompt box.
+    // Regenerate (edit false): answer the last message again (the old answer is replaced once
+    // the new request is queued). Edit: put the last message back into the prompt box; the
+    // exchange stays until the edited message is sent (cancelEdit keeps it).
     void retry(const QString& convId, bool edit);
+    void cancelEdit(const QString& convId);
+    // Cancels every reply in flight and saves what each has streamed, marked interrupted
+    // (the window is closing). Safe to call more than once.
+    void interruptAll();
+    static constexpr int kFlushMs = 500;  // a streaming reply is saved at most this far apart
 
 Q_SIGNALS:
     void listChanged();  // conversations added, removed, renamed or switched
@@ -63,16 +82,31 @@ Q_SIGNALS:
     // decodes speculatively.
     void requestSubmitted(qint64 id, const QString& label, bool speculative);
     void statusMessage(const QString& text, int timeoutMs);
+    void deletedChanged();  // a chat was deleted or brought back (canUndoDelete may change)
 
 private:
     struct Live {  // a conversation's reply in flight
         qint64 requestId = 0;
-        QString pending;
+        QString pending;     // all it streamed so far
+        bool dirty = false;  // pending has text the store's turn lacks
     };
+    struct Deleted {  // a deleted conversation, for undoDelete
+        Conversation conversation;
+        int index = 0;
+    };
+    // Submits text after the conversation's first `keep` turns; on success those after are
+    // replaced by the message and its (streaming) reply. False when the bridge refused it.
+    bool submit(const QString& convId, const QString& text, int keep);
+    int lastUserTurn(const QString& convId) const;  // -1 when none
     void onToken(qint64 id, const QString& piece);
     void onFinished(qint64 id, const QString& summary);
     void onFailed(qint64 id, const QString& message);
+    // Ends a conversation's live reply as interrupted (kept, cancelled in the engine).
+    void interrupt(const QString& convId);
+    SavedTurn* liveTurn(const QString& convId);  // the store's turn of the reply in flight
+    void flush();  // writes the streamed text of every live reply into the store and saves
     void replay(const QString& convId, ui::ChatView* v);
+    static QString footer(const SavedTurn& t);
     void loadForm();
     void storeForm();
     void save();
@@ -87,6 +121,9 @@ private:
     QHash<QString, ui::ChatView*> m_views;  // conversation id -> its view
     QHash<QString, Live> m_live;            // conversation id -> reply in flight
     QHash<qint64, QString> m_requestConv;   // request id -> conversation id (while in flight)
+    QHash<QString, QString> m_editing;      // conversation id -> the prompt box's text before Edit
+    QList<Deleted> m_deleted;               // most recent last
+    QTimer m_flushTimer;                    // single shot: kFlushMs after the first unsaved token
 };
 
 }  // namespace kvs::app

@@ -20,17 +20,22 @@ ChatListPanel::ChatListPanel(QWidget* parent) : QWidget(parent) {
     auto* newButton = new QPushButton(tr("New"), this);
     newButton->setObjectName("newChatButton");
     auto* renameButton = new QPushButton(tr("Rename"), this);
-    auto* deleteButton = new QPushButton(tr("Delete"), this);
-    deleteButton->setObjectName("deleteChatButton");
+    m_delete = new QPushButton(tr("Delete"), this);
+    m_delete->setObjectName("deleteChatButton");
+    m_delete->setEnabled(false);
     buttons->addWidget(newButton);
     buttons->addWidget(renameButton);
-    buttons->addWidget(deleteButton);
+    buttons->addWidget(m_delete);
     cl->addWidget(m_search);
     cl->addWidget(m_list, 1);
     cl->addLayout(buttons);
     connect(newButton, &QPushButton::clicked, this, &ChatListPanel::newRequested);
     connect(renameButton, &QPushButton::clicked, this, &ChatListPanel::renameRequested);
-    connect(deleteButton, &QPushButton::clicked, this, &ChatListPanel::deleteRequested);
+    connect(m_delete, &QPushButton::clicked, this, [this] {
+        const QString id = selectedId();
+        if (!id.isEmpty()) Q_EMIT deleteRequested(id);
+    });
+    connect(m_list, &QListWidget::itemSelectionChanged, this, [this] { m_delete->setEnabled(!selectedId().isEmpty()); });
     connect(m_search, &QLineEdit::textChanged, this, &ChatListPanel::searchChanged);
     connect(m_list, &QListWidget::currentRowChanged, this, [this](int row) {
         const QString id = idAt(row);
@@ -52,6 +57,12 @@ void ChatListPanel::showConversations(const QList<Conversation>& conversations, 
         item->setToolTip(tr("%1 messages").arg(c.turns.size()));
         if (c.id == currentId) m_list->setCurrentItem(item);
     }
+    m_delete->setEnabled(!selectedId().isEmpty());
+}
+
+QString ChatListPanel::selectedId() const {
+    const QList<QListWidgetItem*> sel = m_list->selectedItems();
+    return sel.size() == 1 && !sel[0]->isHidden() ? sel[0]->data(Qt::UserRole).toString() : QString();
 }
 
 void ChatListPanel::clearSearch() { m_search->clear(); }

@@ -35,6 +35,21 @@ ChatSettings settings_from(const QJsonObject& o) {
     s.specAdaptive = o.value("spec_adaptive").toBool(false);
     return s;
 }
+
+QString state_name(SavedTurn::State s) {
+    switch (s) {
+        case SavedTurn::State::Streaming: return "streaming";
+        case SavedTurn::State::Interrupted: return "interrupted";
+        case SavedTurn::State::Complete: break;
+    }
+    return {};
+}
+
+SavedTurn::State state_from(const QString& name) {
+    if (name == "streaming") return SavedTurn::State::Streaming;
+    if (name == "interrupted") return SavedTurn::State::Interrupted;
+    return SavedTurn::State::Complete;  // absent (older files) or unknown
+}
 }  // namespace
 
 ChatStore::ChatStore(QString path) : m_path(std::move(path)) {}
@@ -59,33 +74,15 @@ bool ChatStore::load(QString* error) {
         *error = QString("%1 is not a chat history file (%2 at byte %3)").arg(m_path, pe.errorString()).arg(pe.offset);
         return false;
     }
-    for (const QJsonValue& v : doc.object().value("conversations").toArray()) {
-        const QJsonObject o = v.toObject();
-        Conversation c;
-        c.id = o.value("id").toString();
-        if (c.id.isEmpty()) c.id = QUuid::createUuid().toString(QUuid::WithoutBraces);
-        c.title = o.value("title").toString();
-        c.updated = QDateTime::fromString(o.value("updated").toString(), Qt::ISODate);
-        for (const QJsonValue& t : o.value("turns").toArray())
-            c.turns.append({t.toObject().value("role").toString(), t.toObject().value("content").toString()});
-        c.settings = settings_from(o.value("settings").toObject());
-        m_conversations.append(c);
-    }
+    for (const QJsonValue& v : doc.object().value("conversations").toArray())
+        m_conversations.append(fromJson(v.toObject()));
     return true;
 }
 
 bool ChatStore::save(QString* error) const {
     QDir().mkpath(QFileInfo(m_path).absolutePath());
     QJsonArray arr;
-    for (const Conversation& c : m_conversations) {
-        QJsonArray turns;
-        for (const ChatTurn& t : c.turns) turns.append(QJsonObject{{"role", t.role}, {"content", t.content}});
-        arr.append(QJsonObject{{"id", c.id},
-                               {"title", c.title},
-                               {"updated", c.updated.toString(Qt::ISODate)},
-                               {"turns", turns},
-                               {"settings", settings_json(c.settings)}});
-    }
+    for (const Conversation& c : m_conversations) arr.append(toJson(c));
     QSaveFile f(m_path);
     if (!f.open(QIODevice::WriteOnly)) {
         if (error) *error = QString("cannot write %1: %2").arg(m_path, f.errorString());
@@ -97,6 +94,47 @@ bool ChatStore::save(QString* error) const {
         return false;
     }
     return true;
+}
+
+QJsonObject ChatStore::toJson(const Conversation& c) {
+    QJsonArray turns;
+    for (const SavedTurn& t : c.turns) {
+        QJsonObject o{{"role", t.role}, {"content", t.content}};
+        if (!t.summary.isEmpty()) o.insert("summary", t.summary);
+        if (t.state != SavedTurn::State::Complete) o.insert("state", state_name(t.state));
+        turns.append(o);
+    }
+    return QJsonObject{{"id", c.id},
+                       {"title", c.title},
+                       {"updated", c.updated.toString(Qt::ISODate)},
+                       {"turns", turns},
+                       {"settings", settings_json(c.settings)}};
+}
+
+Conversation ChatStore::fromJson(const QJsonObject& o) {
+    Conversation c;
+    c.id = o.value("id").toString();
+    if (c.id.isEmpty()) c.id = QUuid::createUuid().toString(QUuid::WithoutBraces);
+    c.title = o.value("title").toString();
+    c.updated = QDateTime::fromString(o.value("updated").toString(), Qt::ISODate);
+    for (const QJsonValue& v : o.value("turns").toArray()) {
+        const QJsonObject t = v.toObject();
+        SavedTurn turn;
+        turn.role = t.value("role").toString();
+        turn.content = t.value("content").toString();
+        turn.summary = t.value("summary").toString();
+        turn.state = state_from(t.value("state").toString());
+        c.turns.append(turn);
+    }
+    c.settings = settings_from(o.value("settings").toObject());
+    return c;
+}
+
+QList<ChatTurn> Conversation::messages(int n) const {
+    QList<ChatTurn> out;
+    const int end = n < 0 ? int(turns.size()) : std::min(n, int(turns.size()));
+    for (int i = 0; i < end; ++i) out.append({turns[i].role, turns[i].content});
+    return out;
 }
 
 Conversation& ChatStore::add(const QString& title) {

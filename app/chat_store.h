@@ -2,8 +2,10 @@
 // Saved conversations: a JSON file in the user's data dir
 // (${XDG_DATA_HOME:-~/.local/share}/kvscope/chats.json), written atomically (QSaveFile:
 // a temporary file renamed over the old one), so a crash or kill mid-write leaves the
-// previous version intact.
+// previous version intact. A reply is saved while it streams (app/chat_controller), so a
+// turn also says whether it is whole, and a reply keeps its stats line.
 #include <QDateTime>
+#include <QJsonObject>
 #include <QList>
 #include <QString>
 
@@ -11,12 +13,27 @@
 
 namespace kvs::app {
 
+// A turn as saved: the message, and for a reply its stats line and whether it is whole.
+// Written as {"role", "content"} plus "summary" and "state" only when they are set, so
+// files from before these fields load unchanged.
+struct SavedTurn : ChatTurn {
+    enum class State {
+        Complete,     // finished (or stopped: its summary says "cancelled")
+        Streaming,    // saved part-way while it streams; found on load: the program died mid-reply
+        Interrupted,  // the window closed (or the program died) before it finished
+    };
+    QString summary;  // the reply's stats line ("8 tokens · 127 tok/s · TTFT … · seed N")
+    State state = State::Complete;
+};
+
 struct Conversation {
     QString id;          // stable, unique (a UUID)
     QString title;
     QDateTime updated;
-    QList<ChatTurn> turns;
+    QList<SavedTurn> turns;
     ChatSettings settings;
+    // The messages the model sees: the first n turns (all when n < 0), without stats.
+    QList<ChatTurn> messages(int n = -1) const;
 };
 
 class ChatStore {
@@ -33,6 +50,9 @@ public:
     const QList<Conversation>& conversations() const { return m_conversations; }
     Conversation& add(const QString& title);  // a new empty conversation, first in the list
     int indexOf(const QString& id) const;      // -1 when absent
+    // The JSON of one conversation and back (the file holds an array of them).
+    static QJsonObject toJson(const Conversation& c);
+    static Conversation fromJson(const QJsonObject& o);
 
 private:
     QString m_path;

@@ -15,6 +15,7 @@
 #include <QStackedWidget>
 #include <QStatusBar>
 #include <QStyle>
+#include <QToolButton>
 
 #include "app/chat_controller.h"
 #include "app/chat_list_panel.h"
@@ -47,6 +48,7 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
     buildStatusBar(modelNameOrPath);
     buildDocks();
     buildFileMenu();
+    buildEditMenu();
     buildViewMenu();
     buildLessonsMenu();
     connectChats();
@@ -59,6 +61,7 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
 }
 
 MainWindow::~MainWindow() {
+    m_chats->interruptAll();  // closed without closeEvent: still keep what streamed
     m_pollTimer.stop();
     m_engineThread.quit();
     m_engineThread.wait();
@@ -82,6 +85,15 @@ void MainWindow::buildStatusBar(const QString& modelNameOrPath) {
     m_loadProgress->setRange(0, 0);  // busy: the loader reports no fraction
     m_loadProgress->setMaximumWidth(fontMetrics().averageCharWidth() * 20);
     statusBar()->addPermanentWidget(m_loadProgress);
+    m_undoButton = new QToolButton(this);
+    m_undoButton->setObjectName("undoDeleteButton");
+    m_undoButton->setText(tr("Undo"));
+    m_undoButton->hide();
+    statusBar()->addPermanentWidget(m_undoButton);
+    connect(m_undoButton, &QToolButton::clicked, this, &MainWindow::undoDeleteChat);
+    m_undoHide.setSingleShot(true);
+    m_undoHide.setInterval(20000);
+    connect(&m_undoHide, &QTimer::timeout, m_undoButton, &QWidget::hide);
 }
 
 void MainWindow::buildDocks() {
@@ -96,6 +108,7 @@ void MainWindow::buildDocks() {
     m_timeline = new ui::SlotTimelineView(this);
     m_metrics = new ui::MetricsView(this);
     m_planner = new ui::MemoryPlannerView(this);
+    m_planner->setKvBytesPerTokenFn(&EngineBridge::kvBytesPerToken);
     m_draftView = new ui::DraftAcceptanceView(this);
     m_quantView = new ui::QuantCompareView(this);
     tabifyDockWidget(engineDock, addDock(tr("Batch slots"), "slotTimelineDock", m_timeline, Qt::RightDockWidgetArea));
@@ -157,6 +170,14 @@ void MainWindow::buildFileMenu() {
     file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
 }
 
+void MainWindow::buildEditMenu() {
+    auto* edit = menuBar()->addMenu(tr("&Edit"));
+    // Ctrl+Z: a focused text box takes it for its own undo first.
+    m_undoAction = edit->addAction(tr("&Undo delete chat"), QKeySequence::Undo, this, &MainWindow::undoDeleteChat);
+    m_undoAction->setObjectName("undoDeleteAction");
+    m_undoAction->setEnabled(false);
+}
+
 void MainWindow::buildViewMenu() {
     auto* view = menuBar()->addMenu(tr("&View"));
     auto* theme = view->addMenu(tr("&Theme"));
@@ -196,6 +217,13 @@ void MainWindow::connectChats() {
     connect(m_chatList, &ChatListPanel::renameRequested, this, &MainWindow::askRename);
     connect(m_chatList, &ChatListPanel::deleteRequested, this, &MainWindow::deleteChat);
     connect(m_chats, &ChatController::listChanged, this, &MainWindow::refreshList);
+    connect(m_chats, &ChatController::deletedChanged, this, [this] {
+        const bool can = m_chats->canUndoDelete();
+        m_undoAction->setEnabled(can);
+        m_undoAction->setText(can ? tr("&Undo delete “%1”").arg(m_chats->lastDeletedTitle()) : tr("&Undo delete chat"));
+        m_undoButton->setToolTip(m_undoAction->text().remove('&'));
+        if (!can) m_undoButton->hide();
+    });
     connect(m_chats, &ChatController::statusMessage, statusBar(), &QStatusBar::showMessage);
     connect(m_chats, &ChatController::requestSubmitted, this,
             [this](qint64 id, const QString& label, bool speculative) {
@@ -272,7 +300,24 @@ void MainWindow::askRename() {
 }
 
 void MainWindow::renameChat(const QString& title) { m_chats->renameCurrent(title); }
-void MainWindow::deleteChat() { m_chats->deleteCurrent(); }
+void MainWindow::deleteChat(const QString& id) {
+    const int i = m_chats->store().indexOf(id);
+    if (i < 0) return;
+    const QString title = m_chats->store().conversations()[i].title;
+    m_chats->deleteChat(id);
+    statusBar()->showMessage(tr("Deleted “%1”.").arg(title), 20000);
+    m_undoButton->show();
+    m_undoHide.start();
+}
+
+void MainWindow::undoDeleteChat() {
+    if (!m_chats->canUndoDelete()) return;
+    const QString title = m_chats->lastDeletedTitle();
+    m_chatList->clearSearch();  // the chat comes back where it can be seen
+    m_chats->undoDelete();
+    statusBar()->showMessage(tr("Restored “%1”.").arg(title), 8000);
+    m_undoButton->hide();
+}
 
 // A speculative chat reply: the Draft acceptance dock shows how its drafts fare.
 void MainWindow::followSpeculative(qint64 requestId) {
@@ -348,6 +393,7 @@ void MainWindow::saveLayout() const {
 }
 
 void MainWindow::closeEvent(QCloseEvent* e) {
+    m_chats->interruptAll();  // a reply streaming now is kept, marked interrupted
     saveLayout();
     QMainWindow::closeEvent(e);
 }

@@ -17,6 +17,7 @@
 class QDockWidget;
 class QLabel;
 class QProgressBar;
+class QToolButton;
 namespace kvs::ui {
 class ChatView;
 class DraftAcceptanceView;
@@ -80,7 +81,10 @@ public:
 public Q_SLOTS:
     void newChat();
     void renameChat(const QString& title);
-    void deleteChat();
+    // Deletes a chat (the list's Delete: the shown and selected one); Edit ▸ Undo and the
+    // status bar's Undo bring it back.
+    void deleteChat(const QString& id);
+    void undoDeleteChat();
     void selectChat(int row);  // a row of the chat list
 
 protected:
@@ -93,6 +97,7 @@ private:
     QDockWidget* addDock(const QString& title, const QString& name, QWidget* w, Qt::DockWidgetArea area);
     void buildFileMenu();
     void buildViewMenu();
+    void buildEditMenu();
     void buildLessonsMenu();
     void connectChats();
     void connectLessons();
@@ -127,6 +132,9 @@ private:
     QLabel* m_modelLabel = nullptr;
     QLabel* m_liveLabel = nullptr;
     QProgressBar* m_loadProgress = nullptr;
+    QToolButton* m_undoButton = nullptr;  // "Undo" after a chat is deleted
+    QAction* m_undoAction = nullptr;      // Edit ▸ Undo delete
+    QTimer m_undoHide;                    // the status bar's Undo goes after a while (the menu's stays)
     QString m_loadingModel;  // a model chosen with File ▸ Open model, remembered once loaded
 
     QTimer m_pollTimer;

@@ -129,7 +129,12 @@ private Q_SLOTS:
         kvs::app::ChatStore store(path);
         for (int round = 0;; ++round) {
             auto& c = store.add(QString("chat %1").arg(round));
-            for (int t = 0; t < 50; ++t) c.turns.append({"user", QString("message %1 of round %2 ").arg(t).arg(round).repeated(20)});
+            for (int t = 0; t < 50; ++t) {
+                kvs::app::SavedTurn turn;
+                turn.role = "user";
+                turn.content = QString("message %1 of round %2 ").arg(t).arg(round).repeated(20);
+                c.turns.append(turn);
+            }
             QString err;
             if (!store.save(&err)) qFatal("%s", qPrintable(err));
         }
@@ -200,9 +205,17 @@ private Q_SLOTS:
         QCOMPARE(w.store().conversations()[0].turns.size(), 2);  // the answer was replaced, not added
         QCOMPARE(w.store().conversations()[0].turns[0].content, QString("Say something short"));
         QVERIFY(!first.isEmpty());
+        // Edit takes the message back into the box but removes nothing until it is sent
+        // (tst_chat_lifecycle: cancelling keeps the exchange, in the view and on disk).
         QTest::mouseClick(edit, Qt::LeftButton);
-        QCOMPARE(w.store().conversations()[0].turns.size(), 0);
+        QCOMPARE(w.store().conversations()[0].turns.size(), 2);
         QCOMPARE(view->promptText(), QString("Say something short"));
+        QVERIFY(view->transcriptText().contains("Say something short"));
+        view->setPromptText("Say something else");
+        QTest::mouseClick(view->findChild<QPushButton*>("sendButton"), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(regen->isEnabled(), 60000);
+        QCOMPARE(w.store().conversations()[0].turns.size(), 2);
+        QCOMPARE(w.store().conversations()[0].turns[0].content, QString("Say something else"));
         QVERIFY(!view->transcriptText().contains("Say something short"));
     }
 

@@ -8,6 +8,7 @@
 #include <QScrollBar>
 #include <QTextBrowser>
 #include <QVBoxLayout>
+#include <utility>
 
 namespace kvs::ui {
 
@@ -49,9 +50,17 @@ ChatView::ChatView(QWidget* parent) : QWidget(parent) {
     lay->addLayout(bottom);
 
     connect(m_send, &QPushButton::clicked, this, &ChatView::send);
-    connect(m_stop, &QPushButton::clicked, this, &ChatView::stopRequested);
+    connect(m_stop, &QPushButton::clicked, this, [this] {
+        m_prompt->setFocus();  // typing goes on in the prompt box, whatever Stop's click took
+        Q_EMIT stopRequested();
+    });
     connect(m_regenerate, &QPushButton::clicked, this, &ChatView::regenerateRequested);
-    connect(m_edit, &QPushButton::clicked, this, &ChatView::editRequested);
+    connect(m_edit, &QPushButton::clicked, this, [this] {
+        if (m_editing)
+            Q_EMIT editCancelRequested();
+        else
+            Q_EMIT editRequested();
+    });
     setReady(false, tr("Loading model…"));
 }
 
@@ -75,20 +84,41 @@ void ChatView::send() {
 
 void ChatView::setReady(bool ready, const QString& why) {
     m_ready = ready;
-    m_hint->setText(why);
-    m_hint->setVisible(!why.isEmpty());
-    m_send->setEnabled(m_ready && !m_generating);
-    m_stop->setEnabled(m_generating);
-    m_regenerate->setEnabled(m_ready && !m_generating && m_canRetry);
-    m_edit->setEnabled(!m_generating && m_canRetry);
+    m_why = why;
+    updateButtons();
 }
 
 void ChatView::setGenerating(bool generating) {
     m_generating = generating;
-    m_send->setEnabled(m_ready && !m_generating);
-    m_stop->setEnabled(m_generating);
-    m_regenerate->setEnabled(m_ready && !m_generating && m_canRetry);
-    m_edit->setEnabled(!m_generating && m_canRetry);
+    updateButtons();
+}
+
+void ChatView::setEditing(bool editing) {
+    m_editing = editing;
+    m_edit->setText(editing ? tr("Cancel edit") : tr("Edit"));
+    m_edit->setToolTip(editing ? tr("Keep the last message and its reply as they are")
+                               : tr("Take the last message back into the box to change and resend it"));
+    updateButtons();
+}
+
+void ChatView::updateButtons() {
+    const bool canSend = m_ready && !m_generating;
+    const std::pair<QPushButton*, bool> buttons[] = {
+        {m_send, canSend},
+        {m_stop, m_generating},
+        {m_regenerate, canSend && m_canRetry && !m_editing},
+        {m_edit, !m_generating && (m_canRetry || m_editing)},
+    };
+    // The focus first: a focused widget that is disabled passes it on down the window's chain.
+    for (const auto& [b, on] : buttons)
+        if (!on && window()->focusWidget() == b) m_prompt->setFocus();
+    for (const auto& [b, on] : buttons) b->setEnabled(on);
+    const QString hint = !m_why.isEmpty() ? m_why
+                         : m_editing     ? tr("Editing your last message: Send replaces it and its reply; "
+                                              "Cancel edit keeps them.")
+                                         : QString();
+    m_hint->setText(hint);
+    m_hint->setVisible(!hint.isEmpty());
 }
 
 void ChatView::appendUserMessage(const QString& text) {
@@ -124,8 +154,7 @@ void ChatView::setPromptText(const QString& text) {
 
 void ChatView::setCanRetry(bool can) {
     m_canRetry = can;
-    m_regenerate->setEnabled(m_ready && !m_generating && m_canRetry);
-    m_edit->setEnabled(!m_generating && m_canRetry);
+    updateButtons();
 }
 
 void ChatView::appendNotice(const QString& text) {

@@ -25,6 +25,10 @@ public:
     void clearTranscript();                           // before replaying an edited conversation
     void setPromptText(const QString& text);
     void setCanRetry(bool can);                       // enables Regenerate / Edit (a finished exchange exists)
+    // Edit mode: the last message is back in the prompt box while the exchange stays shown
+    // (and saved) until the edited message is sent; the Edit button reads "Cancel edit".
+    void setEditing(bool editing);
+    bool isEditing() const { return m_editing; }
     QString transcriptText() const;
     QString promptText() const;
 
@@ -33,6 +37,7 @@ Q_SIGNALS:
     void stopRequested();
     void regenerateRequested();  // answer the last message again
     void editRequested();        // take the last message back into the prompt box
+    void editCancelRequested();  // keep the last exchange as it is
 
 protected:
     bool eventFilter(QObject* obj, QEvent* ev) override;
@@ -40,6 +45,9 @@ protected:
 private:
     void send();
     void render();
+    // Enables the buttons for the state; a button that had keyboard focus and goes disabled
+    // hands it to the prompt box (not to the next widget of the window, the chat search).
+    void updateButtons();
 
     struct Turn {
         QString role;  // "user", "assistant", "notice"
@@ -55,8 +63,10 @@ private:
     QPushButton* m_edit;
     bool m_canRetry = false;
     QLabel* m_hint;
+    QString m_why;  // why Send is off (no model), shown in m_hint
     bool m_ready = false;
     bool m_generating = false;
+    bool m_editing = false;
 };
 
 }  // namespace kvs::ui
