@@ -59,7 +59,6 @@ TestWeights make_weights(DType t, int64_t n_out, int64_t n_in, uint32_t seed) {
 std::vector<SimdLevel> levels() {
     std::vector<SimdLevel> l{SimdLevel::Scalar};
     if (detect_simd() >= SimdLevel::Avx2) l.push_back(SimdLevel::Avx2);
-    if (detect_simd() >= SimdLevel::Avx512) l.push_back(SimdLevel::Avx512);
     return l;
 }
 

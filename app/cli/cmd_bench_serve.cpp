@@ -257,7 +257,6 @@ int run_sweep(const Session& session, const BenchOptions& o) {
 int cmd_bench_serve(const BenchOptions& o) {
     auto session = open_session_or_report(o.model);
     if (!session) return 1;
-    const double load_ms = session->load_ms();
     const Model* model = &session->model();
     if (!o.sweep.empty()) return run_sweep(*session, o);
 
