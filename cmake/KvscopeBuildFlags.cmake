@@ -27,13 +27,13 @@ if(NOT KVSCOPE_SANITIZE STREQUAL "" AND NOT KVSCOPE_SANITIZE MATCHES "^(address|
 endif()
 
 # A build type for sanitizer trees: quick to compile, fast enough to run the tests, line
-# tables for the reports' file:line, and assert() left on.
-set(CMAKE_CXX_FLAGS_SANITIZE "-O1 -g1 -fno-omit-frame-pointer" CACHE STRING "C++ flags of the Sanitize build type")
-set(CMAKE_C_FLAGS_SANITIZE "-O1 -g1 -fno-omit-frame-pointer" CACHE STRING "C flags of the Sanitize build type")
-set(CMAKE_EXE_LINKER_FLAGS_SANITIZE "" CACHE STRING "Linker flags of the Sanitize build type")
-set(CMAKE_SHARED_LINKER_FLAGS_SANITIZE "" CACHE STRING "Linker flags of the Sanitize build type")
-mark_as_advanced(CMAKE_CXX_FLAGS_SANITIZE CMAKE_C_FLAGS_SANITIZE CMAKE_EXE_LINKER_FLAGS_SANITIZE
-                 CMAKE_SHARED_LINKER_FLAGS_SANITIZE)
+# tables for the reports' file:line, and assert() left on. project() has already created
+# these cache entries, empty, when CMAKE_BUILD_TYPE is Sanitize: fill them unless set.
+foreach(lang C CXX)
+  if(NOT CMAKE_${lang}_FLAGS_SANITIZE)
+    set(CMAKE_${lang}_FLAGS_SANITIZE "-O1 -g1" CACHE STRING "${lang} flags of the Sanitize build type" FORCE)
+  endif()
+endforeach()
 
 set(_kvscope_cxx_warnings -Wall -Wextra -Wshadow)
 # GCC 12 (Debian 12's compiler) warns -Wrestrict inside libstdc++ for `"literal" + std::string&&`
@@ -51,18 +51,21 @@ if(KVSCOPE_WERROR)
 endif()
 
 # KVSCOPE_SANITIZER_TEST_ENV: the run-time options tests/CMakeLists.txt gives every test
-# (and the programs they start, which inherit the environment).
+# (and the programs they start, which inherit the environment). allow_addr2line: file:line in
+# reports where llvm-symbolizer is not installed. ASan: an allocation over 16 GiB (a size read
+# from a corrupt file) fails as std::bad_alloc, as it would under the fuzz test's RLIMIT_AS,
+# instead of ending the process.
 set(_kvscope_sanitize_flags "")
 set(KVSCOPE_SANITIZER_TEST_ENV "")
 if(KVSCOPE_SANITIZE STREQUAL "address")
   set(_kvscope_sanitize_flags -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
   set(KVSCOPE_SANITIZER_TEST_ENV
-    "ASAN_OPTIONS=detect_leaks=1:strict_string_checks=1:check_initialization_order=1"
-    "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1")
+    "ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1:strict_string_checks=1:allocator_may_return_null=1:max_allocation_size_mb=16384:allow_addr2line=1"
+    "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:allow_addr2line=1")
 elseif(KVSCOPE_SANITIZE STREQUAL "thread")
   set(_kvscope_sanitize_flags -fsanitize=thread -fno-omit-frame-pointer)
   set(KVSCOPE_SANITIZER_TEST_ENV
-    "TSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/tsan.supp:second_deadlock_stack=1")
+    "TSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/tsan.supp:second_deadlock_stack=1:allow_addr2line=1")
 endif()
 
 function(kvscope_build_flags)

@@ -40,8 +40,13 @@ public:
         return std::aligned_alloc(64, rounded);
     }
     void release(void* ptr) override { std::free(ptr); }
-    void copy_to_device(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
-    void copy_to_host(void* dst, const void* src, size_t bytes) override { std::memcpy(dst, src, bytes); }
+    // bytes may be 0 with null pointers (an empty std::vector's data()): memcpy must not see those.
+    void copy_to_device(void* dst, const void* src, size_t bytes) override {
+        if (bytes) std::memcpy(dst, src, bytes);
+    }
+    void copy_to_host(void* dst, const void* src, size_t bytes) override {
+        if (bytes) std::memcpy(dst, src, bytes);
+    }
 
     // every weight type, GGML's and KV Scope's own (I8_ROW, I4_G128, I4_G64): each has a scalar kernel
     bool supports(DType weight_type) const override { return dtype_info(weight_type).weight_type; }
