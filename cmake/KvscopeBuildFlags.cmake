@@ -65,7 +65,7 @@ if(KVSCOPE_SANITIZE STREQUAL "address")
 elseif(KVSCOPE_SANITIZE STREQUAL "thread")
   set(_kvscope_sanitize_flags -fsanitize=thread -fno-omit-frame-pointer)
   set(KVSCOPE_SANITIZER_TEST_ENV
-    "TSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/tsan.supp:second_deadlock_stack=1:allow_addr2line=1")
+    "TSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/tsan.supp:second_deadlock_stack=1:die_after_fork=0:allow_addr2line=1")
 endif()
 
 function(kvscope_build_flags)
