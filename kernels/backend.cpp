@@ -4,11 +4,11 @@
 #include <dlfcn.h>
 #include <unistd.h>
 
+#include <sys/stat.h>
 #include <array>
 #include <climits>
 #include <mutex>
 #include <string>
-#include <sys/stat.h>
 
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_features.h"

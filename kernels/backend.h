@@ -47,11 +47,11 @@ enum class RopeStyle {
 // Write the keys and values of n_tokens new tokens into the paged cache (vLLM's
 // reshape_and_cache). The cache of one layer is [n_blocks, block_size, kv_dim] in cache_type.
 struct KvStoreArgs {
-    const float* k = nullptr;       // [n_tokens, kv_dim]
-    const float* v = nullptr;       // [n_tokens, kv_dim]
-    void* k_cache = nullptr;        // [n_blocks, block_size, kv_dim] in cache_type
-    void* v_cache = nullptr;        // [n_blocks, block_size, kv_dim] in cache_type
-    const int32_t* slot_mapping = nullptr; // [n_tokens] block_id * block_size + offset in block
+    const float* k = nullptr;               // [n_tokens, kv_dim]
+    const float* v = nullptr;               // [n_tokens, kv_dim]
+    void* k_cache = nullptr;                // [n_blocks, block_size, kv_dim] in cache_type
+    void* v_cache = nullptr;                // [n_blocks, block_size, kv_dim] in cache_type
+    const int32_t* slot_mapping = nullptr;  // [n_tokens] block_id * block_size + offset in block
     int n_tokens = 0;
     int kv_dim = 0;                 // n_kv_head * head_dim
     DType cache_type = DType::F16;  // F16 or Q8_0
@@ -63,13 +63,13 @@ struct KvStoreArgs {
 // and single decode tokens of many sequences mix in one call). Grouped-query
 // attention: query head h reads kv head h / (n_head / n_kv_head).
 struct PagedAttentionArgs {
-    const float* q = nullptr;             // [n_tokens, n_head, head_dim]
-    float* out = nullptr;                 // [n_tokens, n_head, head_dim]
-    const void* k_cache = nullptr;        // [n_blocks, block_size, n_kv_head, head_dim] in cache_type
-    const void* v_cache = nullptr;        // [n_blocks, block_size, n_kv_head, head_dim] in cache_type
-    const int32_t* block_tables = nullptr;// [n_seqs, max_blocks_per_seq]
-    const int32_t* token_seq = nullptr;   // [n_tokens] row of block_tables
-    const int32_t* token_pos = nullptr;   // [n_tokens] absolute position of the query token
+    const float* q = nullptr;               // [n_tokens, n_head, head_dim]
+    float* out = nullptr;                   // [n_tokens, n_head, head_dim]
+    const void* k_cache = nullptr;          // [n_blocks, block_size, n_kv_head, head_dim] in cache_type
+    const void* v_cache = nullptr;          // [n_blocks, block_size, n_kv_head, head_dim] in cache_type
+    const int32_t* block_tables = nullptr;  // [n_seqs, max_blocks_per_seq]
+    const int32_t* token_seq = nullptr;     // [n_tokens] row of block_tables
+    const int32_t* token_pos = nullptr;     // [n_tokens] absolute position of the query token
     int n_tokens = 0;
     int n_seqs = 0;
     int max_blocks_per_seq = 0;
@@ -77,14 +77,14 @@ struct PagedAttentionArgs {
     int n_kv_head = 0;
     int head_dim = 0;
     int block_size = 16;
-    float scale = 1.0f;                   // usually 1/sqrt(head_dim)
-    DType cache_type = DType::F16;        // F16 or Q8_0 (head_dim a multiple of 32)
+    float scale = 1.0f;             // usually 1/sqrt(head_dim)
+    DType cache_type = DType::F16;  // F16 or Q8_0 (head_dim a multiple of 32)
 };
 
 class Backend {
 public:
     virtual ~Backend() = default;
-    virtual std::string name() const = 0;       // "cpu-avx2", "cuda:NVIDIA H100", ...
+    virtual std::string name() const = 0;  // "cpu-avx2", "cuda:NVIDIA H100", ...
     virtual int n_threads() const { return 1; }
 
     // ---- memory
@@ -108,8 +108,8 @@ public:
     virtual void rms_norm(const float* x, const float* weight, float* y, int n_rows, int n, float eps) = 0;
     // in place; x [n_tokens, n_head, head_dim]; rotates the first n_rot dims of each head
     // by angle pos * freq_base^(-2i/n_rot)
-    virtual void rope(float* x, const int32_t* pos, int n_tokens, int n_head, int head_dim, int n_rot,
-                      float freq_base, RopeStyle style) = 0;
+    virtual void rope(float* x, const int32_t* pos, int n_tokens, int n_head, int head_dim, int n_rot, float freq_base,
+                      RopeStyle style) = 0;
     // in place, row-wise; x [n_rows, n_cols]
     virtual void softmax(float* x, int n_rows, int n_cols) = 0;
     // y = silu(gate) * up; all [n] (y may alias gate)

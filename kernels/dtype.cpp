@@ -44,9 +44,7 @@ size_t row_bytes(DType t, int64_t n) {
     return i.row_header + static_cast<size_t>(n / i.block_size) * i.block_bytes;
 }
 
-int i4_group_size(DType t) {
-    return t == DType::I4_G128 ? 128 : t == DType::I4_G64 ? 64 : 0;
-}
+int i4_group_size(DType t) { return t == DType::I4_G128 ? 128 : t == DType::I4_G64 ? 64 : 0; }
 
 std::optional<DType> i4_type_for_group(int group) {
     if (group == 128) return DType::I4_G128;

@@ -18,7 +18,7 @@ enum class DType : uint32_t {
     Q5_0 = 6,
     Q5_1 = 7,
     Q8_0 = 8,
-    Q8_1 = 9,   // activation format paired with Q4_1/Q5_1 (block of 32 int8 + d + d*sum)
+    Q8_1 = 9,  // activation format paired with Q4_1/Q5_1 (block of 32 int8 + d + d*sum)
     Q4_K = 12,
     Q5_K = 13,
     Q6_K = 14,

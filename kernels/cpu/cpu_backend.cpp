@@ -71,7 +71,8 @@ public:
         const auto* base = static_cast<const uint8_t*>(table.data);  // [n_out, row]
         rows(n_tokens, table.n_in, [&](int64_t t) {
             assert(ids[t] >= 0 && ids[t] < table.n_out);
-            cpu::dequantize_row(table.dtype, base + static_cast<size_t>(ids[t]) * row, out + t * table.n_in, table.n_in);
+            cpu::dequantize_row(table.dtype, base + static_cast<size_t>(ids[t]) * row, out + t * table.n_in,
+                                table.n_in);
         });
     }
 
@@ -106,9 +107,7 @@ public:
         rows(n_rows, n, [&](int64_t r) { m_ops.add_range(x + r * n, bias, y + r * n, n); });
     }
 
-    bool supports_kv(DType cache_type) const override {
-        return cache_type == DType::F16 || cache_type == DType::Q8_0;
-    }
+    bool supports_kv(DType cache_type) const override { return cache_type == DType::F16 || cache_type == DType::Q8_0; }
 
     void kv_store(const KvStoreArgs& a) override {
         assert(supports_kv(a.cache_type) && a.kv_dim % dtype_info(a.cache_type).block_size == 0);
@@ -159,18 +158,17 @@ private:
             fn(0, n);
             return;
         }
-        m_pool.parallel_for(ceil_div(n, kElemChunk), [&](int64_t task, int) {
-            fn(task * kElemChunk, std::min(n, (task + 1) * kElemChunk));
-        });
+        m_pool.parallel_for(ceil_div(n, kElemChunk),
+                            [&](int64_t task, int) { fn(task * kElemChunk, std::min(n, (task + 1) * kElemChunk)); });
     }
 
     cpu::ThreadPool m_pool;
     cpu::SimdLevel m_level;
     const cpu::OpKernels& m_ops;
-    std::vector<SplitTask> m_tasks;      // [n_tasks] of a position-split attention call
+    std::vector<SplitTask> m_tasks;                 // [n_tasks] of a position-split attention call
     std::vector<std::pair<int, int>> m_token_runs;  // [n_tasks] token ranges [t0, t1) of an attention call
-    std::vector<int64_t> m_first_task;   // [n_tokens + 1]
-    std::vector<float> m_parts;          // [n_tasks, n_head, head_dim + 2] partial results
+    std::vector<int64_t> m_first_task;              // [n_tokens + 1]
+    std::vector<float> m_parts;                     // [n_tasks, n_head, head_dim + 2] partial results
 };
 
 // Tasks are whole query tokens (every head: the kernel then reads each cached position's
@@ -245,7 +243,8 @@ void CpuBackend::attention_split_positions(const PagedAttentionArgs& a, int chun
     for (int t = 0; t < a.n_tokens; ++t) {
         for (int h = 0; h < a.n_head; ++h) {
             parts.clear();
-            for (int64_t i = m_first_task[t]; i < m_first_task[t + 1]; ++i) parts.push_back(&m_parts[(i * a.n_head + h) * rec]);
+            for (int64_t i = m_first_task[t]; i < m_first_task[t + 1]; ++i)
+                parts.push_back(&m_parts[(i * a.n_head + h) * rec]);
             cpu::merge_attention_partials(parts.data(), static_cast<int>(parts.size()), a.head_dim,
                                           a.out + (static_cast<int64_t>(t) * a.n_head + h) * a.head_dim);
         }

@@ -14,8 +14,8 @@
 namespace kvs::cpu {
 namespace {
 
-constexpr int kTokenChunk = 64;     // tokens per GEMM task: their activations stay in L2
-constexpr int64_t kRowChunk = 32;   // weight rows per GEMM task: their blocks stay in L1
+constexpr int kTokenChunk = 64;             // tokens per GEMM task: their activations stay in L2
+constexpr int64_t kRowChunk = 32;           // weight rows per GEMM task: their blocks stay in L1
 constexpr int64_t kMinQuantPerTask = 8192;  // activation elements per parallel quantize task
 
 // Grows, never shrinks: steady-state calls do not allocate.
@@ -105,7 +105,8 @@ void matmul(ThreadPool& pool, SimdLevel level, const WeightView& w, const float*
     if (n_tokens <= 0 || w.n_out <= 0) return;
     assert(w.n_in % dtype_info(w.dtype).block_size == 0);
     if (level >= SimdLevel::Avx2 && avx2_supports(w.dtype)) matmul_avx2(pool, w, x, y, n_tokens);
-    else matmul_scalar(pool, w, x, y, n_tokens);
+    else
+        matmul_scalar(pool, w, x, y, n_tokens);
 }
 
 float vec_dot(SimdLevel level, DType t, const void* w_row, const void* act_row, int64_t n) {

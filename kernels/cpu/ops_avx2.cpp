@@ -63,7 +63,8 @@ void rms_norm_row(const float* x, const float* weight, float* y, int n, float ep
     const __m256 vinv = _mm256_set1_ps(inv);
     i = 0;
     for (; i + 8 <= n; i += 8)
-        _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vinv), _mm256_loadu_ps(weight + i)));
+        _mm256_storeu_ps(y + i,
+                         _mm256_mul_ps(_mm256_mul_ps(_mm256_loadu_ps(x + i), vinv), _mm256_loadu_ps(weight + i)));
     for (; i < n; ++i) y[i] = x[i] * inv * weight[i];
 }
 
@@ -77,14 +78,15 @@ void rope_token(float* x, const float* cos_sin, int n_head, int head_dim, int n_
     const int half = n_rot / 2;
     for (int h = 0; h < n_head; ++h) {
         float* v = x + static_cast<int64_t>(h) * head_dim;  // [head_dim]
-        int i = 0;                                           // pair index
+        int i = 0;                                          // pair index
         if (style == RopeStyle::Normal) {
             // 4 pairs per vector: (a0 b0 a1 b1 ..) * (c0 c0 c1 c1 ..) -/+ (b0 a0 b1 a1 ..) * (s0 s0 s1 s1 ..)
             for (; i + 4 <= half; i += 4) {
                 const __m256 cs = _mm256_loadu_ps(cos_sin + 2 * i);
                 const __m256 xv = _mm256_loadu_ps(v + 2 * i);
                 const __m256 sw = _mm256_permute_ps(xv, 0xB1);
-                const __m256 r = _mm256_fmaddsub_ps(xv, _mm256_moveldup_ps(cs), _mm256_mul_ps(sw, _mm256_movehdup_ps(cs)));
+                const __m256 r =
+                    _mm256_fmaddsub_ps(xv, _mm256_moveldup_ps(cs), _mm256_mul_ps(sw, _mm256_movehdup_ps(cs)));
                 _mm256_storeu_ps(v + 2 * i, r);
             }
             for (; i < half; ++i) rope_pair(v, 2 * i, 2 * i + 1, cos_sin[2 * i], cos_sin[2 * i + 1]);
@@ -184,8 +186,8 @@ void to_q8_0_row(const float* x, void* dst, int n) {
                                                       _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
         // int32 -> int8 in order: the packs interleave 128-bit lanes, the permute undoes it
         const __m256i q01 = _mm256_packs_epi32(q[0], q[1]), q23 = _mm256_packs_epi32(q[2], q[3]);
-        const __m256i q8 = _mm256_permutevar8x32_epi32(_mm256_packs_epi16(q01, q23),
-                                                       _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+        const __m256i q8 =
+            _mm256_permutevar8x32_epi32(_mm256_packs_epi16(q01, q23), _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
         _mm256_storeu_si256(reinterpret_cast<__m256i*>(b[i].qs), q8);
     }
 }
@@ -208,7 +210,9 @@ struct Q8Rows {
     static constexpr int kGroup = kQK32;
     const uint8_t* p;
     int64_t stride;
-    const BlockQ8_0* block(int r, int d) const { return reinterpret_cast<const BlockQ8_0*>(p + r * stride) + d / kQK32; }
+    const BlockQ8_0* block(int r, int d) const {
+        return reinterpret_cast<const BlockQ8_0*>(p + r * stride) + d / kQK32;
+    }
     __m256 scale(int r, int d) const { return _mm256_set1_ps(_cvtsh_ss(block(r, d)->d)); }
     __m256 load(int r, int d, __m256 s) const {
         const __m128i q = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(block(r, d)->qs + d % kQK32));
@@ -322,10 +326,10 @@ void attend(const PagedAttentionArgs& a, int t0, int t1, int h0, int h1, int p0,
     const int64_t nq = static_cast<int64_t>(nt) * nh;  // query rows: (token, head)
     const int c0 = p0 / kAttnChunk, n_chunks = (p1 - 1) / kAttnChunk - c0 + 1;
     assert(!part || n_chunks == 1);
-    const int64_t rec = hd + 2;  // floats per partial record (o [head_dim], m, l)
+    const int64_t rec = hd + 2;                                  // floats per partial record (o [head_dim], m, l)
     float* q = thread_scratch(0, static_cast<size_t>(nq) * hd);  // [nt, nh, head_dim], pre-scaled
     float* r = part ? part : thread_scratch(1, static_cast<size_t>(nq * n_chunks * rec));  // [nt, nh, n_chunks, rec]
-    float* p = thread_scratch(2, static_cast<size_t>(nq) * n);   // [nt, nh, n] scores, then e^(s - m) per chunk
+    float* p = thread_scratch(2, static_cast<size_t>(nq) * n);  // [nt, nh, n] scores, then e^(s - m) per chunk
     for (int t = 0; t < nt; ++t)
         for (int i = 0; i < nh * hd; ++i)
             q[t * nh * hd + i] = a.q[(static_cast<int64_t>(t0 + t) * a.n_head + h0) * hd + i] * a.scale;
@@ -342,7 +346,8 @@ void attend(const PagedAttentionArgs& a, int t0, int t1, int h0, int h1, int p0,
         for (int j0 = std::max(0, p0 - b * bs); j0 < bs && b * bs + j0 < p1;) {
             const int off = b * bs + j0 - p0;
             const int piece = std::min(bs - j0, kAttnChunk - (b * bs + j0) % kAttnChunk);  // never past a chunk
-            const auto* base = static_cast<const uint8_t*>(cache) + (static_cast<int64_t>(table[b]) * bs + j0) * pos_bytes;
+            const auto* base =
+                static_cast<const uint8_t*>(cache) + (static_cast<int64_t>(table[b]) * bs + j0) * pos_bytes;
             for (int t = 0; t < nt; ++t) {
                 const int cnt = std::min(piece, n_of(t) - off);
                 if (cnt <= 0) continue;
@@ -395,7 +400,8 @@ void attend(const PagedAttentionArgs& a, int t0, int t1, int h0, int h1, int p0,
     for (int64_t i = 0; i < nq; ++i) {
         const int ni = n_of(static_cast<int>(i / nh));
         parts.clear();
-        for (int c = 0; c < n_chunks && (c0 + c) * kAttnChunk - p0 < ni; ++c) parts.push_back(r + (i * n_chunks + c) * rec);
+        for (int c = 0; c < n_chunks && (c0 + c) * kAttnChunk - p0 < ni; ++c)
+            parts.push_back(r + (i * n_chunks + c) * rec);
         const int64_t t = t0 + i / nh, h = h0 + i % nh;
         merge_attention_partials(parts.data(), static_cast<int>(parts.size()), hd, a.out + (t * a.n_head + h) * hd);
     }
@@ -412,7 +418,8 @@ void attention(const PagedAttentionArgs& a, int t0, int t1, int h0, int h1) {
         p1 = std::max(p1, a.token_pos[t] + 1);
     }
     if (a.cache_type == DType::Q8_0) attend<Q8Rows>(a, t0, t1, h0, h1, 0, p1, nullptr);
-    else attend<F16Rows>(a, t0, t1, h0, h1, 0, p1, nullptr);
+    else
+        attend<F16Rows>(a, t0, t1, h0, h1, 0, p1, nullptr);
 }
 
 void attention_partial(const PagedAttentionArgs& a, int t, int h0, int h1, int p0, int p1, float* part) {
@@ -421,14 +428,15 @@ void attention_partial(const PagedAttentionArgs& a, int t, int h0, int h1, int p
         return;
     }
     if (a.cache_type == DType::Q8_0) attend<Q8Rows>(a, t, t + 1, h0, h1, p0, p1, part);
-    else attend<F16Rows>(a, t, t + 1, h0, h1, p0, p1, part);
+    else
+        attend<F16Rows>(a, t, t + 1, h0, h1, p0, p1, part);
 }
 
 }  // namespace
 
 const OpKernels& avx2_op_kernels() {
-    static const OpKernels k{rms_norm_row, rope_token,  softmax_row, swiglu_range,    add_range,
-                             to_fp16_row,  to_q8_0_row, attention, attention_partial};
+    static const OpKernels k{rms_norm_row, rope_token,  softmax_row, swiglu_range,     add_range,
+                             to_fp16_row,  to_q8_0_row, attention,   attention_partial};
     return k;
 }
 

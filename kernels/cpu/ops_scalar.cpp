@@ -179,8 +179,8 @@ void rope_angles(int32_t pos, int n_rot, float freq_base, float* cos_sin) {
 }
 
 const OpKernels& scalar_op_kernels() {
-    static const OpKernels k{rms_norm_row, rope_token,  softmax_row, swiglu_range,    add_range,
-                             to_fp16_row,  to_q8_0_row, attention, attention_partial};
+    static const OpKernels k{rms_norm_row, rope_token,  softmax_row, swiglu_range,     add_range,
+                             to_fp16_row,  to_q8_0_row, attention,   attention_partial};
     return k;
 }
 

@@ -8,63 +8,63 @@
 
 namespace kvs::cpu {
 
-constexpr int kQK32 = 32;   // elements per block of the Q4_0 ... Q8_1 family
-constexpr int kQKK = 256;   // elements per super-block of the K-quants
+constexpr int kQK32 = 32;  // elements per block of the Q4_0 ... Q8_1 family
+constexpr int kQKK = 256;  // elements per super-block of the K-quants
 constexpr int kKScaleBytes = 12;
 
 struct BlockQ4_0 {
-    uint16_t d;        // fp16 scale; x = d * (q - 8)
-    uint8_t qs[16];    // element j in the low nibble of qs[j], element j+16 in the high nibble
+    uint16_t d;      // fp16 scale; x = d * (q - 8)
+    uint8_t qs[16];  // element j in the low nibble of qs[j], element j+16 in the high nibble
 };
 struct BlockQ4_1 {
-    uint16_t d;        // fp16 scale
-    uint16_t m;        // fp16 minimum; x = d * q + m
+    uint16_t d;  // fp16 scale
+    uint16_t m;  // fp16 minimum; x = d * q + m
     uint8_t qs[16];
 };
 struct BlockQ5_0 {
-    uint16_t d;        // x = d * (q - 16), q = nibble | (bit j of qh) << 4
-    uint8_t qh[4];     // 5th bits, little-endian uint32: bit j for element j
+    uint16_t d;     // x = d * (q - 16), q = nibble | (bit j of qh) << 4
+    uint8_t qh[4];  // 5th bits, little-endian uint32: bit j for element j
     uint8_t qs[16];
 };
 struct BlockQ5_1 {
     uint16_t d;
-    uint16_t m;        // x = d * q + m
+    uint16_t m;  // x = d * q + m
     uint8_t qh[4];
     uint8_t qs[16];
 };
 struct BlockQ8_0 {
-    uint16_t d;        // x = d * q
+    uint16_t d;  // x = d * q
     int8_t qs[32];
 };
 struct BlockQ8_1 {
-    uint16_t d;        // x = d * q
-    uint16_t s;        // fp16 of d * sum(qs)
+    uint16_t d;  // x = d * q
+    uint16_t s;  // fp16 of d * sum(qs)
     int8_t qs[32];
 };
 // K-quants: 256 elements in 8 sub-blocks of 32 (Q4_K/Q5_K) or 16 of 16 (Q6_K).
 struct BlockQ4_K {
-    uint16_t d;                      // fp16 scale of the 6-bit sub-block scales
-    uint16_t dmin;                   // fp16 scale of the 6-bit sub-block mins
-    uint8_t scales[kKScaleBytes];    // 8 scales + 8 mins, 6 bits each (see scale_min_k4)
-    uint8_t qs[128];                 // per 64 elements: 32 bytes, low nibbles first 32, high nibbles next 32
+    uint16_t d;                    // fp16 scale of the 6-bit sub-block scales
+    uint16_t dmin;                 // fp16 scale of the 6-bit sub-block mins
+    uint8_t scales[kKScaleBytes];  // 8 scales + 8 mins, 6 bits each (see scale_min_k4)
+    uint8_t qs[128];               // per 64 elements: 32 bytes, low nibbles first 32, high nibbles next 32
 };
 struct BlockQ5_K {
     uint16_t d;
     uint16_t dmin;
     uint8_t scales[kKScaleBytes];
-    uint8_t qh[32];                  // 5th bit: element 64*j + l uses bit 2j of qh[l], 64*j + 32 + l bit 2j+1
+    uint8_t qh[32];  // 5th bit: element 64*j + l uses bit 2j of qh[l], 64*j + 32 + l bit 2j+1
     uint8_t qs[128];
 };
 struct BlockQ6_K {
-    uint8_t ql[128];                 // low 4 bits
-    uint8_t qh[64];                  // high 2 bits
-    int8_t scales[16];               // one per 16 elements
-    uint16_t d;                      // x = d * scales[e / 16] * (q - 32)
+    uint8_t ql[128];    // low 4 bits
+    uint8_t qh[64];     // high 2 bits
+    int8_t scales[16];  // one per 16 elements
+    uint16_t d;         // x = d * scales[e / 16] * (q - 32)
 };
 struct BlockQ8_K {
-    float d;                         // x = d * q (float, not fp16)
+    float d;  // x = d * q (float, not fp16)
     int8_t qs[256];
-    int16_t bsums[16];               // sums of qs in groups of 16
+    int16_t bsums[16];  // sums of qs in groups of 16
 };
 
 // ---- KV Scope's own formats (ids outside GGML's range: never in a GGUF file)
@@ -83,9 +83,9 @@ struct BlockI4 {
     static_assert(G == 64 || G == 128, "I4 groups are 64 or 128 weights");
     static constexpr int kGroup = G;
     static constexpr int kSubBlocks = G / 32;
-    uint16_t d;        // fp16 scale
-    uint8_t z;         // zero point 0..15
-    uint8_t pad;       // 0
+    uint16_t d;   // fp16 scale
+    uint8_t z;    // zero point 0..15
+    uint8_t pad;  // 0
     uint8_t qs[G / 2];
 };
 using BlockI4G128 = BlockI4<128>;

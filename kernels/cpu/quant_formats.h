@@ -11,9 +11,9 @@
 namespace kvs::cpu {
 
 float fp16_to_fp32(uint16_t h);
-uint16_t fp32_to_fp16(float f);   // round to nearest even
+uint16_t fp32_to_fp16(float f);  // round to nearest even
 float bf16_to_fp32(uint16_t h);
-uint16_t fp32_to_bf16(float f);   // round to nearest even
+uint16_t fp32_to_bf16(float f);  // round to nearest even
 
 // dst[0..n) = row of n elements in type t (n a multiple of t's block size). Every DType.
 void dequantize_row(DType t, const void* src, float* dst, int64_t n);

@@ -1,6 +1,6 @@
 // KV Scope's integer weight formats, scalar reference: I4_G128 / I4_G64 (4-bit asymmetric
-// groups of 128 / 64, the AWQ / GPTQ format; one template over the group size) and I8_ROW (int8 with one float scale per output
-// channel). Layouts in quant_blocks.h; the AVX2 dot products in vec_dot_int_avx2.cpp.
+// groups of 128 / 64, the AWQ / GPTQ format; one template over the group size) and I8_ROW (int8 with one float scale
+// per output channel). Layouts in quant_blocks.h; the AVX2 dot products in vec_dot_int_avx2.cpp.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -109,13 +109,15 @@ bool pack_i4_row(DType t, const float* d, const int* z, const uint8_t* q, int64_
     for (int64_t i = 0; i < n; ++i)
         if (q[i] > 15) return false;
     if (group == kQKG128) pack_i4<kQKG128>(d, z, q, n, dst);
-    else pack_i4<kQKG64>(d, z, q, n, dst);
+    else
+        pack_i4<kQKG64>(d, z, q, n, dst);
     return true;
 }
 
 void unpack_i4_row(DType t, const void* src, int64_t n, float* d, int* z, uint8_t* q) {
     if (t == DType::I4_G128) unpack_i4<kQKG128>(src, n, d, z, q);
-    else if (t == DType::I4_G64) unpack_i4<kQKG64>(src, n, d, z, q);
+    else if (t == DType::I4_G64)
+        unpack_i4<kQKG64>(src, n, d, z, q);
 }
 
 void quantize_i8_row(const float* w, int64_t n, void* dst) {
@@ -126,8 +128,9 @@ void quantize_i8_row(const float* w, int64_t n, void* dst) {
     std::memcpy(out, &scale, sizeof(float));
     auto* q = reinterpret_cast<int8_t*>(out + kI8RowHeader);
     for (int64_t i = 0; i < n; ++i)
-        q[i] = scale == 0.0f ? int8_t{0}
-                             : static_cast<int8_t>(std::clamp(static_cast<int>(std::nearbyint(w[i] / scale)), -127, 127));
+        q[i] = scale == 0.0f
+                   ? int8_t{0}
+                   : static_cast<int8_t>(std::clamp(static_cast<int>(std::nearbyint(w[i] / scale)), -127, 127));
 }
 
 bool pack_i8_row(float scale, const int8_t* q, int64_t n, void* dst) {
@@ -161,7 +164,7 @@ void to_ggml_equivalent_row(DType t, const void* src, void* dst, int64_t n) {
     const int group = i4_group_size(t);
     std::vector<float> d(static_cast<size_t>(n / group));  // [n / group]
     std::vector<int> z(d.size());
-    std::vector<uint8_t> q(static_cast<size_t>(n));        // [n] element order
+    std::vector<uint8_t> q(static_cast<size_t>(n));  // [n] element order
     unpack_i4_row(t, src, n, d.data(), z.data(), q.data());
     auto* out = static_cast<BlockQ4_1*>(dst);
     for (int64_t b = 0; b < n / kQK32; ++b) {
@@ -190,8 +193,10 @@ void dequantize_row_int(DType t, const void* src, float* dst, int64_t n) {
 
 void quantize_row_int(DType t, const float* src, void* dst, int64_t n) {
     if (t == DType::I8_ROW) quantize_i8_row(src, n, dst);
-    else if (t == DType::I4_G128) quantize_i4<kQKG128>(src, dst, n);
-    else if (t == DType::I4_G64) quantize_i4<kQKG64>(src, dst, n);
+    else if (t == DType::I4_G128)
+        quantize_i4<kQKG128>(src, dst, n);
+    else if (t == DType::I4_G64)
+        quantize_i4<kQKG64>(src, dst, n);
 }
 
 }  // namespace kvs::cpu

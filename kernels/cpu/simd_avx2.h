@@ -48,7 +48,8 @@ inline int quantize_block32(const float* x, int8_t* q, float* d_out) {
     const __m256 idv = _mm256_set1_ps(id);
     __m256i i32[4];
     for (int k = 0; k < 4; ++k)
-        i32[k] = _mm256_cvtps_epi32(_mm256_round_ps(_mm256_mul_ps(v[k], idv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
+        i32[k] = _mm256_cvtps_epi32(
+            _mm256_round_ps(_mm256_mul_ps(v[k], idv), _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC));
     const int sum = hsum_i32(_mm256_add_epi32(_mm256_add_epi32(i32[0], i32[1]), _mm256_add_epi32(i32[2], i32[3])));
     __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(i32[0], i32[1]), _mm256_packs_epi32(i32[2], i32[3]));
     p = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
@@ -60,12 +61,11 @@ inline int quantize_block32(const float* x, int8_t* q, float* d_out) {
 // x rounded to fp16 and back (the precision of a block_q8_0/q8_1 d or s field).
 inline float round_fp16(float x) { return _cvtsh_ss(_cvtss_sh(x, _MM_FROUND_TO_NEAREST_INT)); }
 
-
 // Arguments of one register tile: weight rows w, w + stride, ... against tokens t0.. of
 // the panel; results go to y[(t0 + c) * ldy + r].
 struct TileArgs {
     const uint8_t* w = nullptr;
-    size_t stride = 0;   // bytes between weight rows
+    size_t stride = 0;  // bytes between weight rows
     const ActPanel* a = nullptr;
     int t0 = 0;
     float* y = nullptr;  // already offset to the tile's first row
@@ -82,22 +82,26 @@ template <template <int, int> class Tile, int R, int kC>
 inline void run_c(int c, const TileArgs& t) {
     switch (c) {
         case 1: run_fixed<Tile, R, 1>(t); break;
-        case 2: if constexpr (kC >= 2) run_fixed<Tile, R, 2>(t); break;
-        case 3: if constexpr (kC >= 3) run_fixed<Tile, R, 3>(t); break;
-        default: if constexpr (kC >= 4) run_fixed<Tile, R, 4>(t); break;
+        case 2:
+            if constexpr (kC >= 2) run_fixed<Tile, R, 2>(t);
+            break;
+        case 3:
+            if constexpr (kC >= 3) run_fixed<Tile, R, 3>(t);
+            break;
+        default:
+            if constexpr (kC >= 4) run_fixed<Tile, R, 4>(t);
+            break;
     }
 }
 
 // Covers rows [0, n_rows) x tokens [t0, t1) with Tile<R, C>: for each group of kC tokens
 // (the last one narrower), tiles of kR rows, then single rows for the remainder.
 template <template <int, int> class Tile, int kR, int kC>
-void drive(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_rows, int t0, int t1, float* y,
-           int64_t ldy) {
+void drive(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_rows, int t0, int t1, float* y, int64_t ldy) {
     for (int t = t0; t < t1; t += kC) {
         const int c = t1 - t < kC ? t1 - t : kC;
         int64_t r = 0;
-        for (; r + kR <= n_rows; r += kR)
-            run_c<Tile, kR, kC>(c, TileArgs{w + r * stride, stride, &a, t, y + r, ldy});
+        for (; r + kR <= n_rows; r += kR) run_c<Tile, kR, kC>(c, TileArgs{w + r * stride, stride, &a, t, y + r, ldy});
         for (; r < n_rows; ++r) run_c<Tile, 1, kC>(c, TileArgs{w + r * stride, stride, &a, t, y + r, ldy});
     }
 }

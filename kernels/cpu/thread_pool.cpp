@@ -26,11 +26,11 @@
 namespace kvs::cpu {
 
 namespace {
-constexpr int kSpinIters = 1 << 15;        // idle worker: ~0.5-1 ms of pause before yielding
+constexpr int kSpinIters = 1 << 15;  // idle worker: ~0.5-1 ms of pause before yielding
 // The caller waiting for a registered worker yields much sooner: when the machine is
 // oversubscribed that worker is usually waiting for a core, and this one is free.
 constexpr int kCallerSpinIters = 1 << 10;
-constexpr auto kYieldTime = std::chrono::milliseconds(2);   // then yield this long before sleeping
+constexpr auto kYieldTime = std::chrono::milliseconds(2);  // then yield this long before sleeping
 
 // state word: generation in the high 32 bits, "closed" in bit 31, registered workers below.
 constexpr uint64_t kClosed = uint64_t{1} << 31;
@@ -88,7 +88,8 @@ struct ThreadPool::Impl {
     // Joins region `gen` if it is still open; false when the caller already closed it.
     bool try_register(uint64_t s, uint32_t gen) {
         while (gen_of(s) == gen && !(s & kClosed)) {
-            if (state.compare_exchange_weak(s, s + 1, std::memory_order_acquire, std::memory_order_relaxed)) return true;
+            if (state.compare_exchange_weak(s, s + 1, std::memory_order_acquire, std::memory_order_relaxed))
+                return true;
         }
         return false;
     }
@@ -122,7 +123,8 @@ struct ThreadPool::Impl {
                 continue;
             }
             if (i < kCallerSpinIters) KVS_CPU_RELAX();
-            else std::this_thread::yield();
+            else
+                std::this_thread::yield();
             s = state.load(std::memory_order_acquire);
         }
     }

@@ -29,14 +29,14 @@ float vec_dot_avx2(DType t, const void* w_row, const void* act_row, int64_t n);
 struct ActPanel {
     int n_tokens = 0;
     int64_t n_in = 0;
-    const int8_t* qs = nullptr;       // [n_tokens, n_in]
-    const float* d = nullptr;         // [n_in / 32, n_tokens]
-    const float* s = nullptr;         // [n_in / 32, n_tokens]
-    const float* ds = nullptr;        // [n_in / 32, n_tokens, 2] (d, s) pairs for the one-token kernels
-    const float* da8 = nullptr;       // [n_in / 64, n_tokens, 8] I4: d of sub-block 2p x4, of 2p+1 x4
-    const float* sg = nullptr;        // [n_in / G, n_tokens] I4_G<G>: s summed over the group's G / 32 sub-blocks
-    const BlockQ8_K* q8k = nullptr;   // [n_tokens, n_in / 256]
-    const float* f32 = nullptr;       // [n_tokens, n_in]
+    const int8_t* qs = nullptr;      // [n_tokens, n_in]
+    const float* d = nullptr;        // [n_in / 32, n_tokens]
+    const float* s = nullptr;        // [n_in / 32, n_tokens]
+    const float* ds = nullptr;       // [n_in / 32, n_tokens, 2] (d, s) pairs for the one-token kernels
+    const float* da8 = nullptr;      // [n_in / 64, n_tokens, 8] I4: d of sub-block 2p x4, of 2p+1 x4
+    const float* sg = nullptr;       // [n_in / G, n_tokens] I4_G<G>: s summed over the group's G / 32 sub-blocks
+    const BlockQ8_K* q8k = nullptr;  // [n_tokens, n_in / 256]
+    const float* f32 = nullptr;      // [n_tokens, n_in]
 };
 
 // Bytes of scratch avx2_prepare_act needs for n_tokens rows of n_in (64-byte aligned parts).
@@ -47,7 +47,6 @@ ActPanel avx2_act_layout(DType weight_type, void* scratch, const float* x, int n
 void avx2_quantize_act(DType weight_type, const ActPanel& panel, const float* x, int t0, int t1);
 // y[t, r] for r in [r0, r1), t in [t0, t1); y row stride ldy. Each output is computed the
 // same way whatever the tile it lands in, so results do not depend on n_tokens or threads.
-void avx2_gemm(const WeightView& w, const ActPanel& a, int64_t r0, int64_t r1, int t0, int t1, float* y,
-               int64_t ldy);
+void avx2_gemm(const WeightView& w, const ActPanel& a, int64_t r0, int64_t r1, int t0, int t1, float* y, int64_t ldy);
 
 }  // namespace kvs::cpu

@@ -77,7 +77,8 @@ struct Tile32 {
     struct T {
         static void run(const TileArgs& t) {
             if constexpr (C == 1) run_gemv(t);
-            else run_gemm(t);
+            else
+                run_gemm(t);
         }
 
         // One token: d_w*d_a and the min term come from one [d, m] x [d_a, s_a] product.
@@ -150,8 +151,7 @@ struct Tile32 {
                     }
                     const __m128 dm = Dec::dm(blk);
                     dw[r] = _mm_cvtss_f32(dm);
-                    if constexpr (kMin)
-                        accm[r] = _mm_fmadd_ps(_mm_shuffle_ps(dm, dm, 0x55), _mm_loadu_ps(sb), accm[r]);
+                    if constexpr (kMin) accm[r] = _mm_fmadd_ps(_mm_shuffle_ps(dm, dm, 0x55), _mm_loadu_ps(sb), accm[r]);
                 }
                 // d_w * d_a for the whole tile: one multiply per row, then each pair
                 // broadcasts its scale from memory (a load, not an ALU op)
@@ -163,8 +163,10 @@ struct Tile32 {
                     for (int r = 0; r < R; ++r) {
                         __m256i p;
                         if constexpr (Dec::kSigned) p = dot_u8s8(wq[r], _mm256_sign_epi8(av, wsign[r]));
-                        else p = dot_u8s8(wq[r], av);
-                        acc[r][c] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(&scale[r][c]), acc[r][c]);
+                        else
+                            p = dot_u8s8(wq[r], av);
+                        acc[r][c] =
+                            _mm256_fmadd_ps(_mm256_cvtepi32_ps(p), _mm256_broadcast_ss(&scale[r][c]), acc[r][c]);
                     }
                 }
             }
@@ -186,7 +188,8 @@ struct LoadF32 {
 struct LoadF16 {
     static constexpr int kBytes = 2;
     static __m256 load8(const uint8_t* w, int64_t i) {
-        return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(w) + i)));
+        return _mm256_cvtph_ps(
+            _mm_loadu_si128(reinterpret_cast<const __m128i*>(reinterpret_cast<const uint16_t*>(w) + i)));
     }
     static float load1(const uint8_t* w, int64_t i) { return h2f(reinterpret_cast<const uint16_t*>(w)[i]); }
 };
@@ -216,7 +219,8 @@ struct TileF {
                 __m256 wv[R];
                 for (int r = 0; r < R; ++r) {
                     if (ahead && (i & 15) == 0)
-                        _mm_prefetch(reinterpret_cast<const char*>(t.w + r * t.stride) + i * L::kBytes + ahead, _MM_HINT_T0);
+                        _mm_prefetch(reinterpret_cast<const char*>(t.w + r * t.stride) + i * L::kBytes + ahead,
+                                     _MM_HINT_T0);
                     wv[r] = L::load8(t.w + r * t.stride, i);
                 }
                 for (int c = 0; c < C; ++c) {
@@ -312,8 +316,8 @@ void avx2_quantize_act(DType wt, const ActPanel& p, const float* x, int t0, int 
     } else if (is_kquant(wt)) {
         const size_t rb = row_bytes(DType::Q8_K, p.n_in);
         for (int t = t0; t < t1; ++t)
-            quantize_row(DType::Q8_K, x + t * p.n_in, reinterpret_cast<uint8_t*>(const_cast<BlockQ8_K*>(p.q8k)) + t * rb,
-                         p.n_in);
+            quantize_row(DType::Q8_K, x + t * p.n_in,
+                         reinterpret_cast<uint8_t*>(const_cast<BlockQ8_K*>(p.q8k)) + t * rb, p.n_in);
     }
 }
 

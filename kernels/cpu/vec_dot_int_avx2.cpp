@@ -209,17 +209,20 @@ void gemm_i4(int group, const uint8_t* w, size_t stride, const ActPanel& a, int6
     const bool gemv = t1 - t0 == 1;
     if (group == 128) {
         if (gemv) drive<TileI4<128>::T, 4, 1>(w, stride, a, n_rows, t0, t1, y, ldy);
-        else drive<TileI4<128>::T, 2, 4>(w, stride, a, n_rows, t0, t1, y, ldy);
+        else
+            drive<TileI4<128>::T, 2, 4>(w, stride, a, n_rows, t0, t1, y, ldy);
     } else {
         if (gemv) drive<TileI4<64>::T, 4, 1>(w, stride, a, n_rows, t0, t1, y, ldy);
-        else drive<TileI4<64>::T, 2, 4>(w, stride, a, n_rows, t0, t1, y, ldy);
+        else
+            drive<TileI4<64>::T, 2, 4>(w, stride, a, n_rows, t0, t1, y, ldy);
     }
 }
 
 void gemm_i8_row(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_rows, int t0, int t1, float* y,
                  int64_t ldy) {
     if (t1 - t0 == 1) drive<TileI8, 4, 1>(w, stride, a, n_rows, t0, t1, y, ldy);
-    else drive<TileI8, 2, 4>(w, stride, a, n_rows, t0, t1, y, ldy);
+    else
+        drive<TileI8, 2, 4>(w, stride, a, n_rows, t0, t1, y, ldy);
 }
 
 }  // namespace kvs::cpu::avx2

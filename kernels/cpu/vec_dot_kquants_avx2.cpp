@@ -128,8 +128,7 @@ struct TileQ6K {
                         static_cast<char>(2 * k + 1));
                     const __m256i scv = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc8, sel));
                     for (int c = 0; c < C; ++c) {
-                        const __m256i av =
-                            _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act[c][i].qs + 32 * k));
+                        const __m256i av = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(act[c][i].qs + 32 * k));
                         isum[c] = _mm256_add_epi32(isum[c], _mm256_madd_epi16(_mm256_maddubs_epi16(q[m], av), scv));
                     }
                 }

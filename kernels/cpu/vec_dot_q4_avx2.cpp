@@ -53,12 +53,12 @@ inline void transpose_nibbles(const uint8_t* const* rows, size_t qs_off, __m256i
     const __m256i y0 = pair(0), y1 = pair(1), y2 = pair(2), y3 = pair(3);
     const __m256i u0 = _mm256_unpacklo_epi32(y0, y1), u1 = _mm256_unpackhi_epi32(y0, y1);
     const __m256i u2 = _mm256_unpacklo_epi32(y2, y3), u3 = _mm256_unpackhi_epi32(y2, y3);
-    const __m256i t[4] = {_mm256_unpacklo_epi64(u0, u2), _mm256_unpackhi_epi64(u0, u2),
-                          _mm256_unpacklo_epi64(u1, u3), _mm256_unpackhi_epi64(u1, u3)};
+    const __m256i t[4] = {_mm256_unpacklo_epi64(u0, u2), _mm256_unpackhi_epi64(u0, u2), _mm256_unpacklo_epi64(u1, u3),
+                          _mm256_unpackhi_epi64(u1, u3)};
     const __m256i lo4 = _mm256_set1_epi8(0x0F);
     for (int k = 0; k < 4; ++k) {
-        w[k] = _mm256_and_si256(t[k], lo4);                              // elements 4k..4k+3
-        w[k + 4] = _mm256_and_si256(_mm256_srli_epi16(t[k], 4), lo4);   // elements 16+4k..
+        w[k] = _mm256_and_si256(t[k], lo4);                            // elements 4k..4k+3
+        w[k + 4] = _mm256_and_si256(_mm256_srli_epi16(t[k], 4), lo4);  // elements 16+4k..
     }
 }
 
@@ -82,13 +82,13 @@ struct Q4_1 {
     static void decode(const uint8_t* const* rows, Block8& o) {
         transpose_nibbles(rows, offsetof(B, qs), o.w);
         // [d | m] of each row as one u32 -> d in the low 128 bits, m in the high ones
-        const __m256i dm = _mm256_setr_epi32(
-            static_cast<int>(load_u32(rows[0])), static_cast<int>(load_u32(rows[1])), static_cast<int>(load_u32(rows[2])),
-            static_cast<int>(load_u32(rows[3])), static_cast<int>(load_u32(rows[4])), static_cast<int>(load_u32(rows[5])),
-            static_cast<int>(load_u32(rows[6])), static_cast<int>(load_u32(rows[7])));
-        const __m256i split = _mm256_shuffle_epi8(
-            dm, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6,
-                                 7, 10, 11, 14, 15));
+        const __m256i dm = _mm256_setr_epi32(static_cast<int>(load_u32(rows[0])), static_cast<int>(load_u32(rows[1])),
+                                             static_cast<int>(load_u32(rows[2])), static_cast<int>(load_u32(rows[3])),
+                                             static_cast<int>(load_u32(rows[4])), static_cast<int>(load_u32(rows[5])),
+                                             static_cast<int>(load_u32(rows[6])), static_cast<int>(load_u32(rows[7])));
+        const __m256i split =
+            _mm256_shuffle_epi8(dm, _mm256_setr_epi8(0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15, 0, 1, 4, 5,
+                                                     8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15));
         const __m256i ordered = _mm256_permute4x64_epi64(split, _MM_SHUFFLE(3, 1, 2, 0));
         o.d = _mm256_cvtph_ps(_mm256_castsi256_si128(ordered));
         o.m = _mm256_cvtph_ps(_mm256_extracti128_si256(ordered, 1));
@@ -115,7 +115,8 @@ inline void decode_tile(const Tile& t, Block8& o) {
     }
     o.d = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.d)));
     if constexpr (std::is_same_v<typename Q::B, BlockQ4_0>) o.m = _mm256_mul_ps(o.d, _mm256_set1_ps(-8.0f));
-    else o.m = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.m)));
+    else
+        o.m = _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i*>(t.m)));
 }
 
 inline __m256i bcast4(const int8_t* p) {
@@ -154,7 +155,8 @@ void tile8(const uint8_t* w, size_t stride, const Tile* tiles, int n_rows, const
         // bytes on, 8 * sizeof(B) <= 192 bytes (3 cache lines) per block
         const char* here;
         if constexpr (kTiles) here = reinterpret_cast<const char*>(tiles + b);
-        else here = reinterpret_cast<const char*>(w) + b * 8 * sizeof(B);
+        else
+            here = reinterpret_cast<const char*>(w) + b * 8 * sizeof(B);
         if (prefetch_ahead)
             for (int i = 0; i < 3; ++i) _mm_prefetch(here + prefetch_ahead + 64 * i, _MM_HINT_T0);
         Block8 blk;
@@ -219,7 +221,8 @@ void rows_x_tokens(const uint8_t* w, size_t stride, const Tile* tiles, const Act
     for (int64_t r = 0; r < n_rows; r += 8) {
         const int nr = static_cast<int>(std::min<int64_t>(8, n_rows - r));
         if (tiles) tile8<Q, C, true>(nullptr, stride, tiles + (r / 8) * nb, nr, a, t0, y + r, ldy, ahead);
-        else tile8<Q, C, false>(w + r * stride, stride, nullptr, nr, a, t0, y + r, ldy, ahead);
+        else
+            tile8<Q, C, false>(w + r * stride, stride, nullptr, nr, a, t0, y + r, ldy, ahead);
     }
 }
 
@@ -246,7 +249,8 @@ void gemm_q4_decoded(const uint8_t* w, size_t stride, const Tile* tiles, const A
             for (int64_t b = 0; b < nb; ++b) {
                 if (ahead)
                     for (int i = 0; i < 3; ++i)
-                        _mm_prefetch(reinterpret_cast<const char*>(w8) + ahead + b * 8 * sizeof(B) + 64 * i, _MM_HINT_T0);
+                        _mm_prefetch(reinterpret_cast<const char*>(w8) + ahead + b * 8 * sizeof(B) + 64 * i,
+                                     _MM_HINT_T0);
                 Q::decode(rows, buf[static_cast<size_t>(tile * nb + b)]);
                 for (int j = 0; j < 8; ++j) rows[j] += sizeof(B);
             }

@@ -31,8 +31,7 @@ void check_launch(const char* op) { check_cuda(cudaGetLastError(), op); }
 }  // namespace
 
 void check_cuda(cudaError_t e, const char* what) {
-    if (e != cudaSuccess)
-        fatal(std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
+    if (e != cudaSuccess) fatal(std::string(what) + ": " + cudaGetErrorName(e) + " (" + cudaGetErrorString(e) + ")");
 }
 
 // ---------------------------------------------------------------- DeviceScratch
@@ -97,9 +96,17 @@ void CudaBackend::synchronize() { check_cuda(cudaStreamSynchronize(m_stream), "s
 
 bool CudaBackend::supports(DType t) const {
     switch (t) {
-        case DType::F32: case DType::F16: case DType::BF16:
-        case DType::Q4_0: case DType::Q4_1: case DType::Q5_0: case DType::Q5_1: case DType::Q8_0:
-        case DType::Q4_K: case DType::Q5_K: case DType::Q6_K: return true;
+        case DType::F32:
+        case DType::F16:
+        case DType::BF16:
+        case DType::Q4_0:
+        case DType::Q4_1:
+        case DType::Q5_0:
+        case DType::Q5_1:
+        case DType::Q8_0:
+        case DType::Q4_K:
+        case DType::Q5_K:
+        case DType::Q6_K: return true;
         default: return false;
     }
 }
@@ -142,10 +149,10 @@ void CudaBackend::matmul_gemm(const WeightView& w, const float* x, float* y, int
             check_launch("matmul (dequantize to fp16)");
             a = w16;
         }
-        check_cublas(cublasGemmEx(m_cublas, CUBLAS_OP_T, CUBLAS_OP_N, m, n_tokens, n_in, &one, a, CUDA_R_16F, n_in,
-                                  x16, CUDA_R_16F, n_in, &zero, y + o0, CUDA_R_32F, n_out, CUBLAS_COMPUTE_32F,
-                                  CUBLAS_GEMM_DEFAULT),
-                     "matmul (cublasGemmEx)");
+        check_cublas(
+            cublasGemmEx(m_cublas, CUBLAS_OP_T, CUBLAS_OP_N, m, n_tokens, n_in, &one, a, CUDA_R_16F, n_in, x16,
+                         CUDA_R_16F, n_in, &zero, y + o0, CUDA_R_32F, n_out, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT),
+            "matmul (cublasGemmEx)");
     }
 }
 
@@ -160,8 +167,8 @@ void CudaBackend::rms_norm(const float* x, const float* weight, float* y, int n_
     check_launch("rms_norm");
 }
 
-void CudaBackend::rope(float* x, const int32_t* pos, int n_tokens, int n_head, int head_dim, int n_rot,
-                       float freq_base, RopeStyle style) {
+void CudaBackend::rope(float* x, const int32_t* pos, int n_tokens, int n_head, int head_dim, int n_rot, float freq_base,
+                       RopeStyle style) {
     launch_rope(x, pos, n_tokens, n_head, head_dim, n_rot, freq_base, style, m_stream);
     check_launch("rope");
 }

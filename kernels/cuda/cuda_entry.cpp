@@ -20,14 +20,10 @@ namespace {
 constexpr int kDevice = 0;
 constexpr int kMinMajor = 8;  // CUDA_ARCHITECTURES "80;90" in kernels/cuda/CMakeLists.txt
 
-std::string error_text(cudaError_t e) {
-    return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e);
-}
+std::string error_text(cudaError_t e) { return std::string(cudaGetErrorName(e)) + ": " + cudaGetErrorString(e); }
 
 // "13.0" from CUDA's 13000 encoding.
-std::string cuda_version_text(int v) {
-    return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10);
-}
+std::string cuda_version_text(int v) { return std::to_string(v / 1000) + "." + std::to_string((v % 1000) / 10); }
 
 // Why the runtime cannot list GPUs, as a user would want to read it.
 std::string device_count_error(cudaError_t e) {
@@ -61,8 +57,8 @@ Backend* create_backend(std::string* why) {
         *why = "cannot read the properties of GPU 0 (" + error_text(e) + ")";
         return nullptr;
     }
-    const std::string gpu = "GPU 0 (" + std::string(prop.name) + ", compute capability " +
-                            std::to_string(prop.major) + "." + std::to_string(prop.minor) + ")";
+    const std::string gpu = "GPU 0 (" + std::string(prop.name) + ", compute capability " + std::to_string(prop.major) +
+                            "." + std::to_string(prop.minor) + ")";
     if (prop.major < kMinMajor) {
         *why = gpu + " is older than this build's kernels support (compute capability 8.0 and newer)";
         return nullptr;
@@ -92,8 +88,7 @@ void write_error(const std::string& message, char* err, size_t err_len) {
 }  // namespace kvs::cuda
 
 // The backend, or nullptr with a one-line reason in err (NUL-terminated, cut to err_len).
-extern "C" __attribute__((visibility("default"))) kvs::Backend* kvscope_create_cuda_backend(char* err,
-                                                                                             size_t err_len) {
+extern "C" __attribute__((visibility("default"))) kvs::Backend* kvscope_create_cuda_backend(char* err, size_t err_len) {
     try {
         std::string why;
         kvs::Backend* b = kvs::cuda::create_backend(&why);

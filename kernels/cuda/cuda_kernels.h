@@ -27,8 +27,7 @@ void launch_embedding(const WeightView& w, const int32_t* ids, int n_tokens, flo
 void launch_f32_to_f16(const float* x, uint16_t* out, int64_t n, cudaStream_t stream);
 
 // ---- elementwise_kernels.cu
-void launch_rms_norm(const float* x, const float* weight, float* y, int n_rows, int n, float eps,
-                     cudaStream_t stream);
+void launch_rms_norm(const float* x, const float* weight, float* y, int n_rows, int n, float eps, cudaStream_t stream);
 void launch_rope(float* x, const int32_t* pos, int n_tokens, int n_head, int head_dim, int n_rot, float freq_base,
                  RopeStyle style, cudaStream_t stream);
 void launch_softmax(float* x, int n_rows, int n_cols, cudaStream_t stream);

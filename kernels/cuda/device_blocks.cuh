@@ -114,7 +114,7 @@ struct QType<DType::Q4_0> {
     static constexpr int kItemsPerBlock = 1;
     KVS_HD static void dequant(const Block* b, int, float* v) {
         const float d = half_bits_to_float(b->d);
-KVS_UNROLL
+        KVS_UNROLL
         for (int j = 0; j < 16; ++j) {
             v[j] = d * (static_cast<int>(b->qs[j] & 0xF) - 8);
             v[j + 16] = d * (static_cast<int>(b->qs[j] >> 4) - 8);
@@ -128,7 +128,7 @@ struct QType<DType::Q4_1> {
     static constexpr int kItemsPerBlock = 1;
     KVS_HD static void dequant(const Block* b, int, float* v) {
         const float d = half_bits_to_float(b->d), m = half_bits_to_float(b->m);
-KVS_UNROLL
+        KVS_UNROLL
         for (int j = 0; j < 16; ++j) {
             v[j] = d * (b->qs[j] & 0xF) + m;
             v[j + 16] = d * (b->qs[j] >> 4) + m;
@@ -144,7 +144,7 @@ struct QType<DType::Q5_0> {
     KVS_HD static void dequant(const Block* b, int, float* v) {
         const float d = half_bits_to_float(b->d);
         const uint32_t qh = load_u32(b->qh);
-KVS_UNROLL
+        KVS_UNROLL
         for (int j = 0; j < 16; ++j) {
             const int lo = (b->qs[j] & 0xF) | (((qh >> j) & 1u) << 4);
             const int hi = (b->qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4);
@@ -161,7 +161,7 @@ struct QType<DType::Q5_1> {
     KVS_HD static void dequant(const Block* b, int, float* v) {
         const float d = half_bits_to_float(b->d), m = half_bits_to_float(b->m);
         const uint32_t qh = load_u32(b->qh);
-KVS_UNROLL
+        KVS_UNROLL
         for (int j = 0; j < 16; ++j) {
             const int lo = (b->qs[j] & 0xF) | (((qh >> j) & 1u) << 4);
             const int hi = (b->qs[j] >> 4) | (((qh >> (j + 16)) & 1u) << 4);
@@ -177,7 +177,7 @@ struct QType<DType::Q8_0> {
     static constexpr int kItemsPerBlock = 1;
     KVS_HD static void dequant(const Block* b, int, float* v) {
         const float d = half_bits_to_float(b->d);
-KVS_UNROLL
+        KVS_UNROLL
         for (int j = 0; j < 32; ++j) v[j] = d * b->qs[j];
     }
 };
@@ -194,7 +194,7 @@ struct QType<DType::Q4_K> {
         const float d = half_bits_to_float(b->d) * sc, mn = half_bits_to_float(b->dmin) * m;
         const uint8_t* q = b->qs + 32 * (p >> 1);
         const int shift = (p & 1) * 4;
-KVS_UNROLL
+        KVS_UNROLL
         for (int l = 0; l < 32; ++l) v[l] = d * ((q[l] >> shift) & 0xF) - mn;
     }
 };
@@ -209,7 +209,7 @@ struct QType<DType::Q5_K> {
         const float d = half_bits_to_float(b->d) * sc, mn = half_bits_to_float(b->dmin) * m;
         const uint8_t* q = b->qs + 32 * (p >> 1);
         const int shift = (p & 1) * 4;
-KVS_UNROLL
+        KVS_UNROLL
         for (int l = 0; l < 32; ++l) {
             const int qv = ((q[l] >> shift) & 0xF) | (((b->qh[l] >> p) & 1) << 4);
             v[l] = d * qv - mn;
@@ -232,7 +232,7 @@ struct QType<DType::Q6_K> {
         const int8_t* sc = b->scales + 8 * n + 2 * g;
         const int lshift = (g >> 1) * 4, hshift = 2 * g;
         const float d0 = d * sc[0], d1 = d * sc[1];
-KVS_UNROLL
+        KVS_UNROLL
         for (int l = 0; l < 32; ++l) {
             const int q = ((ql[l] >> lshift) & 0xF) | (((qh[l] >> hshift) & 3) << 4);
             v[l] = (l < 16 ? d0 : d1) * (q - 32);

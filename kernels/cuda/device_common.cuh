@@ -18,8 +18,8 @@ inline unsigned grid_for(int64_t n) {
 }
 
 // for (each i of this thread's share of [0, n)) in a grid-stride loop.
-#define KVS_GRID_STRIDE_LOOP(i, n)                                                             \
-    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);   \
+#define KVS_GRID_STRIDE_LOOP(i, n)                                                         \
+    for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
          i += static_cast<int64_t>(gridDim.x) * blockDim.x)
 
 __device__ __forceinline__ float warp_sum(float v) {

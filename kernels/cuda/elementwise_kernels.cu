@@ -82,8 +82,7 @@ __global__ void add_bias_kernel(const float* x, const float* __restrict__ bias, 
 
 // One thread per (token, element of kv_dim); tokens with a negative slot are padding.
 __global__ void kv_store_kernel(const float* __restrict__ k, const float* __restrict__ v, uint16_t* k_cache,
-                                uint16_t* v_cache, const int32_t* __restrict__ slot_mapping, int n_tokens,
-                                int kv_dim) {
+                                uint16_t* v_cache, const int32_t* __restrict__ slot_mapping, int n_tokens, int kv_dim) {
     KVS_GRID_STRIDE_LOOP(idx, static_cast<int64_t>(n_tokens) * kv_dim) {
         const int64_t t = idx / kv_dim, i = idx % kv_dim;
         const int64_t slot = slot_mapping[t];
@@ -105,8 +104,7 @@ int row_threads(int n) {
 
 }  // namespace
 
-void launch_rms_norm(const float* x, const float* weight, float* y, int n_rows, int n, float eps,
-                     cudaStream_t stream) {
+void launch_rms_norm(const float* x, const float* weight, float* y, int n_rows, int n, float eps, cudaStream_t stream) {
     if (n_rows <= 0 || n <= 0) return;
     rms_norm_kernel<<<n_rows, row_threads(n), 0, stream>>>(x, weight, y, n, eps);
 }

@@ -32,7 +32,7 @@ __global__ void gemv_quant_kernel(const uint8_t* w, size_t row_bytes, const floa
                                   float* __restrict__ y, int64_t n_out, int n_items) {
     const int lane = threadIdx.x % kWarp;
     const int64_t row = static_cast<int64_t>(blockIdx.x) * kGemvWarps + threadIdx.x / kWarp;
-    if (row >= n_out) return;  // the whole warp leaves together
+    if (row >= n_out) return;                                      // the whole warp leaves together
     const uint8_t* wr = w + static_cast<size_t>(row) * row_bytes;  // [n_items * 32] in T's layout
     float sum = 0.0f;
     for (int it = lane; it < n_items; it += kWarp) {

@@ -14,20 +14,20 @@
 namespace kvs::cuda {
 namespace {
 
-constexpr int kWarps = 4;                       // warps per (token, head)
-constexpr int kPerLane = kMaxHeadDim / kWarp;   // head dims per lane: d = lane + 32 j
+constexpr int kWarps = 4;                      // warps per (token, head)
+constexpr int kPerLane = kMaxHeadDim / kWarp;  // head dims per lane: d = lane + 32 j
 
 // One warp's online-softmax state over the positions it has seen.
 struct WarpState {
-    float m = -INFINITY;     // maximum score so far
-    float l = 0.0f;          // sum of exp(score - m)
-    float acc[kPerLane];     // sum of exp(score - m) * v[d], d = lane + 32 j
+    float m = -INFINITY;  // maximum score so far
+    float l = 0.0f;       // sum of exp(score - m)
+    float acc[kPerLane];  // sum of exp(score - m) * v[d], d = lane + 32 j
 };
 
 // Folds position `slot` (a row of the caches) into the warp's state. q_s is the
 // scaled query in shared memory.
-__device__ __forceinline__ void attend_position(const PagedAttentionArgs& a, const float* q_s, int64_t slot,
-                                                int kvh, int lane, WarpState& st) {
+__device__ __forceinline__ void attend_position(const PagedAttentionArgs& a, const float* q_s, int64_t slot, int kvh,
+                                                int lane, WarpState& st) {
     const int64_t row = (slot * a.n_kv_head + kvh) * a.head_dim;
     const uint16_t* k = static_cast<const uint16_t*>(a.k_cache) + row;  // [head_dim] fp16 (F16 cache only)
     const uint16_t* v = static_cast<const uint16_t*>(a.v_cache) + row;  // [head_dim] fp16
@@ -51,7 +51,7 @@ __device__ __forceinline__ void attend_position(const PagedAttentionArgs& a, con
     st.m = m_new;
 }
 
-__global__ void __launch_bounds__(kWarps * kWarp) paged_attention_kernel(PagedAttentionArgs a) {
+__global__ void __launch_bounds__(kWarps* kWarp) paged_attention_kernel(PagedAttentionArgs a) {
     __shared__ float q_s[kMaxHeadDim];            // [head_dim] query * scale
     __shared__ float m_s[kWarps], l_s[kWarps];    // per-warp maximum and sum
     __shared__ float acc_s[kWarps][kMaxHeadDim];  // per-warp value accumulators
