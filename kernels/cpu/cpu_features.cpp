@@ -28,9 +28,6 @@ std::optional<SimdLevel> parse_simd(const std::string& name, std::string* error)
     return std::nullopt;
 }
 
-const char* simd_name(SimdLevel l) {
-    // Every level above Scalar runs the AVX2 kernels (see op_kernels in ops.h).
-    return l == SimdLevel::Scalar ? "scalar" : "avx2";
-}
+const char* simd_name(SimdLevel l) { return l == SimdLevel::Avx2 ? "avx2" : "scalar"; }
 
 }  // namespace kvs::cpu

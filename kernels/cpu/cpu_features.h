@@ -6,13 +6,8 @@
 namespace kvs::cpu {
 
 // The kernel levels this build has. There are no AVX-512 kernels: an AVX-512 CPU runs
-// the AVX2 ones. `Avx512` is kept only until tests/tst_matmul.cpp stops naming it; no
-// function returns it and parse_simd never accepts it.
-enum class SimdLevel {
-    Scalar = 0,
-    Avx2 = 1,
-    Avx512 [[deprecated("this build has no AVX-512 kernels; use Avx2")]] = 2,
-};
+// the AVX2 ones, and parse_simd refuses "avx512" by name.
+enum class SimdLevel { Scalar = 0, Avx2 = 1 };
 
 // Best level the CPU supports: Avx2 needs AVX2+FMA+F16C, else Scalar.
 SimdLevel detect_simd();
