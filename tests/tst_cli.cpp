@@ -249,7 +249,7 @@ private Q_SLOTS:
                                             << "--threads: Value 999 not in range 0 to";
         QTest::newRow("no avx512 kernels") << QStringList{"generate", "-p", "hi", "--simd", "avx512"}
                                            << "no AVX-512 kernels";
-        QTest::newRow("unknown simd") << QStringList{"bench", "--simd", "sse9"} << "'sse9' is not a CPU kernel level";
+        QTest::newRow("unknown simd") << QStringList{"bench", "--simd", "sse9"} << "sse9";
         QTest::newRow("zero batch") << QStringList{"bench", "--batch", "0"} << "--batch: Value 0 not in range 1 to 65536";
         QTest::newRow("huge ctx") << QStringList{"generate", "-p", "hi", "--ctx", "70000000"}
                                   << "--ctx: Value 70000000 not in range 1 to 1048576";

@@ -5,16 +5,17 @@
 #include <thread>
 
 #include "engine/kv_cache/kv_tensors.h"
+#include "kernels/cpu/cpu_features.h"
 
 namespace kvs::app {
 
 CLI::Validator simd_level_check() {
+    // The kernels' own parser: one list of levels and one message ("this build has no
+    // AVX-512 kernels") for the CLI and the backend factories.
     return CLI::Validator(
-        [](std::string& v) -> std::string {
-            if (v == "auto" || v == "avx2" || v == "scalar") return {};
-            if (v == "avx512")
-                return "this build has no AVX-512 kernels (AVX-512 CPUs run the AVX2 ones): use auto, avx2 or scalar";
-            return "'" + v + "' is not a CPU kernel level: use auto, avx2 or scalar";
+        [](std::string& v) {
+            std::string error;
+            return cpu::parse_simd(v, &error) ? std::string() : error;
         },
         "auto|avx2|scalar");
 }
