@@ -20,7 +20,7 @@
 # Sanitizer trees never use -Werror: at -O1, GCC's flow-based warnings (-Wmaybe-uninitialized,
 # -Wstringop-*) differ from the Release build's, so their verdict would not be CI's.
 set -euo pipefail
-: "${KVSCOPE_WERROR:=OFF}"   # <- the switch: flip to ON once the tree builds without warnings
+: "${KVSCOPE_WERROR:=ON}"   # <- the switch (ON: the tree builds without warnings; OFF for a one-off local run)
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 
 sanitize=""
