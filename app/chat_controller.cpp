@@ -193,7 +193,8 @@ bool ChatController::submit(const QString& convId, const QString& text, int keep
         v->setEditing(false);
     }
     if (replaced) replay(convId, v);  // an edit or a regenerate: the old exchange goes now
-    else v->appendUserMessage(text);
+    else
+        v->appendUserMessage(text);
     v->beginAssistantMessage();
     v->setGenerating(true);
     m_live.insert(convId, Live{sub.id, {}, false});

@@ -35,7 +35,8 @@ ChatListPanel::ChatListPanel(QWidget* parent) : QWidget(parent) {
         const QString id = selectedId();
         if (!id.isEmpty()) Q_EMIT deleteRequested(id);
     });
-    connect(m_list, &QListWidget::itemSelectionChanged, this, [this] { m_delete->setEnabled(!selectedId().isEmpty()); });
+    connect(m_list, &QListWidget::itemSelectionChanged, this,
+            [this] { m_delete->setEnabled(!selectedId().isEmpty()); });
     connect(m_search, &QLineEdit::textChanged, this, &ChatListPanel::searchChanged);
     connect(m_list, &QListWidget::currentRowChanged, this, [this](int row) {
         const QString id = idAt(row);

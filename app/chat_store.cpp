@@ -14,10 +14,17 @@ namespace kvs::app {
 
 namespace {
 QJsonObject settings_json(const ChatSettings& s) {
-    return {{"temperature", s.temperature}, {"top_k", s.topK},       {"top_p", s.topP},
-            {"min_p", s.minP},              {"repeat_penalty", s.repeatPenalty},
-            {"max_tokens", s.maxTokens},    {"seed", s.seed},        {"system_prompt", s.systemPrompt},
-            {"speculative", s.speculative}, {"spec_k", s.specK},     {"spec_adaptive", s.specAdaptive}};
+    return {{"temperature", s.temperature},
+            {"top_k", s.topK},
+            {"top_p", s.topP},
+            {"min_p", s.minP},
+            {"repeat_penalty", s.repeatPenalty},
+            {"max_tokens", s.maxTokens},
+            {"seed", s.seed},
+            {"system_prompt", s.systemPrompt},
+            {"speculative", s.speculative},
+            {"spec_k", s.specK},
+            {"spec_adaptive", s.specAdaptive}};
 }
 
 ChatSettings settings_from(const QJsonObject& o) {

@@ -27,7 +27,7 @@ struct SavedTurn : ChatTurn {
 };
 
 struct Conversation {
-    QString id;          // stable, unique (a UUID)
+    QString id;  // stable, unique (a UUID)
     QString title;
     QDateTime updated;
     QList<SavedTurn> turns;
@@ -49,7 +49,7 @@ public:
     QList<Conversation>& conversations() { return m_conversations; }
     const QList<Conversation>& conversations() const { return m_conversations; }
     Conversation& add(const QString& title);  // a new empty conversation, first in the list
-    int indexOf(const QString& id) const;      // -1 when absent
+    int indexOf(const QString& id) const;     // -1 when absent
     // The JSON of one conversation and back (the file holds an array of them).
     static QJsonObject toJson(const Conversation& c);
     static Conversation fromJson(const QJsonObject& o);

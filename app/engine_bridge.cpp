@@ -21,10 +21,10 @@ uint64_t freshSeed() {
 
 const char* finishWord(FinishReason why) {
     switch (why) {
-    case FinishReason::stop: return "stop";
-    case FinishReason::length: return "max tokens";
-    case FinishReason::cancelled: return "cancelled";
-    default: return "done";
+        case FinishReason::stop: return "stop";
+        case FinishReason::length: return "max tokens";
+        case FinishReason::cancelled: return "cancelled";
+        default: return "done";
     }
 }
 }  // namespace
@@ -63,10 +63,10 @@ void EngineBridge::loadModel(const QString& nameOrPath) {
     Q_EMIT modelShape(qs(c.name), c.n_layer, c.n_kv_head, c.head_dim, m.weight_bytes);
     for (const auto& w : m.warnings) Q_EMIT modelWarning(qs(w));
     Q_EMIT modelLoaded(QString("%1 · %2 · %3 layers · %4 M params · %5")
-                         .arg(qs(c.name), qs(m.file_type))
-                         .arg(c.n_layer)
-                         .arg(m.n_params / 1e6, 0, 'f', 0)
-                         .arg(backend));
+                           .arg(qs(c.name), qs(m.file_type))
+                           .arg(c.n_layer)
+                           .arg(m.n_params / 1e6, 0, 'f', 0)
+                           .arg(backend));
 }
 
 QString EngineBridge::startEngine(std::shared_ptr<const Session> session, const EngineSettings& es, QString* backend) {
@@ -152,7 +152,8 @@ SubmitResult EngineBridge::submitChat(const QList<ChatTurn>& turns, const ChatSe
     GenerationRequest req;
     req.prompt = m_session->encode_chat(msgs);
     if (static_cast<int>(req.prompt.size()) >= m_maxModelLen) {
-        const int lastTurn = turns.isEmpty() ? 0 : static_cast<int>(m_session->encode_text(turns.back().content.toStdString()).size());
+        const int lastTurn =
+            turns.isEmpty() ? 0 : static_cast<int>(m_session->encode_text(turns.back().content.toStdString()).size());
         return {0, tr("the conversation is %1 tokens (your message %2), but the context holds %3 tokens with room "
                       "for the reply; shorten the message or start a new chat")
                        .arg(req.prompt.size())
@@ -235,7 +236,8 @@ QVector<qint64> EngineBridge::injectSynthetic(int n, int promptLen, int outputLe
     return ids;
 }
 
-qint64 EngineBridge::injectText(const QString& text, int outputLen, int priority, const QString& speculative, int specK) {
+qint64 EngineBridge::injectText(const QString& text, int outputLen, int priority, const QString& speculative,
+                                int specK) {
     std::lock_guard<std::mutex> lk(m_mu);
     if (!m_loop || text.isEmpty() || outputLen <= 0) return 0;
     auto spec = m_session->spec_params(speculative.toStdString(), specK, false);

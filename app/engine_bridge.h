@@ -28,7 +28,7 @@ class SnapshotRing;
 namespace kvs::app {
 
 struct ChatTurn {
-    QString role;     // "system", "user", "assistant"
+    QString role;  // "system", "user", "assistant"
     QString content;
 };
 
@@ -40,12 +40,12 @@ struct ChatSettings {
     double minP = 0.05;
     double repeatPenalty = 1.0;
     int maxTokens = 512;
-    qint64 seed = -1;        // -1: a fresh seed per reply (named in the reply's summary)
-    QString systemPrompt;    // empty: the model's default system prompt
+    qint64 seed = -1;      // -1: a fresh seed per reply (named in the reply's summary)
+    QString systemPrompt;  // empty: the model's default system prompt
     // Speculative decoding: "" (off), "ngram" (prompt lookup), "layer-skip" (the first third
     // of the target's layers as the draft) or "int4" (the target re-quantized to Q4_0).
     QString speculative;
-    int specK = 4;           // drafts per step, 1..8
+    int specK = 4;              // drafts per step, 1..8
     bool specAdaptive = false;  // k moves within 1..8 with the acceptance
 };
 

@@ -35,7 +35,8 @@ bool parse_injection_extras(const QJsonObject& inj, const QString& where, Lesson
     const QJsonObject spec = inj.value("spec").toObject();
     const QString proposer = spec.value("proposer").toString();
     if (proposer != "ngram" && proposer != "layer-skip" && proposer != "int4") {
-        *error = QString("%1.spec.proposer must be \"ngram\", \"layer-skip\" or \"int4\", not \"%2\"").arg(where, proposer);
+        *error =
+            QString("%1.spec.proposer must be \"ngram\", \"layer-skip\" or \"int4\", not \"%2\"").arg(where, proposer);
         return false;
     }
     out->speculative = proposer;
@@ -95,7 +96,8 @@ bool parse_lesson(const QByteArray& json, Lesson* out, QString* error) {
         if (!get_int(ev, "at_step", 0, 1 << 20, &le.atStep, where, error)) return false;
         const QJsonObject inj = ev.value("inject").toObject();
         const QString iw = where + ".inject";
-        if (!get_int(inj, "n", 0, 256, &le.inject.n, iw, error) || !get_int(inj, "prompt", 1, 4096, &le.inject.prompt, iw, error) ||
+        if (!get_int(inj, "n", 0, 256, &le.inject.n, iw, error) ||
+            !get_int(inj, "prompt", 1, 4096, &le.inject.prompt, iw, error) ||
             !get_int(inj, "output", 1, 4096, &le.inject.output, iw, error) ||
             !get_int(inj, "priority", -100, 100, &le.inject.priority, iw, error) ||
             !get_int(inj, "shared_prefix", 0, 4096, &le.inject.sharedPrefix, iw, error))

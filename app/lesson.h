@@ -21,23 +21,23 @@ namespace kvs::app {
 
 // How the engine is set up (EngineBridge::configureEngine); 0 = the default.
 struct EngineSettings {
-    int kvBlocks = 0;          // 0: 512 MiB of KV, at most 4096 blocks
+    int kvBlocks = 0;  // 0: 512 MiB of KV, at most 4096 blocks
     int maxSeqs = 64;
     int stepBudget = 512;
     int blockSize = 16;
     bool staticBatching = false;
-    bool swap = false;         // preemption by swap (else recompute)
+    bool swap = false;  // preemption by swap (else recompute)
     bool prefixCaching = true;
 };
 
 struct LessonInjection {
-    int n = 0;                 // requests (0: none)
-    int prompt = 16;           // each request's own prompt tokens
-    int output = 16;           // tokens each generates
+    int n = 0;        // requests (0: none)
+    int prompt = 16;  // each request's own prompt tokens
+    int output = 16;  // tokens each generates
     int priority = 0;
-    int sharedPrefix = 0;      // tokens every request of the lesson starts with
-    QString text;              // non-empty: a chat request with this user message
-    QString speculative;       // "" (off), "ngram", "layer-skip", "int4"
+    int sharedPrefix = 0;  // tokens every request of the lesson starts with
+    QString text;          // non-empty: a chat request with this user message
+    QString speculative;   // "" (off), "ngram", "layer-skip", "int4"
     int specK = 4;
 };
 

@@ -135,7 +135,7 @@ private:
     QToolButton* m_undoButton = nullptr;  // "Undo" after a chat is deleted
     QAction* m_undoAction = nullptr;      // Edit ▸ Undo delete
     QTimer m_undoHide;                    // the status bar's Undo goes after a while (the menu's stays)
-    QString m_loadingModel;  // a model chosen with File ▸ Open model, remembered once loaded
+    QString m_loadingModel;               // a model chosen with File ▸ Open model, remembered once loaded
 
     QTimer m_pollTimer;
     double m_lastPollMs = 0, m_maxPollMs = 0;

@@ -1,5 +1,6 @@
 #include "app/model_manager.h"
 
+#include <unistd.h>
 #include <QCoreApplication>
 #include <QDialogButtonBox>
 #include <QFileDialog>
@@ -10,7 +11,6 @@
 #include <QPushButton>
 #include <QThread>
 #include <QVBoxLayout>
-#include <unistd.h>
 
 #include "app/engine_bridge.h"
 #include "engine/runtime/session.h"
@@ -61,7 +61,8 @@ ModelManagerDialog::ModelManagerDialog(QWidget* parent) : QDialog(parent) {
         if (item) inspect(item->data(Qt::UserRole).toString());
     });
     connect(browse, &QPushButton::clicked, this, [this] {
-        const QString p = QFileDialog::getOpenFileName(this, tr("Open model"), {}, tr("GGUF models (*.gguf);;All files (*)"));
+        const QString p =
+            QFileDialog::getOpenFileName(this, tr("Open model"), {}, tr("GGUF models (*.gguf);;All files (*)"));
         if (!p.isEmpty()) inspect(p);
     });
     connect(buttons, &QDialogButtonBox::accepted, this, &QDialog::accept);
@@ -90,17 +91,20 @@ void ModelManagerDialog::inspect(const QString& path) {
             kvh = c.n_kv_head;
             hd = c.head_dim;
             wb = model.weight_bytes;
-            details = QString("<b>%1</b><br>%2 · %3 · %4 M parameters · weights %5 MiB<br>%6 layers · %7 heads (%8 for K/V) · "
-                              "head dim %9 · trained context %10")
-                          .arg(name.toHtmlEscaped(), QString::fromStdString(c.arch), QString::fromStdString(model.file_type))
-                          .arg(model.n_params / 1e6, 0, 'f', 1)
-                          .arg(model.weight_bytes / 1048576.0, 0, 'f', 1)
-                          .arg(c.n_layer)
-                          .arg(c.n_head)
-                          .arg(c.n_kv_head)
-                          .arg(c.head_dim)
-                          .arg(c.n_ctx_train);
-            for (const auto& w : model.warnings) details += "<br><i>" + QString::fromStdString(w).toHtmlEscaped() + "</i>";
+            details =
+                QString(
+                    "<b>%1</b><br>%2 · %3 · %4 M parameters · weights %5 MiB<br>%6 layers · %7 heads (%8 for K/V) · "
+                    "head dim %9 · trained context %10")
+                    .arg(name.toHtmlEscaped(), QString::fromStdString(c.arch), QString::fromStdString(model.file_type))
+                    .arg(model.n_params / 1e6, 0, 'f', 1)
+                    .arg(model.weight_bytes / 1048576.0, 0, 'f', 1)
+                    .arg(c.n_layer)
+                    .arg(c.n_head)
+                    .arg(c.n_kv_head)
+                    .arg(c.head_dim)
+                    .arg(c.n_ctx_train);
+            for (const auto& w : model.warnings)
+                details += "<br><i>" + QString::fromStdString(w).toHtmlEscaped() + "</i>";
         } else {
             details = "<span style='color:#c0392b'><b>Cannot load this model:</b> " +
                       QString::fromStdString(m.message()).toHtmlEscaped() + "</span>";

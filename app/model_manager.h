@@ -29,8 +29,8 @@ Q_SIGNALS:
     void inspected(const QString& path, bool ok);
 
 private:
-    void showResult(const QString& path, bool ok, const QString& details, const QString& name, int layers,
-                    int kvHeads, int headDim, qint64 weightBytes);
+    void showResult(const QString& path, bool ok, const QString& details, const QString& name, int layers, int kvHeads,
+                    int headDim, qint64 weightBytes);
 
     QListWidget* m_list;
     QLabel* m_details;

@@ -62,13 +62,16 @@ void QuantCompareWorker::setModel(std::shared_ptr<const Model> model) {
 
 qint64 QuantCompareWorker::requestCompare(const ui::QuantCompareRequest& request) {
     const qint64 id = ++m_lastId;
-    QMetaObject::invokeMethod(this, [this, id, request] { run(id, request); }, Qt::QueuedConnection);
+    QMetaObject::invokeMethod(
+        this, [this, id, request] { run(id, request); }, Qt::QueuedConnection);
     return id;
 }
 
 void QuantCompareWorker::cancel() { m_cancelledUpTo = m_lastId.load(); }
 
-bool QuantCompareWorker::stopped(qint64 runId) const { return runId <= m_cancelledUpTo.load() || runId < m_lastId.load(); }
+bool QuantCompareWorker::stopped(qint64 runId) const {
+    return runId <= m_cancelledUpTo.load() || runId < m_lastId.load();
+}
 
 QStringList QuantCompareWorker::schemeChoices() {
     QStringList out;
@@ -95,7 +98,8 @@ QString QuantCompareWorker::prepare(const std::shared_ptr<const Model>& model, q
 }
 
 const QuantVariant* QuantCompareWorker::variant(const std::string& name, qint64 runId, QString* error) {
-    auto hit = std::find_if(m_variants.begin(), m_variants.end(), [&](const QuantVariant& v) { return v.scheme == name; });
+    auto hit =
+        std::find_if(m_variants.begin(), m_variants.end(), [&](const QuantVariant& v) { return v.scheme == name; });
     if (hit != m_variants.end()) {
         std::rotate(hit, hit + 1, m_variants.end());  // most recently used last
         return &m_variants.back();
@@ -127,7 +131,8 @@ void QuantCompareWorker::run(qint64 runId, const ui::QuantCompareRequest& req) {
     QString err;
     const QuantVariant* var = variant(req.scheme.toStdString(), runId, &err);
     if (!var) return Q_EMIT failed(runId, err);
-    if (stopped(runId)) return Q_EMIT finished(runId, tr("Stopped (the %1 variant is built and kept).").arg(req.scheme));
+    if (stopped(runId))
+        return Q_EMIT finished(runId, tr("Stopped (the %1 variant is built and kept).").arg(req.scheme));
 
     const std::vector<int32_t> prompt = m_session->encode_user(req.prompt.toStdString());
     RunnerOptions ro;
@@ -149,7 +154,7 @@ void QuantCompareWorker::run(qint64 runId, const ui::QuantCompareRequest& req) {
     });
     if (!sum) return Q_EMIT failed(runId, qs(sum.message()));
     Q_EMIT finished(runId, sum->stop_reason == "cancelled" ? tr("Stopped after %1 tokens.").arg(sum->n_steps)
-                                                          : summaryText(sum.value()));
+                                                           : summaryText(sum.value()));
 }
 
 }  // namespace kvs::app

@@ -16,13 +16,15 @@ SpeculativeForm::SpeculativeForm(QWidget* parent) : QWidget(parent) {
     m_mode->addItem(tr("prompt lookup"), QStringLiteral("ngram"));
     m_mode->addItem(tr("layer-skip draft"), QStringLiteral("layer-skip"));
     m_mode->addItem(tr("int4 self-draft"), QStringLiteral("int4"));
-    m_mode->setItemData(1, tr("Drafts copied from the conversation itself: the n-gram that follows the last words' "
-                              "earlier occurrence. Free; wins when the answer repeats the prompt."),
+    m_mode->setItemData(1,
+                        tr("Drafts copied from the conversation itself: the n-gram that follows the last words' "
+                           "earlier occurrence. Free; wins when the answer repeats the prompt."),
                         Qt::ToolTipRole);
     m_mode->setItemData(2, tr("The model's own first third of layers guesses the next tokens"), Qt::ToolTipRole);
     m_mode->setItemData(3, tr("A 4-bit copy of the model guesses the next tokens"), Qt::ToolTipRole);
-    m_mode->setToolTip(tr("Speculative decoding: cheap guesses that the model checks in one pass. "
-                          "The text is the same as without it (greedy: identical)."));
+    m_mode->setToolTip(
+        tr("Speculative decoding: cheap guesses that the model checks in one pass. "
+           "The text is the same as without it (greedy: identical)."));
     m_k = new QSpinBox(this);
     m_k->setObjectName("speculativeK");
     m_k->setRange(1, 8);

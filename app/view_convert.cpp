@@ -33,7 +33,8 @@ ui::SlotState slot_state(const RequestView& r, const EngineSnapshot& s) {
     // Chunks first: under static batching a finished member's seat still runs a padding
     // chunk every step, and that padding is what the batching lesson is about.
     for (const ChunkView& c : s.chunks)
-        if (c.id == r.id) return c.padding ? ui::SlotState::Padding : c.prefill ? ui::SlotState::Prefill : ui::SlotState::Decode;
+        if (c.id == r.id)
+            return c.padding ? ui::SlotState::Padding : c.prefill ? ui::SlotState::Prefill : ui::SlotState::Decode;
     if (r.status == RequestStatus::finished) return ui::SlotState::Finished;
     if (r.status == RequestStatus::swapped) return ui::SlotState::Swapped;
     if (r.status == RequestStatus::waiting && r.num_preemptions > 0) return ui::SlotState::Preempted;
@@ -79,8 +80,8 @@ ui::EngineFrame to_frame(const EngineSnapshot& s, const std::function<QString(Re
     for (const BlockView& b : s.blocks) {
         ui::BlockCell c;
         c.id = b.block_id;
-        c.state = b.state == BlockSlotState::used     ? ui::BlockState::Used
-                  : b.state == BlockSlotState::cached ? ui::BlockState::Cached
+        c.state = b.state == BlockSlotState::used      ? ui::BlockState::Used
+                  : b.state == BlockSlotState::cached  ? ui::BlockState::Cached
                   : b.state == BlockSlotState::swapped ? ui::BlockState::Swapped
                                                        : ui::BlockState::Free;
         c.refCount = b.ref_cnt;
@@ -141,7 +142,8 @@ ui::SpecFrame to_spec_frame(const SpecSnapshot& s, const std::function<QString(R
         q.verifyMs = st.verify_ms;
         q.decodeTokPerS = r.rate.tok_per_s;
         q.decodeSolo = r.rate.solo;
-        const size_t from = r.fates.size() > static_cast<size_t>(maxTokens) ? r.fates.size() - static_cast<size_t>(maxTokens) : 0;
+        const size_t from =
+            r.fates.size() > static_cast<size_t>(maxTokens) ? r.fates.size() - static_cast<size_t>(maxTokens) : 0;
         std::vector<int32_t> ids;
         for (size_t i = from; i < r.fates.size(); ++i) ids.push_back(r.fates[i].token);
         const QStringList texts = pieces ? pieces(ids) : QStringList();

@@ -25,7 +25,8 @@ ui::SlotState slot_state(const RequestView& r, const EngineSnapshot& s);
 // Speculative decoding -> the draft acceptance view. pieces(ids) gives each token's text
 // (one string per id); a request keeps its newest maxTokens token fates.
 ui::SpecFrame to_spec_frame(const SpecSnapshot& s, const std::function<QString(RequestId)>& label,
-                            const std::function<QStringList(const std::vector<int32_t>&)>& pieces, int maxTokens = 2048);
+                            const std::function<QStringList(const std::vector<int32_t>&)>& pieces,
+                            int maxTokens = 2048);
 ui::TokenFate to_fate(TokenFate f);
 // "ngram" -> "prompt lookup"; a draft model's name as it is.
 QString proposer_label(const std::string& proposer);

@@ -11,19 +11,19 @@
 // output folder. Never fails on the numbers (only on a run that cannot happen: an error
 // or a NaN).
 #include "engine/kv_cache/kv_tensors.h"
-#include "kernels/cpu/quant_formats.h"
 #include "engine/runtime/sequence_runner.h"
 #include "engine/tokenizer/tokenizer.h"
+#include "kernels/cpu/quant_formats.h"
 
 #include <QtTest>
 
 #include <cmath>
-#include <ctime>
-#include <random>
 #include <cstdio>
 #include <cstdlib>
+#include <ctime>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <sstream>
 #include <vector>
 
@@ -116,18 +116,28 @@ private Q_SLOTS:
         const double kl_mean = kl_sum / n_tokens, top1 = double(agree) / n_tokens;
         const double ppl_f16 = std::exp(nll[0] / (n_tokens - 1)), ppl_int8 = std::exp(nll[1] / (n_tokens - 1));
         const ModelConfig& c = (*model)->config;
-        const int64_t bytes_f16 = kv_cache_bytes_per_token(c, DType::F16), bytes_int8 = kv_cache_bytes_per_token(c, DType::Q8_0);
+        const int64_t bytes_f16 = kv_cache_bytes_per_token(c, DType::F16),
+                      bytes_int8 = kv_cache_bytes_per_token(c, DType::Q8_0);
         std::printf("\nINT8 KV cache vs F16 on %s, %d tokens of %s\n", c.name.c_str(), n_tokens, text_path);
-        std::printf("| KV bytes/token f16 | int8 | ratio | mean KL (nats) | max KL | top-1 agreement | max |dlogit| | mean "
-                    "|dlogit| | PPL f16 | PPL int8 |\n");
+        std::printf(
+            "| KV bytes/token f16 | int8 | ratio | mean KL (nats) | max KL | top-1 agreement | max |dlogit| | mean "
+            "|dlogit| | PPL f16 | PPL int8 |\n");
         std::printf("| ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
         std::printf("| %lld | %lld | %.3f | %.3g | %.3g | %.2f%% | %.3g | %.3g | %.4f | %.4f |\n",
-                    static_cast<long long>(bytes_f16), static_cast<long long>(bytes_int8), double(bytes_f16) / bytes_int8,
-                    kl_mean, kl_max, 100 * top1, dmax, dsum / (double(n_tokens) * n_vocab), ppl_f16, ppl_int8);
-        nlohmann::json j = {{"model", model_path},     {"text", text_path},         {"n_tokens", n_tokens},
-                            {"kv_bytes_per_token_f16", bytes_f16}, {"kv_bytes_per_token_int8", bytes_int8},
-                            {"kl_mean", kl_mean},      {"kl_max", kl_max},          {"top1_agreement", top1},
-                            {"max_abs_dlogit", dmax},  {"ppl_f16", ppl_f16},        {"ppl_int8", ppl_int8}};
+                    static_cast<long long>(bytes_f16), static_cast<long long>(bytes_int8),
+                    double(bytes_f16) / bytes_int8, kl_mean, kl_max, 100 * top1, dmax,
+                    dsum / (double(n_tokens) * n_vocab), ppl_f16, ppl_int8);
+        nlohmann::json j = {{"model", model_path},
+                            {"text", text_path},
+                            {"n_tokens", n_tokens},
+                            {"kv_bytes_per_token_f16", bytes_f16},
+                            {"kv_bytes_per_token_int8", bytes_int8},
+                            {"kl_mean", kl_mean},
+                            {"kl_max", kl_max},
+                            {"top1_agreement", top1},
+                            {"max_abs_dlogit", dmax},
+                            {"ppl_f16", ppl_f16},
+                            {"ppl_int8", ppl_int8}};
         std::ofstream(test::output_path("bench_kv_int8.json")) << j.dump(2) << "\n";
     }
 
@@ -136,8 +146,10 @@ private Q_SLOTS:
     // thread (the backend then runs attention on the caller), timed in thread CPU time.
     void attentionKernelTime() {
         const int n_layer = 30, n_head = 9, n_kv_head = 3, hd = 64, bs = 16, kv_dim = n_kv_head * hd;
-        std::printf("\nattention of one decode token over %d layers (9 heads, 3 kv heads of 64), 1 thread, best of 20 "
-                    "(thread CPU time)\n", n_layer);
+        std::printf(
+            "\nattention of one decode token over %d layers (9 heads, 3 kv heads of 64), 1 thread, best of 20 "
+            "(thread CPU time)\n",
+            n_layer);
         std::printf("| context | f16 us | int8 us | int8 / f16 |\n| ---: | ---: | ---: | ---: |\n");
         nlohmann::json rows = nlohmann::json::array();
         for (int ctx : {1024, 4096}) {
@@ -148,14 +160,16 @@ private Q_SLOTS:
             for (auto& x : q) x = nd(rng);
             // per layer, K then V: [2 n_layer][ctx, kv_dim] in each type
             std::vector<std::vector<uint16_t>> c16(2 * n_layer, std::vector<uint16_t>(vals.size()));
-            std::vector<std::vector<uint8_t>> c8(2 * n_layer, std::vector<uint8_t>(size_t(ctx) * row_bytes(DType::Q8_0, kv_dim)));
+            std::vector<std::vector<uint8_t>> c8(2 * n_layer,
+                                                 std::vector<uint8_t>(size_t(ctx) * row_bytes(DType::Q8_0, kv_dim)));
             for (int l = 0; l < 2 * n_layer; ++l) {
                 for (auto& x : vals) x = nd(rng);
                 for (size_t i = 0; i < vals.size(); ++i) c16[size_t(l)][i] = cpu::fp32_to_fp16(vals[i]);
                 cpu::quantize_row(DType::Q8_0, vals.data(), c8[size_t(l)].data(), int64_t(vals.size()));
             }
             std::vector<int32_t> table(static_cast<size_t>(n_blocks)), seq = {0}, pos = {ctx - 1};
-            for (int b = 0; b < n_blocks; ++b) table[size_t(b)] = (b * 7) % n_blocks;  // n_blocks a power of 2: a permutation
+            for (int b = 0; b < n_blocks; ++b)
+                table[size_t(b)] = (b * 7) % n_blocks;  // n_blocks a power of 2: a permutation
             {
                 auto be = make_cpu_backend(1, "auto");
                 double best[2] = {1e30, 1e30};
@@ -178,8 +192,10 @@ private Q_SLOTS:
                         a.cache_type = i == 0 ? DType::F16 : DType::Q8_0;
                         const double t0 = thread_cpu_us();
                         for (int l = 0; l < n_layer; ++l) {
-                            a.k_cache = i == 0 ? static_cast<const void*>(c16[size_t(2 * l)].data()) : c8[size_t(2 * l)].data();
-                            a.v_cache = i == 0 ? static_cast<const void*>(c16[size_t(2 * l + 1)].data()) : c8[size_t(2 * l + 1)].data();
+                            a.k_cache =
+                                i == 0 ? static_cast<const void*>(c16[size_t(2 * l)].data()) : c8[size_t(2 * l)].data();
+                            a.v_cache = i == 0 ? static_cast<const void*>(c16[size_t(2 * l + 1)].data())
+                                               : c8[size_t(2 * l + 1)].data();
                             be->paged_attention(a);
                         }
                         best[i] = std::min(best[i], thread_cpu_us() - t0);
@@ -187,7 +203,8 @@ private Q_SLOTS:
                     }
                 }
                 std::printf("| %d | %.0f | %.0f | %.2f |\n", ctx, best[0], best[1], best[1] / best[0]);
-                rows.push_back({{"ctx", ctx}, {"threads", 1}, {"n_layer", n_layer}, {"f16_us", best[0]}, {"int8_us", best[1]}});
+                rows.push_back(
+                    {{"ctx", ctx}, {"threads", 1}, {"n_layer", n_layer}, {"f16_us", best[0]}, {"int8_us", best[1]}});
             }
         }
         std::ofstream(test::output_path("bench_kv_int8_attention.json")) << rows.dump(2) << "\n";

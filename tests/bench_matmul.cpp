@@ -78,8 +78,15 @@ Result run(ThreadPool& pool, SimdLevel level, DType t, int64_t n_out, int64_t n_
         s = std::min(s, seconds_since(t1));
     } while (seconds_since(t0) < budget_s || iters < (gemv ? 3 : 1));
     const double flops = 2.0 * double(n_out) * double(n_in) * n_tokens;
-    return {n_tokens == 1 ? "gemv" : "gemm", std::string(dtype_name(t)), n_out, n_in, n_tokens, pool.size(),
-            s * 1e3, flops / s / 1e9, double(bytes) / s / 1e9};
+    return {n_tokens == 1 ? "gemv" : "gemm",
+            std::string(dtype_name(t)),
+            n_out,
+            n_in,
+            n_tokens,
+            pool.size(),
+            s * 1e3,
+            flops / s / 1e9,
+            double(bytes) / s / 1e9};
 }
 
 // The matmuls of one SmolLM2-135M forward pass (30 layers of Q4_1 q/k/v/o/gate/up/down,
@@ -94,14 +101,15 @@ ModelEstimate estimate_model(ThreadPool& pool, SimdLevel level, int n_prompt) {
     const int64_t n_embd = 576, n_kv = 192, n_ff = 1536, n_vocab = 49152, n_layer = 30;
     const int64_t shapes[7][2] = {{n_embd, n_embd}, {n_kv, n_embd}, {n_kv, n_embd}, {n_embd, n_embd},
                                   {n_ff, n_embd},   {n_ff, n_embd}, {n_embd, n_ff}};  // {n_out, n_in}
-    std::vector<std::vector<std::vector<uint8_t>>> layers;  // [7][n_layer] weights
-    std::vector<std::vector<std::vector<uint8_t>>> tiles;   // [7][n_layer] their CPU tiles (as a forward pass has them)
+    std::vector<std::vector<std::vector<uint8_t>>> layers;                            // [7][n_layer] weights
+    std::vector<std::vector<std::vector<uint8_t>>> tiles;  // [7][n_layer] their CPU tiles (as a forward pass has them)
     for (const auto& sh : shapes) {
         layers.push_back(make_copies(DType::Q4_1, sh[0], sh[1], static_cast<int>(n_layer)));
         tiles.emplace_back();
         for (const auto& w : layers.back()) {
             tiles.back().emplace_back(level >= SimdLevel::Avx2 ? q4_tiles_bytes(sh[1], sh[0]) : 0);
-            if (level >= SimdLevel::Avx2) pack_q4_tiles(DType::Q4_1, w.data(), sh[1], sh[0], tiles.back().back().data());
+            if (level >= SimdLevel::Avx2)
+                pack_q4_tiles(DType::Q4_1, w.data(), sh[1], sh[0], tiles.back().back().data());
         }
     }
     const auto head = make_copies(DType::Q8_0, n_vocab, n_embd, 1);
@@ -137,8 +145,8 @@ private Q_SLOTS:
 void BenchMatmul::bench() {
     const SimdLevel level = detect_simd();
     const double budget = qEnvironmentVariableIsSet("KVS_BENCH_QUICK") ? 0.05 : 0.2;
-    const DType all_types[] = {DType::Q4_1, DType::Q8_0, DType::Q4_0, DType::F16, DType::I8_ROW, DType::I4_G128,
-                               DType::I4_G64};
+    const DType all_types[] = {DType::Q4_1,   DType::Q8_0,    DType::Q4_0,  DType::F16,
+                               DType::I8_ROW, DType::I4_G128, DType::I4_G64};
     // KVS_BENCH_TYPES=Q4_1,F16 limits the table to those types
     const std::string only = qEnvironmentVariable("KVS_BENCH_TYPES").toStdString();
     std::vector<DType> types;
@@ -149,8 +157,8 @@ void BenchMatmul::bench() {
     std::vector<Result> results;
     ThreadPool pool1(1), pool2(2);
     std::printf("\nmatmul benchmark, simd %s (GB/s = weight bytes / time)\n", simd_name(level));
-    std::printf("%-5s %-7s %7s %6s %5s %3s %10s %9s %8s\n", "op", "type", "n_out", "n_in", "tok", "thr", "ms", "GFLOP/s",
-                "GB/s");
+    std::printf("%-5s %-7s %7s %6s %5s %3s %10s %9s %8s\n", "op", "type", "n_out", "n_in", "tok", "thr", "ms",
+                "GFLOP/s", "GB/s");
     for (DType t : types)
         for (const auto& s : shapes) {
             if (s[1] % dtype_info(t).block_size != 0) continue;
@@ -167,9 +175,10 @@ void BenchMatmul::bench() {
     ModelEstimate est{};
     for (ThreadPool* p : {&pool1, &pool2}) {
         est = estimate_model(*p, level, 512);
-        std::printf("\nSmolLM2-135M matmuls only, %d thread(s): decode %.2f ms/token (%.0f tok/s), "
-                    "prefill 512 %.1f ms (%.0f tok/s)",
-                    p->size(), est.decode_ms, 1e3 / est.decode_ms, est.prefill_ms, 512e3 / est.prefill_ms);
+        std::printf(
+            "\nSmolLM2-135M matmuls only, %d thread(s): decode %.2f ms/token (%.0f tok/s), "
+            "prefill 512 %.1f ms (%.0f tok/s)",
+            p->size(), est.decode_ms, 1e3 / est.decode_ms, est.prefill_ms, 512e3 / est.prefill_ms);
     }
     std::printf("\n");
     std::ofstream out(kvs::test::output_path("bench_matmul.json"));

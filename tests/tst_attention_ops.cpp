@@ -31,8 +31,8 @@ namespace {
 // ---------------------------------------------------------------- paged attention scenario
 
 struct SeqSpec {
-    int n_ctx;      // cached positions after this step
-    int n_query;    // query tokens: positions n_ctx - n_query .. n_ctx - 1
+    int n_ctx;               // cached positions after this step
+    int n_query;             // query tokens: positions n_ctx - n_query .. n_ctx - 1
     std::vector<int> table;  // explicit block table, or empty for a shuffled one
 };
 
@@ -75,11 +75,11 @@ std::map<QString, AttnScenario> attention_scenarios() {
 struct AttnProblem {
     AttnScenario sc;
     int n_blocks = 0, max_blocks = 0, n_tokens = 0;
-    std::vector<uint16_t> k_cache, v_cache;  // [n_blocks, block_size, n_kv_head, head_dim] fp16 bits
-    std::vector<int32_t> tables;             // [n_seqs, max_blocks]
+    std::vector<uint16_t> k_cache, v_cache;     // [n_blocks, block_size, n_kv_head, head_dim] fp16 bits
+    std::vector<int32_t> tables;                // [n_seqs, max_blocks]
     std::vector<int32_t> token_seq, token_pos;  // [n_tokens]
-    std::vector<float> q;                    // [n_tokens, n_head, head_dim]
-    std::vector<std::vector<float>> k, v;    // per sequence [n_ctx, n_kv_head, head_dim], fp16-rounded
+    std::vector<float> q;                       // [n_tokens, n_head, head_dim]
+    std::vector<std::vector<float>> k, v;       // per sequence [n_ctx, n_kv_head, head_dim], fp16-rounded
 };
 
 AttnProblem make_attention_problem(const AttnScenario& sc, uint32_t seed) {
@@ -185,8 +185,8 @@ std::vector<double> naive_attention(const AttnProblem& p) {
 // quantizer (cpu::quantize_row); k / v become what the cache now holds (dequantized), the
 // fp16-rounded values move to k_f16 / v_f16. Unused blocks hold NaN scales.
 struct Q8AttnProblem {
-    AttnProblem p;                              // k, v: dequantized Q8_0 values
-    std::vector<uint8_t> k_cache, v_cache;      // [n_blocks, block_size, kv_dim / 32] Q8_0 blocks
+    AttnProblem p;                          // k, v: dequantized Q8_0 values
+    std::vector<uint8_t> k_cache, v_cache;  // [n_blocks, block_size, kv_dim / 32] Q8_0 blocks
     std::vector<std::vector<float>> k_f16, v_f16;
 };
 
@@ -292,7 +292,7 @@ void TestAttentionOps::kv_store() {
     const int block_size = 16, n_blocks = 6;
     auto k = gaussian(static_cast<size_t>(n_tokens) * kv_dim, 81, 2.0f);  // [n_tokens, kv_dim]
     auto v = gaussian(static_cast<size_t>(n_tokens) * kv_dim, 82, 0.5f);  // [n_tokens, kv_dim]
-    const std::pair<float, uint16_t> exact[] = {{1.0f, 0x3C00}, {-2.0f, 0xC000}, {0.5f, 0x3800},
+    const std::pair<float, uint16_t> exact[] = {{1.0f, 0x3C00},     {-2.0f, 0xC000},       {0.5f, 0x3800},
                                                 {65504.0f, 0x7BFF}, {1.0f / 3.0f, 0x3555}, {0.0f, 0x0000}};
     for (size_t i = 0; i < std::size(exact) && i < k.size(); ++i) k[i] = exact[i].first;
     std::vector<int32_t> slot_ids(static_cast<size_t>(n_tokens));  // [n_tokens]
@@ -371,10 +371,11 @@ void TestAttentionOps::paged_attention() {
 void TestAttentionOps::paged_attention_same_bits_in_any_task_data() {
     QTest::addColumn<QString>("scenario");
     QTest::addColumn<QString>("cache");
-    for (const char* name : {"gqa3_d64_mixed", "gqa3_d64_long", "gqa4_d64_bs8_sharp", "gqa7_d64", "gqa4_d128_bs32",
-                             "gqa4_d64_two_decodes", "gqa3_d64_decode_split", "gqa1_d128_decode_split",
-                             "gqa7_d64_decode_split"})
-        for (const char* cache : {"f16", "q8_0"}) QTest::addRow("%s/%s", name, cache) << QString(name) << QString(cache);
+    for (const char* name :
+         {"gqa3_d64_mixed", "gqa3_d64_long", "gqa4_d64_bs8_sharp", "gqa7_d64", "gqa4_d128_bs32", "gqa4_d64_two_decodes",
+          "gqa3_d64_decode_split", "gqa1_d128_decode_split", "gqa7_d64_decode_split"})
+        for (const char* cache : {"f16", "q8_0"})
+            QTest::addRow("%s/%s", name, cache) << QString(name) << QString(cache);
 }
 
 void TestAttentionOps::paged_attention_same_bits_in_any_task() {
@@ -398,9 +399,9 @@ void TestAttentionOps::paged_attention_same_bits_in_any_task() {
 
 // ---------------------------------------------------------------- INT8 (Q8_0) KV cache
 
-#define SKIP_WITHOUT_Q8_KV(be)                 \
-    if (!(be)->supports_kv(DType::Q8_0))       \
-    QSKIP(qPrintable(backend + ": no Q8_0 KV cache kernels (supports_kv says no)"))
+#define SKIP_WITHOUT_Q8_KV(be)                                                                                      \
+    if (!(be)->supports_kv(DType::Q8_0)) QSKIP(qPrintable(backend + ": no Q8_0 KV cache kernels (supports_kv says " \
+                                                                    "no)"))
 
 void TestAttentionOps::kv_store_q8_0_data() {
     QTest::addColumn<QString>("backend");
@@ -426,7 +427,7 @@ void TestAttentionOps::kv_store_q8_0() {
     auto k = gaussian(static_cast<size_t>(n_tokens) * kv_dim, 91, 2.0f);  // [n_tokens, kv_dim]
     auto v = gaussian(static_cast<size_t>(n_tokens) * kv_dim, 92, 0.5f);  // [n_tokens, kv_dim]
     // Block 0 of token 0's K: amax 127 -> d = 1 exactly, so q = x rounded half to even.
-    const std::pair<float, int8_t> exact[] = {{127.0f, 127}, {-63.5f, -64}, {0.5f, 0}, {1.5f, 2},
+    const std::pair<float, int8_t> exact[] = {{127.0f, 127}, {-63.5f, -64}, {0.5f, 0},  {1.5f, 2},
                                               {2.5f, 2},     {-2.5f, -2},   {3.49f, 3}, {-126.6f, -127}};
     for (size_t i = 0; i < std::size(exact); ++i) k[i] = exact[i].first;
     for (size_t i = std::size(exact); i < 32; ++i) k[i] = 0.25f * static_cast<float>(i % 7);
@@ -467,13 +468,19 @@ void TestAttentionOps::kv_store_q8_0() {
                 double amax = 0;
                 for (int j = 0; j < 32; ++j) amax = std::max(amax, std::fabs(double(xb[j])));
                 const double d_exact = amax / 127.0, d = scale_of(blk);
-                QVERIFY2(std::fabs(d - d_exact) <= d_exact * 0x1p-11, qPrintable(QString("scale %1 for %2").arg(d).arg(d_exact)));
+                QVERIFY2(std::fabs(d - d_exact) <= d_exact * 0x1p-11,
+                         qPrintable(QString("scale %1 for %2").arg(d).arg(d_exact)));
                 for (int j = 0; j < 32; ++j) {
                     const int q = static_cast<int8_t>(blk[2 + j]);
                     const double ideal = d_exact > 0 ? xb[j] / d_exact : 0.0;  // in [-127, 127]
                     if (!(std::fabs(q - ideal) <= 0.5 + 1e-4) || std::abs(q) > 127)
                         QFAIL(qPrintable(QString("token %1 block %2 elem %3: x %4 -> q %5, ideal %6")
-                                             .arg(t).arg(b).arg(j).arg(xb[j]).arg(q).arg(ideal)));
+                                             .arg(t)
+                                             .arg(b)
+                                             .arg(j)
+                                             .arg(xb[j])
+                                             .arg(q)
+                                             .arg(ideal)));
                     if (std::fabs(xb[j]) == amax && amax > 0) QCOMPARE(std::abs(q), 127);
                     QVERIFY(std::fabs(q * d - xb[j]) <= 0.5 * d_exact + 127 * d_exact * 0x1p-11 + 1e-12);
                 }

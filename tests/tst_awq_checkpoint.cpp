@@ -59,7 +59,6 @@ std::vector<float> dequant(const WeightView& w) {
     return out;
 }
 
-
 }  // namespace
 
 class TstAwqCheckpoint : public QObject {
@@ -148,7 +147,7 @@ void TstAwqCheckpoint::pack_word() {
 void TstAwqCheckpoint::weights_equal_reference_data() {
     QTest::addColumn<QString>("src");  // tiny_spec(src)
     QTest::addColumn<int>("group");
-    QTest::addColumn<int>("type");     // the DType the linears load as
+    QTest::addColumn<int>("type");  // the DType the linears load as
     QTest::newRow("n_embd 128, group 128") << "128" << 128 << int(DType::I4_G128);
     QTest::newRow("n_embd 128, group 64") << "128" << 64 << int(DType::I4_G64);
     QTest::newRow("n_embd 192, group 64") << "192" << 64 << int(DType::I4_G64);
@@ -179,7 +178,7 @@ void TstAwqCheckpoint::weights_equal_reference() {
         const LayerWeights& la = m.layers[il];
         const LayerWeights& lr = r.value()->layers[il];
         const std::pair<const WeightView*, const WeightView*> pairs[] = {
-            {&la.wq, &lr.wq}, {&la.wk, &lr.wk}, {&la.wv, &lr.wv}, {&la.wo, &lr.wo},
+            {&la.wq, &lr.wq},         {&la.wk, &lr.wk},     {&la.wv, &lr.wv},        {&la.wo, &lr.wo},
             {&la.w_gate, &lr.w_gate}, {&la.w_up, &lr.w_up}, {&la.w_down, &lr.w_down}};
         for (const auto& [wa, wr] : pairs) {
             QVERIFY(wa->dtype == t);
@@ -214,7 +213,8 @@ void TstAwqCheckpoint::logits_close_to_reference() {
     auto r = load_model(ref);
     auto f = load_model(src == "192" ? m_src192 : m_src);
     QVERIFY2(a.is_ok() && r.is_ok() && f.is_ok(), (a.message() + " / " + r.message() + " / " + f.message()).c_str());
-    const auto la = kvs::test::last_logits(a.value()), lr = kvs::test::last_logits(r.value()), lf = kvs::test::last_logits(f.value());
+    const auto la = kvs::test::last_logits(a.value()), lr = kvs::test::last_logits(r.value()),
+               lf = kvs::test::last_logits(f.value());
     QCOMPARE(la.size(), size_t(a.value()->config.n_vocab));
     QCOMPARE(lr.size(), la.size());
     double diff = 0, scale = 0, qdiff = 0;
@@ -227,7 +227,8 @@ void TstAwqCheckpoint::logits_close_to_reference() {
     // Same weights; the INT4 path quantizes activations to 8 bits (Q8_1) per 32 values,
     // the float path does not: a difference of at most 2% of the largest logit (measured
     // 0.9% on the scalar backend; the 4-bit weights themselves move the logits ~18%).
-    QVERIFY2(diff <= 0.02 * scale, qPrintable(QString("max |AWQ - reference| %1, max |reference| %2").arg(diff).arg(scale)));
+    QVERIFY2(diff <= 0.02 * scale,
+             qPrintable(QString("max |AWQ - reference| %1, max |reference| %2").arg(diff).arg(scale)));
     // ...and the 4-bit quantization itself changes the logits visibly (the check can fail).
     QVERIFY2(qdiff > diff, qPrintable(QString("float vs reference %1, AWQ vs reference %2").arg(qdiff).arg(diff)));
 }

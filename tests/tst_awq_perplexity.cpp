@@ -4,7 +4,8 @@
 // INT4 AWQ (scales only, and scales + clipping) on the first 1024 tokens of GPL-3 (a text
 // AWQ was not calibrated on). Checks that int8 is near the reference; runs AWQ (scales +
 // clipping, the default options) and reports whether it closes at least 40% of RTN's gap (met at 256
-// calibration tokens; 384 gave 10%, 512 gave 35%: not robust). Prints a table; skipped when the default model is not installed. Minutes on 2 cores.
+// calibration tokens; 384 gave 10%, 512 gave 35%: not robust). Prints a table; skipped when the default model is not
+// installed. Minutes on 2 cores.
 //
 // The variants are real INT4 (I4_G128; the default model's rows of 576, which 128 does
 // not divide, in groups of 64 as I4_G64), RTN being the same pipeline without the scale
@@ -110,8 +111,8 @@ private Q_SLOTS:
         AwqOptions scales_opt = awq_opt;
         scales_opt.clip = false;
         AwqReport report;
-        for (auto [name, opt] : {std::pair{"int4-rtn", rtn_opt}, std::pair{"awq-scales", scales_opt},
-                                 std::pair{"int4-awq", awq_opt}}) {
+        for (auto [name, opt] :
+             {std::pair{"int4-rtn", rtn_opt}, std::pair{"awq-scales", scales_opt}, std::pair{"int4-awq", awq_opt}}) {
             Status st = run(name, [&] { return awq_quantize(src, qo.calibration_tokens, opt, &report); });
             QVERIFY2(st.is_ok(), st.message().c_str());
         }

@@ -65,12 +65,14 @@ void TestBackendOps::rms_norm_data() {
     QTest::addColumn<int>("n_rows");
     QTest::addColumn<int>("n");
     QTest::addColumn<bool>("in_place");
-    const struct { int n_rows, n; bool in_place; } shapes[] = {
-        {1, 576, false}, {1, 576, true}, {3, 64, false}, {7, 1001, false}, {64, 576, true}, {2, 4096, false}};
+    const struct {
+        int n_rows, n;
+        bool in_place;
+    } shapes[] = {{1, 576, false}, {1, 576, true}, {3, 64, false}, {7, 1001, false}, {64, 576, true}, {2, 4096, false}};
     for (const char* b : kBackends)
         for (const auto& s : shapes)
-            QTest::addRow("%s/%dx%d%s", b, s.n_rows, s.n, s.in_place ? "/inplace" : "") << QString(b) << s.n_rows << s.n
-                                                                                      << s.in_place;
+            QTest::addRow("%s/%dx%d%s", b, s.n_rows, s.n, s.in_place ? "/inplace" : "")
+                << QString(b) << s.n_rows << s.n << s.in_place;
 }
 
 void TestBackendOps::rms_norm() {
@@ -80,7 +82,7 @@ void TestBackendOps::rms_norm() {
     QFETCH(bool, in_place);
     const float eps = 1e-5f;
     const auto x = gaussian(static_cast<size_t>(n_rows) * n, 11, 3.0f, 0.5f);  // [n_rows, n]
-    const auto w = gaussian(static_cast<size_t>(n), 12);                        // [n]
+    const auto w = gaussian(static_cast<size_t>(n), 12);                       // [n]
     std::vector<double> ref(x.size());
     for (int r = 0; r < n_rows; ++r) {
         double ss = 0;
@@ -104,9 +106,11 @@ void TestBackendOps::rope_data() {
     QTest::addColumn<int>("n_rot");
     QTest::addColumn<float>("freq_base");
     QTest::addColumn<int>("style");
-    const struct { int n_tokens, n_head, head_dim, n_rot; float base; } shapes[] = {
-        {1, 9, 64, 64, 10000.0f}, {5, 3, 64, 64, 100000.0f}, {33, 4, 128, 128, 500000.0f},
-        {7, 2, 128, 64, 10000.0f}, {3, 2, 80, 40, 10000.0f}, {40, 9, 64, 64, 10000.0f}};
+    const struct {
+        int n_tokens, n_head, head_dim, n_rot;
+        float base;
+    } shapes[] = {{1, 9, 64, 64, 10000.0f},  {5, 3, 64, 64, 100000.0f}, {33, 4, 128, 128, 500000.0f},
+                  {7, 2, 128, 64, 10000.0f}, {3, 2, 80, 40, 10000.0f},  {40, 9, 64, 64, 10000.0f}};
     for (const char* b : kBackends)
         for (int style : {0, 1})
             for (const auto& s : shapes)
@@ -124,7 +128,7 @@ void TestBackendOps::rope() {
     QFETCH(float, freq_base);
     QFETCH(int, style);
     const auto x = gaussian(static_cast<size_t>(n_tokens) * n_head * head_dim, 21);  // [n_tokens, n_head, head_dim]
-    std::vector<int32_t> pos(static_cast<size_t>(n_tokens));                           // [n_tokens]
+    std::vector<int32_t> pos(static_cast<size_t>(n_tokens));                         // [n_tokens]
     std::mt19937 rng(22);
     for (auto& p : pos) p = static_cast<int32_t>(rng() % 4096);
     pos[0] = 0;
@@ -154,12 +158,14 @@ void TestBackendOps::softmax_data() {
     QTest::addColumn<int>("n_rows");
     QTest::addColumn<int>("n_cols");
     QTest::addColumn<float>("scale");
-    const struct { int n_rows, n_cols; float scale; } shapes[] = {
-        {1, 10, 1.0f}, {3, 7, 2.0f}, {17, 100, 5.0f}, {2, 1000, 40.0f}, {4, 49152, 3.0f}};
+    const struct {
+        int n_rows, n_cols;
+        float scale;
+    } shapes[] = {{1, 10, 1.0f}, {3, 7, 2.0f}, {17, 100, 5.0f}, {2, 1000, 40.0f}, {4, 49152, 3.0f}};
     for (const char* b : kBackends)
         for (const auto& s : shapes)
-            QTest::addRow("%s/%dx%d/x%g", b, s.n_rows, s.n_cols, double(s.scale)) << QString(b) << s.n_rows << s.n_cols
-                                                                                 << s.scale;
+            QTest::addRow("%s/%dx%d/x%g", b, s.n_rows, s.n_cols, double(s.scale))
+                << QString(b) << s.n_rows << s.n_cols << s.scale;
 }
 
 void TestBackendOps::softmax() {
@@ -290,7 +296,8 @@ void TestBackendOps::embedding() {
     std::vector<float> row(static_cast<size_t>(n_in));
     for (int i = 0; i < n_tokens; ++i) {
         if (t == DType::F32) std::copy_n(&src[static_cast<size_t>(ids[i]) * n_in], n_in, row.begin());
-        else cpu::dequantize_row(t, &table[ids[i] * rb], row.data(), n_in);
+        else
+            cpu::dequantize_row(t, &table[ids[i] * rb], row.data(), n_in);
         std::copy(row.begin(), row.end(), ref.begin() + static_cast<ptrdiff_t>(i) * n_in);
     }
     DeviceBuffer dt(be, table), dids(be, ids), dout(be, nullptr, ref.size() * sizeof(float));
@@ -307,8 +314,9 @@ void TestBackendOps::matmul_data() {
     QTest::addColumn<int>("n_in");
     QTest::addColumn<int>("n_out");
     // n_in 576 (SmolLM2-135M's n_embd, 4.5 x 128) for the types whose blocks divide it
-    const struct { int n_tokens, n_in, n_out; } shapes[] = {{1, 256, 64}, {5, 512, 33},  {3, 1024, 96},
-                                                            {70, 256, 40}, {1, 576, 52}, {9, 576, 41}};
+    const struct {
+        int n_tokens, n_in, n_out;
+    } shapes[] = {{1, 256, 64}, {5, 512, 33}, {3, 1024, 96}, {70, 256, 40}, {1, 576, 52}, {9, 576, 41}};
     for (const char* b : kBackends)
         for (DType t : kWeightTypes)
             for (const auto& s : shapes)
@@ -332,7 +340,7 @@ void TestBackendOps::matmul() {
     if (!be->supports(t)) QSKIP("weight type not supported by this backend");
     const auto src = gaussian(static_cast<size_t>(n_out) * n_in, 91 + type, 1.0f, 0.1f);
     const size_t rb = row_bytes(t, n_in);
-    std::vector<uint8_t> w(rb * n_out);                      // [n_out, rb]
+    std::vector<uint8_t> w(rb * n_out);                        // [n_out, rb]
     std::vector<float> wd(static_cast<size_t>(n_out) * n_in);  // [n_out, n_in] dequantized
     for (int o = 0; o < n_out; ++o) {
         cpu::quantize_row(t, &src[static_cast<size_t>(o) * n_in], &w[o * rb], n_in);
@@ -376,7 +384,8 @@ void TestBackendOps::matmul() {
         if (!(r <= worst)) worst = r, wi = i;
     }
     if (!(worst <= 1.0))
-        QFAIL(qPrintable(QString("output %1: got %2, reference %3, bound %4").arg(wi).arg(y[wi]).arg(ref[wi]).arg(bound[wi])));
+        QFAIL(qPrintable(
+            QString("output %1: got %2, reference %3, bound %4").arg(wi).arg(y[wi]).arg(ref[wi]).arg(bound[wi])));
 }
 
 QTEST_GUILESS_MAIN(TestBackendOps)

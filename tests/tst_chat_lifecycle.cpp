@@ -70,7 +70,9 @@ class TestChatLifecycle : public QObject {
 
     QString chats(const char* name) const { return m_dir.filePath(QString("chats-%1.json").arg(name)); }
 
-    static QPlainTextEdit* prompt(kvs::app::MainWindow& w) { return w.chatView()->findChild<QPlainTextEdit*>("chatPrompt"); }
+    static QPlainTextEdit* prompt(kvs::app::MainWindow& w) {
+        return w.chatView()->findChild<QPlainTextEdit*>("chatPrompt");
+    }
     static QPushButton* button(kvs::app::MainWindow& w, const char* name) {
         return w.chatView()->findChild<QPushButton*>(name);
     }
@@ -149,7 +151,8 @@ private Q_SLOTS:
         };
         QElapsedTimer clock;
         clock.start();
-        while (clock.elapsed() < 60000 && (progress.isEmpty() || progress.last().first - progress.first().first < 2500)) {
+        while (clock.elapsed() < 60000 &&
+               (progress.isEmpty() || progress.last().first - progress.first().first < 2500)) {
             child.waitForReadyRead(100);
             readProgress();
         }
@@ -206,7 +209,7 @@ private Q_SLOTS:
             const int base = transcript->toPlainText().size();
             QTRY_VERIFY_WITH_TIMEOUT(transcript->toPlainText().size() > base + 40, 20000);
             QVERIFY(button(w, "stopButton")->isEnabled());  // still streaming
-            w.close();  // File ▸ Quit
+            w.close();                                      // File ▸ Quit
             const auto& turns = w.store().conversations()[0].turns;
             QCOMPARE(turns.size(), 2);
             partial = turns[1].content;
@@ -401,8 +404,9 @@ private Q_SLOTS:
         const QJsonArray turns{QJsonObject{{"role", "user"}, {"content", "hi"}},
                                QJsonObject{{"role", "assistant"}, {"content", "hello"}}};
         const QJsonObject conv{{"id", "c1"}, {"title", "Old"}, {"updated", "2024-01-01T00:00:00Z"}, {"turns", turns}};
-        f.write(QJsonDocument(QJsonObject{{"format", "kvscope-chats"}, {"version", 1}, {"conversations", QJsonArray{conv}}})
-                    .toJson());
+        f.write(
+            QJsonDocument(QJsonObject{{"format", "kvscope-chats"}, {"version", 1}, {"conversations", QJsonArray{conv}}})
+                .toJson());
         f.close();
         ChatStore store(path);
         QString err;

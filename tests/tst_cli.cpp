@@ -1,15 +1,15 @@
 // ctest-labels: unit model
 // Runs the real `kvscope` executable the way a user does: bad input must give a clear
 // error and a non-zero exit (never a crash or a hang); good input must work.
-#include <QProcess>
 #include <QFile>
+#include <QProcess>
 #include <QTemporaryDir>
 #include <QtTest>
 
 #include <cmath>
 
-#include <QJsonDocument>
 #include <QJsonArray>
+#include <QJsonDocument>
 #include <QJsonObject>
 
 #include "tests/support/run_kvscope.h"
@@ -44,12 +44,14 @@ private Q_SLOTS:
         QVERIFY(f.open(QIODevice::WriteOnly));
         f.write(content);
         f.close();
-        for (const QStringList& args : {QStringList{"generate", "-m", path, "-p", "hi"}, QStringList{"inspect", path}}) {
+        for (const QStringList& args :
+             {QStringList{"generate", "-m", path, "-p", "hi"}, QStringList{"inspect", path}}) {
             const Run r = run_kvscope(args);
             QCOMPARE(r.status, QProcess::NormalExit);
             QCOMPARE(r.exit_code, 1);
-            QVERIFY2(r.err.contains("error:") && r.err.contains("bad.gguf") && r.err.contains(expect, Qt::CaseInsensitive),
-                     qPrintable(r.err));
+            QVERIFY2(
+                r.err.contains("error:") && r.err.contains("bad.gguf") && r.err.contains(expect, Qt::CaseInsensitive),
+                qPrintable(r.err));
         }
     }
 
@@ -121,7 +123,8 @@ private Q_SLOTS:
         kvs::test::TinyModelSpec spec;
         const QString gguf = dir.filePath("tiny.gguf");
         QVERIFY(kvs::test::write_tiny_gguf(gguf.toStdString(), spec).is_ok());
-        const Run r = run_kvscope({"bench", gguf, "--sweep", "1,2,4", "--sweep-prompt", "4", "--sweep-gen", "3", "--json"});
+        const Run r =
+            run_kvscope({"bench", gguf, "--sweep", "1,2,4", "--sweep-prompt", "4", "--sweep-gen", "3", "--json"});
         QVERIFY2(r.exit_code == 0, qPrintable(r.err));
         const QJsonArray rows = QJsonDocument::fromJson(r.out.toUtf8()).object()["sweep"].toArray();
         QCOMPARE(rows.size(), 3);
@@ -139,7 +142,8 @@ private Q_SLOTS:
     void evalTinyModel() {
         QTemporaryDir dir;
         kvs::test::TinyModelSpec spec;
-        const QString gguf = dir.filePath("tiny.gguf"), text = dir.filePath("text.txt"), out = dir.filePath("eval.json");
+        const QString gguf = dir.filePath("tiny.gguf"), text = dir.filePath("text.txt"),
+                      out = dir.filePath("eval.json");
         QVERIFY(kvs::test::write_tiny_gguf(gguf.toStdString(), spec).is_ok());
         QFile t(text);
         QVERIFY(t.open(QIODevice::WriteOnly));
@@ -151,8 +155,9 @@ private Q_SLOTS:
         QVERIFY(pf.open(QIODevice::WriteOnly));
         pf.write("Hello there\n\nThe lazy dog\n");  // two prompts, the empty line skipped
         pf.close();
-        const Run r = run_kvscope({"eval", "-m", gguf, "--quant", "q8_0,q4_0", "--text", text, "--ctx", "64",
-                                   "--max-tokens", "256", "--prompts", prompts, "--divergence-tokens", "8", "--json", out});
+        const Run r =
+            run_kvscope({"eval", "-m", gguf, "--quant", "q8_0,q4_0", "--text", text, "--ctx", "64", "--max-tokens",
+                         "256", "--prompts", prompts, "--divergence-tokens", "8", "--json", out});
         QVERIFY2(r.exit_code == 0, qPrintable(r.err));
         QVERIFY2(r.out.contains("| scheme | label |") && r.out.contains("| q4_0 |") && r.out.contains(text) &&
                      r.out.contains("reference:"),
@@ -161,7 +166,7 @@ private Q_SLOTS:
         QVERIFY(f.open(QIODevice::ReadOnly));
         const QJsonObject j = QJsonDocument::fromJson(f.readAll()).object();
         QCOMPARE(j["text"].toObject()["file"].toString(), text);
-        QCOMPARE(j["chunking"].toObject()["n_chunks"].toInt(), 4);     // 256 tokens / 64
+        QCOMPARE(j["chunking"].toObject()["n_chunks"].toInt(), 4);       // 256 tokens / 64
         QCOMPARE(j["chunking"].toObject()["n_scored"].toInt(), 4 * 31);  // rows 32..62 of each chunk
         const QJsonArray rows = j["rows"].toArray();
         QCOMPARE(rows.size(), 3);
@@ -180,14 +185,17 @@ private Q_SLOTS:
     // table's footer and the JSON, consistent with the rows; without both it is null.
     void evalAwqVsRtn() {
         QTemporaryDir dir;
-        const QString gguf = dir.filePath("tiny.gguf"), text = dir.filePath("text.txt"), out = dir.filePath("eval.json");
+        const QString gguf = dir.filePath("tiny.gguf"), text = dir.filePath("text.txt"),
+                      out = dir.filePath("eval.json");
         QVERIFY(kvs::test::write_tiny_gguf(gguf.toStdString(), kvs::test::TinyModelSpec{}).is_ok());
         QFile t(text);
         QVERIFY(t.open(QIODevice::WriteOnly));
-        for (int i = 0; i < 40; ++i) t.write(QByteArray("A small tree grows by the river, number ") + QByteArray::number(i) + ".\n");
+        for (int i = 0; i < 40; ++i)
+            t.write(QByteArray("A small tree grows by the river, number ") + QByteArray::number(i) + ".\n");
         t.close();
-        const Run r = run_kvscope({"eval", "-m", gguf, "--quant", "int4-rtn,int4-awq", "--text", text, "--calib", text,
-                                   "--calib-tokens", "64", "--ctx", "64", "--max-tokens", "256", "--no-speed", "--json", out});
+        const Run r =
+            run_kvscope({"eval", "-m", gguf, "--quant", "int4-rtn,int4-awq", "--text", text, "--calib", text,
+                         "--calib-tokens", "64", "--ctx", "64", "--max-tokens", "256", "--no-speed", "--json", out});
         QVERIFY2(r.exit_code == 0, qPrintable(r.err));
         QVERIFY2(r.out.contains("AWQ vs RTN: ") && r.out.contains("AWQ lowers the mean KL by"), qPrintable(r.out));
         QFile f(out);
@@ -195,7 +203,8 @@ private Q_SLOTS:
         const QJsonObject j = QJsonDocument::fromJson(f.readAll()).object();
         const QJsonArray rows = j["rows"].toArray();
         QCOMPARE(rows.size(), 3);
-        const double d_rtn = rows[1].toObject()["delta_ppl"].toDouble(), d_awq = rows[2].toObject()["delta_ppl"].toDouble();
+        const double d_rtn = rows[1].toObject()["delta_ppl"].toDouble(),
+                     d_awq = rows[2].toObject()["delta_ppl"].toDouble();
         const QJsonObject a = j["awq_vs_rtn"].toObject();
         QVERIFY(!a.isEmpty());
         QCOMPARE(a["delta_ppl_rtn"].toDouble(), d_rtn);
@@ -203,7 +212,8 @@ private Q_SLOTS:
         const double kl_awq = rows[2].toObject()["kl"].toObject()["mean"].toDouble();
         QVERIFY(std::fabs(a["mean_kl_reduced"].toDouble() - (1.0 - kl_awq / kl_rtn)) < 1e-9);
         if (d_rtn > 0) QVERIFY(std::fabs(a["ppl_gap_closed"].toDouble() - (1.0 - d_awq / d_rtn)) < 1e-9);
-        else QVERIFY(a["ppl_gap_closed"].isNull());  // a gap share means nothing when RTN did not raise PPL
+        else
+            QVERIFY(a["ppl_gap_closed"].isNull());  // a gap share means nothing when RTN did not raise PPL
 
         const Run q = run_kvscope({"eval", "-m", gguf, "--quant", "q8_0", "--text", text, "--ctx", "64", "--max-tokens",
                                    "128", "--no-speed", "--json", out});
@@ -218,9 +228,10 @@ private Q_SLOTS:
         QTest::addColumn<QStringList>("args");
         QTest::addColumn<QString>("expect");
         QTest::newRow("missing text") << QStringList{"--text", "/no/such/text.txt"} << "/no/such/text.txt";
-        QTest::newRow("unknown scheme") << QStringList{"--quant", "q4_0,bogus"} << "unknown quantization scheme 'bogus'";
-        QTest::newRow("text shorter than a chunk") << QStringList{"--ctx", "100000", "--max-tokens", "100000"}
-                                                   << "fewer than one chunk";
+        QTest::newRow("unknown scheme") << QStringList{"--quant", "q4_0,bogus"}
+                                        << "unknown quantization scheme 'bogus'";
+        QTest::newRow("text shorter than a chunk")
+            << QStringList{"--ctx", "100000", "--max-tokens", "100000"} << "fewer than one chunk";
         QTest::newRow("only the reference") << QStringList{"--quant", "ref"} << "no scheme besides the reference";
         QTest::newRow("empty prompts file") << QStringList{"--prompts", "/dev/null"} << "/dev/null";
     }
@@ -243,19 +254,21 @@ private Q_SLOTS:
     void numericOptionsNameTheirRange_data() {
         QTest::addColumn<QStringList>("args");
         QTest::addColumn<QString>("expect");
-        QTest::newRow("negative max tokens") << QStringList{"generate", "-p", "hi", "-n", "-5"}
-                                             << "--max-tokens: Value -5 not in range -1 to";
-        QTest::newRow("threads over cores") << QStringList{"generate", "-p", "hi", "--threads", "999"}
-                                            << "--threads: Value 999 not in range 0 to";
-        QTest::newRow("no avx512 kernels") << QStringList{"generate", "-p", "hi", "--simd", "avx512"}
-                                           << "no AVX-512 kernels";
+        QTest::newRow("negative max tokens")
+            << QStringList{"generate", "-p", "hi", "-n", "-5"} << "--max-tokens: Value -5 not in range -1 to";
+        QTest::newRow("threads over cores")
+            << QStringList{"generate", "-p", "hi", "--threads", "999"} << "--threads: Value 999 not in range 0 to";
+        QTest::newRow("no avx512 kernels")
+            << QStringList{"generate", "-p", "hi", "--simd", "avx512"} << "no AVX-512 kernels";
         QTest::newRow("unknown simd") << QStringList{"bench", "--simd", "sse9"} << "sse9";
-        QTest::newRow("zero batch") << QStringList{"bench", "--batch", "0"} << "--batch: Value 0 not in range 1 to 65536";
+        QTest::newRow("zero batch") << QStringList{"bench", "--batch", "0"}
+                                    << "--batch: Value 0 not in range 1 to 65536";
         QTest::newRow("huge ctx") << QStringList{"generate", "-p", "hi", "--ctx", "70000000"}
                                   << "--ctx: Value 70000000 not in range 1 to 1048576";
         QTest::newRow("inspect ctx") << QStringList{"inspect", "--ctx", "2000000000", "--batch", "2000000000"}
                                      << "not in range 1 to 16777216";
-        QTest::newRow("eval threads") << QStringList{"eval", "--threads", "-1"} << "--threads: Value -1 not in range 0 to";
+        QTest::newRow("eval threads") << QStringList{"eval", "--threads", "-1"}
+                                      << "--threads: Value -1 not in range 0 to";
     }
     void numericOptionsNameTheirRange() {
         QFETCH(QStringList, args);
@@ -280,12 +293,14 @@ private Q_SLOTS:
         spec.weight_type = kvs::DType::F16;
         QVERIFY(kvs::test::write_tiny_gguf(gguf.toStdString(), spec).is_ok());
         // 128 layers x 128 x 2 (K, V) x 2 bytes = 64 KiB per token: 1M tokens = 64 GiB
-        for (const QStringList& args : {QStringList{"generate", "-m", gguf, "-p", "hi", "--ctx", "1000000", "-n", "4"},
-                                        QStringList{"bench", gguf, "--ctx", "1000000", "-p", "8", "-n", "4", "-r", "1"}}) {
+        for (const QStringList& args :
+             {QStringList{"generate", "-m", gguf, "-p", "hi", "--ctx", "1000000", "-n", "4"},
+              QStringList{"bench", gguf, "--ctx", "1000000", "-p", "8", "-n", "4", "-r", "1"}}) {
             const Run r = run_kvscope(args);
             QCOMPARE(r.status, QProcess::NormalExit);
             QCOMPARE(r.exit_code, 1);
-            QVERIFY2(r.err.contains("error:") && r.err.contains("KV cache") && r.err.contains("GiB"), qPrintable(r.err));
+            QVERIFY2(r.err.contains("error:") && r.err.contains("KV cache") && r.err.contains("GiB"),
+                     qPrintable(r.err));
         }
     }
 
@@ -316,10 +331,12 @@ private Q_SLOTS:
 
     void generateGreedyStreamsText() {
         if (kvs::test::default_model_path().empty()) QSKIP("default model not installed (installer/fetch_model.sh)");
-        const Run r = run_kvscope({"generate", "--chat", "-p", "What is the capital of Australia?", "-n", "24", "--temp", "0"});
+        const Run r =
+            run_kvscope({"generate", "--chat", "-p", "What is the capital of Australia?", "-n", "24", "--temp", "0"});
         QCOMPARE(r.exit_code, 0);
         QVERIFY2(r.out.contains("Canberra"), qPrintable(r.out + r.err));
-        QVERIFY2(r.err.contains("decode") && r.err.contains("tok/s") && r.err.contains("peak memory"), qPrintable(r.err));
+        QVERIFY2(r.err.contains("decode") && r.err.contains("tok/s") && r.err.contains("peak memory"),
+                 qPrintable(r.err));
     }
 
     // generate --spec: greedy output identical to plain generate, acceptance statistics
@@ -328,13 +345,22 @@ private Q_SLOTS:
         QTest::addColumn<QString>("model");
         QTest::addColumn<QString>("spec");
         QTest::addColumn<QString>("prompt");
-        QTest::newRow("tiny ngram") << "tiny" << "ngram" << "a b c a b c a b c a b";
-        QTest::newRow("tiny int4") << "tiny" << "int4" << "hello there";
-        QTest::newRow("tiny layer-skip:1@256") << "tiny" << "layer-skip:1@256" << "hello there";
-        QTest::newRow("default ngram") << "default" << "ngram"
+        QTest::newRow("tiny ngram") << "tiny"
+                                    << "ngram"
+                                    << "a b c a b c a b c a b";
+        QTest::newRow("tiny int4") << "tiny"
+                                   << "int4"
+                                   << "hello there";
+        QTest::newRow("tiny layer-skip:1@256") << "tiny"
+                                               << "layer-skip:1@256"
+                                               << "hello there";
+        QTest::newRow("default ngram") << "default"
+                                       << "ngram"
                                        << "Repeat exactly: the quick brown fox jumps over the lazy dog. "
                                           "The quick brown fox jumps over the lazy dog.";
-        QTest::newRow("default int4") << "default" << "int4" << "Write one sentence about the sea.";
+        QTest::newRow("default int4") << "default"
+                                      << "int4"
+                                      << "Write one sentence about the sea.";
     }
     void generateSpeculativeMatchesPlain() {
         QFETCH(QString, model);
@@ -346,7 +372,8 @@ private Q_SLOTS:
             m = dir.filePath("tiny.gguf");
             QVERIFY(kvs::test::write_tiny_gguf(m.toStdString(), kvs::test::TinyModelSpec{}).is_ok());
         } else {
-            if (kvs::test::default_model_path().empty()) QSKIP("default model not installed (installer/fetch_model.sh)");
+            if (kvs::test::default_model_path().empty())
+                QSKIP("default model not installed (installer/fetch_model.sh)");
             m = QString::fromStdString(kvs::test::default_model_path());
         }
         const QStringList common{"generate", "-m", m, "-p", prompt, "-n", "24", "--temp", "0", "--ignore-eos"};
@@ -372,7 +399,8 @@ private Q_SLOTS:
             QVERIFY2(q.exit_code == 0, qPrintable(scheme + ": " + q.out + q.err));
             QVERIFY2(q.out.contains("(gguf,"), qPrintable(q.out));
             if (scheme == "int4-awq") QVERIFY2(q.out.contains("Apache-2.0"), qPrintable(q.out));
-            const Run gen = run_kvscope({"generate", "-m", out, "-p", "hello", "-n", "4", "--temp", "0", "--ignore-eos"});
+            const Run gen =
+                run_kvscope({"generate", "-m", out, "-p", "hello", "-n", "4", "--temp", "0", "--ignore-eos"});
             QVERIFY2(gen.exit_code == 0 && gen.err.contains("decode 4 tok"), qPrintable(scheme + ": " + gen.err));
         }
         const Run bad = run_kvscope({"quantize", "-m", m, "-s", "int4-awq", "-o", dir.filePath("x.gguf"), "--calib",

@@ -92,9 +92,8 @@ void TestCudaBackend::loaderExplainsWhy() {
     // One of the specific reasons: not built/installed, no driver, driver too old, no GPU,
     // GPU too old, a dependency (cuBLAS) that did not load.
     const QString w = QString::fromStdString(why);
-    const bool specific = w.contains("libkvscope_cuda.so") || w.contains("libcuda.so.1") ||
-                          w.contains("driver") || w.contains("GPU") || w.contains("cannot load") ||
-                          w.contains("cuBLAS");
+    const bool specific = w.contains("libkvscope_cuda.so") || w.contains("libcuda.so.1") || w.contains("driver") ||
+                          w.contains("GPU") || w.contains("cannot load") || w.contains("cuBLAS");
     QVERIFY2(specific, qPrintable(w));
     if (QFileInfo::exists(built_library_path()) && !driver_present())
         QCOMPARE(why, std::string("no NVIDIA driver (libcuda.so.1 not found)"));
@@ -127,8 +126,8 @@ void TestCudaBackend::makeBackendNotes() {
     }
     QVERIFY2(b->name().rfind("cpu-", 0) == 0, b->name().c_str());
     QCOMPARE(b->n_threads(), n_threads);
-    std::string want = "backend: " + b->name() + " (" + std::to_string(n_threads) +
-                       (n_threads == 1 ? " thread)" : " threads)");
+    std::string want =
+        "backend: " + b->name() + " (" + std::to_string(n_threads) + (n_threads == 1 ? " thread)" : " threads)");
     if (requested == "auto") want += "; CUDA not used: " + why.toStdString();
     if (requested == "cuda") want += "; CUDA requested but not available: " + why.toStdString();
     QCOMPARE(note, want);
@@ -201,19 +200,20 @@ void TestCudaBackend::matmul() {
     QVERIFY(gpu->supports(t));
     const size_t rb = row_bytes(t, n_in);
     const std::vector<float> w_f = random_floats(static_cast<size_t>(n_out) * n_in, 11);  // [n_out, n_in]
-    std::vector<uint8_t> w_q(rb * n_out);                                                  // [n_out, rb]
-    std::vector<float> w_deq(w_f.size());                                                  // [n_out, n_in]
+    std::vector<uint8_t> w_q(rb * n_out);                                                 // [n_out, rb]
+    std::vector<float> w_deq(w_f.size());                                                 // [n_out, n_in]
     for (int o = 0; o < n_out; ++o) {
         cpu::quantize_row(t, w_f.data() + static_cast<size_t>(o) * n_in, w_q.data() + o * rb, n_in);
         cpu::dequantize_row(t, w_q.data() + o * rb, w_deq.data() + static_cast<size_t>(o) * n_in, n_in);
     }
     const std::vector<float> x = random_floats(static_cast<size_t>(n_tokens) * n_in, 12);  // [n_tokens, n_in]
-    std::vector<double> want(static_cast<size_t>(n_tokens) * n_out);                     // [n_tokens, n_out]
+    std::vector<double> want(static_cast<size_t>(n_tokens) * n_out);                       // [n_tokens, n_out]
     for (int tk = 0; tk < n_tokens; ++tk)
         for (int o = 0; o < n_out; ++o) {
             double s = 0.0;
             for (int i = 0; i < n_in; ++i)
-                s += static_cast<double>(w_deq[static_cast<size_t>(o) * n_in + i]) * x[static_cast<size_t>(tk) * n_in + i];
+                s += static_cast<double>(w_deq[static_cast<size_t>(o) * n_in + i]) *
+                     x[static_cast<size_t>(tk) * n_in + i];
             want[static_cast<size_t>(tk) * n_out + o] = s;
         }
     DeviceBuffer d_w(gpu, w_q), d_x(gpu, x), d_y(gpu, nullptr, want.size() * sizeof(float));
@@ -240,7 +240,7 @@ void TestCudaBackend::rmsNorm() {
     if (!gpu) QSKIP(qPrintable("no CUDA backend: " + why));
     const float eps = 1e-5f;
     const std::vector<float> x = random_floats(static_cast<size_t>(n_rows) * n, 21, -3.0f, 3.0f);  // [n_rows, n]
-    const std::vector<float> w = random_floats(static_cast<size_t>(n), 22, 0.5f, 1.5f);             // [n]
+    const std::vector<float> w = random_floats(static_cast<size_t>(n), 22, 0.5f, 1.5f);            // [n]
     std::vector<double> want(x.size());
     for (int r = 0; r < n_rows; ++r) {
         double ss = 0.0;
@@ -279,7 +279,7 @@ void TestCudaBackend::pagedAttention() {
     const int max_blocks = 80 / block_size + 1, n_seqs = 2, n_blocks = n_seqs * max_blocks;
     std::vector<int32_t> tables(static_cast<size_t>(n_seqs) * max_blocks);  // [n_seqs, max_blocks]
     for (size_t i = 0; i < tables.size(); ++i) tables[i] = static_cast<int32_t>((i * 7 + 3) % n_blocks);
-    const std::vector<int32_t> token_seq = {0, 0, 0, 0, 0, 0, 0, 1};       // [n_tokens]
+    const std::vector<int32_t> token_seq = {0, 0, 0, 0, 0, 0, 0, 1};          // [n_tokens]
     const std::vector<int32_t> token_pos = {30, 31, 32, 33, 34, 35, 36, 70};  // [n_tokens]
     const int n_tokens = static_cast<int>(token_seq.size());
     const size_t cache_elems = static_cast<size_t>(n_blocks) * block_size * n_kv_head * head_dim;

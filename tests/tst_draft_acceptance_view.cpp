@@ -72,7 +72,8 @@ class TestDraftAcceptanceView : public QObject {
     Q_OBJECT
 
     // Passes: 4 of 4 + bonus, 2 of 4, 0 of 4, 3 of 4, 4 of 4 + bonus, 1 of 2.
-    const std::vector<Verify> m_passes = {{4, 4, true}, {4, 2, false}, {4, 0, false}, {4, 3, false}, {4, 4, true}, {2, 1, false}};
+    const std::vector<Verify> m_passes = {{4, 4, true},  {4, 2, false}, {4, 0, false},
+                                          {4, 3, false}, {4, 4, true},  {2, 1, false}};
 
     SpecFrame frame() const {
         SpecFrame f;
@@ -81,8 +82,9 @@ class TestDraftAcceptanceView : public QObject {
         // One pass's story: "Hello" plain, " wor" " ld" accepted, "!" rejected at position 3,
         // " x" discarded at 4, then the target's "." (it comes after the rejected draft in the
         // engine's order, the discarded one after it); then a fully accepted pass with bonus.
-        r.tokens = {{"Hello", TokenFate::Plain, 0, 10},    {" wor", TokenFate::Accepted, 1, 11}, {"ld", TokenFate::Accepted, 2, 11},
-                    {"!", TokenFate::Rejected, 3, 11},     {".", TokenFate::Corrected, 0, 11},  {" x", TokenFate::Discarded, 4, 11},
+        r.tokens = {{"Hello", TokenFate::Plain, 0, 10},    {" wor", TokenFate::Accepted, 1, 11},
+                    {"ld", TokenFate::Accepted, 2, 11},    {"!", TokenFate::Rejected, 3, 11},
+                    {".", TokenFate::Corrected, 0, 11},    {" x", TokenFate::Discarded, 4, 11},
                     {" Next", TokenFate::Accepted, 1, 12}, {" line", TokenFate::Bonus, 0, 12}};
         r.decodeTokPerS = 30;
         f.requests = {requestFrom(3, {{4, 1, false}}), r};
@@ -105,7 +107,8 @@ private Q_SLOTS:
         QCOMPARE(doc->toPlainText(), QString("Hello world!\u00B7x. Next line"));
         const auto hue = [](const QColor& c) { return c.hslHue(); };
         const QTextCharFormat acc = format_of(doc, "wor"), cor = format_of(doc, "."), bon = format_of(doc, " line"),
-                              rej = format_of(doc, "!"), dis = format_of(doc, "\u00B7x"), plain = format_of(doc, "Hello");
+                              rej = format_of(doc, "!"), dis = format_of(doc, "\u00B7x"),
+                              plain = format_of(doc, "Hello");
         QVERIFY(acc.background().style() != Qt::NoBrush);
         QVERIFY2(hue(acc.background().color()) >= 90 && hue(acc.background().color()) <= 160,
                  qPrintable(acc.background().color().name()));  // green
@@ -150,11 +153,13 @@ private Q_SLOTS:
         QCOMPARE(pos->data()->size(), 4);
         for (int i = 0; i < 4; ++i) {
             QCOMPARE(pos->data()->at(i)->key, double(i + 1));
-            QVERIFY2(std::abs(pos->data()->at(i)->value - expect[i]) < 1e-9, qPrintable(QString::number(pos->data()->at(i)->value)));
+            QVERIFY2(std::abs(pos->data()->at(i)->value - expect[i]) < 1e-9,
+                     qPrintable(QString::number(pos->data()->at(i)->value)));
         }
         // alpha = accepted / judged = 14 / 18; mean k = 22 / 6; theory as a geometric sum.
         const double alpha = 14.0 / 18.0, k = 22.0 / 6.0;
-        QVERIFY2(v.figure("alpha").startsWith("0.78") && v.figure("alpha").contains("14 / 18"), qPrintable(v.figure("alpha")));
+        QVERIFY2(v.figure("alpha").startsWith("0.78") && v.figure("alpha").contains("14 / 18"),
+                 qPrintable(v.figure("alpha")));
         // Tokens per pass: 14 accepted + 6 of the target's own over 6 passes.
         QVERIFY2(v.figure("tokensPerPass").startsWith("3.33"), qPrintable(v.figure("tokensPerPass")));
         // The theory at a non-integer mean k, from the series: (1 - a^(k+1)) / (1 - a) =
@@ -166,7 +171,8 @@ private Q_SLOTS:
                  qPrintable(v.figure("theory") + " vs " + QString::number(theory, 'f', 4)));
         QVERIFY(v.figure("theory").contains("k = 3.7"));
         // Speed-up 30 / 20 tok/s against the named plain request.
-        QVERIFY2(v.figure("speedup").startsWith("1.50") && v.figure("speedup").contains("chat 1"), qPrintable(v.figure("speedup")));
+        QVERIFY2(v.figure("speedup").startsWith("1.50") && v.figure("speedup").contains("chat 1"),
+                 qPrintable(v.figure("speedup")));
         QVERIFY(v.figure("counts").contains("2 bonus tokens"));
         // Integer k: the closed form equals the finite sum 1 + a + ... + a^k.
         QCOMPARE(DraftAcceptanceView::theoreticalTokensPerPass(0.5, 3), 1 + 0.5 + 0.25 + 0.125);
@@ -178,7 +184,8 @@ private Q_SLOTS:
         SpecFrame f = frame();
         f.requests[1].decodeSolo = false;
         v.setFrame(f);
-        QVERIFY2(v.figure("speedup").startsWith("–") && v.figure("speedup").contains("shared"), qPrintable(v.figure("speedup")));
+        QVERIFY2(v.figure("speedup").startsWith("–") && v.figure("speedup").contains("shared"),
+                 qPrintable(v.figure("speedup")));
         f = frame();
         f.baselineTokPerS = 0;
         v.setFrame(f);

@@ -145,8 +145,7 @@ private Q_SLOTS:
         o.scheduler.chunked_prefill = chunked;
         auto e = make_engine(o);
         const auto got = run_batch(*e, prompts, params);
-        for (size_t i = 0; i < prompts.size(); ++i)
-            QCOMPARE(got[i], run_alone(m_model, prompts[i], params[i]));
+        for (size_t i = 0; i < prompts.size(); ++i) QCOMPARE(got[i], run_alone(m_model, prompts[i], params[i]));
         QCOMPARE(e->kv_cache().num_free_blocks(), e->kv_cache().n_blocks());
     }
 
@@ -183,7 +182,8 @@ private Q_SLOTS:
         }
         QVERIFY2(padding > 0, "finished members of a static batch must keep paying for their seat");
         QCOMPARE(max_seqs, 3);
-        for (size_t i = 0; i < prompts.size(); ++i) QCOMPARE(e->output_tokens(ids[i]), run_alone(m_model, prompts[i], params[i]));
+        for (size_t i = 0; i < prompts.size(); ++i)
+            QCOMPARE(e->output_tokens(ids[i]), run_alone(m_model, prompts[i], params[i]));
         QCOMPARE(e->kv_cache().num_free_blocks(), e->kv_cache().n_blocks());
     }
 
@@ -219,7 +219,9 @@ private Q_SLOTS:
             QCOMPARE(snap->step.blocks_used, used);
             QVERIFY(snap->step.internal_waste >= 0 && snap->step.internal_waste < 1);
             for (const auto& rv : snap->requests)
-                for (int32_t b : rv.block_ids) QVERIFY(std::count(snap->blocks[size_t(b)].owners.begin(), snap->blocks[size_t(b)].owners.end(), rv.id) == 1);
+                for (int32_t b : rv.block_ids)
+                    QVERIFY(std::count(snap->blocks[size_t(b)].owners.begin(), snap->blocks[size_t(b)].owners.end(),
+                                       rv.id) == 1);
         }
         QCOMPARE(e->telemetry()->total_steps_published(), steps);
         int64_t prompt_total = 0;
@@ -455,10 +457,14 @@ private Q_SLOTS:
             // On CUDA, batched F16 cuBLAS GEMMs against one-token GEMVs: measured 2.8e-5.
             const double tol = test_backend() == "cpu" ? 1e-5 : 1e-4;
             QVERIFY2(std::abs(got[size_t(i)].logprob - want[size_t(i)].logprob) < tol,
-                     qPrintable(QString("hypothesis %1: %2 vs %3").arg(i).arg(got[size_t(i)].logprob, 0, 'g', 17).arg(want[size_t(i)].logprob, 0, 'g', 17)));
+                     qPrintable(QString("hypothesis %1: %2 vs %3")
+                                    .arg(i)
+                                    .arg(got[size_t(i)].logprob, 0, 'g', 17)
+                                    .arg(want[size_t(i)].logprob, 0, 'g', 17)));
         }
         QCOMPARE(e->output_tokens(*id), want[0].tokens);
-        for (int i = 0; i < 2; ++i) QCOMPARE(e->output_tokens(plain[size_t(i)]), run_alone(m_model, prompts[size_t(i + 1)], greedy(9)));
+        for (int i = 0; i < 2; ++i)
+            QCOMPARE(e->output_tokens(plain[size_t(i)]), run_alone(m_model, prompts[size_t(i + 1)], greedy(9)));
         QCOMPARE(e->kv_cache().num_free_blocks(), e->kv_cache().n_blocks());
         QVERIFY(e->scheduler().counters().cow_copies > 0);  // beams wrote into shared blocks
         e->remove_finished();

@@ -12,7 +12,6 @@
 
 #include <QtTest>
 
-
 #include "tests/support/greedy_params.h"
 #include "tests/support/test_backend.h"
 #include "tests/support/test_paths.h"
@@ -165,7 +164,8 @@ private Q_SLOTS:
         }
         const SpecStats& t = (*e)->spec_totals();
         QVERIFY2(t.drafted > 0, "no drafts were verified");
-        qInfo("%s k=%d: alpha %.3f, %.2f tokens per target pass", qPrintable(proposer), k, t.alpha(), t.tokens_per_pass());
+        qInfo("%s k=%d: alpha %.3f, %.2f tokens per target pass", qPrintable(proposer), k, t.alpha(),
+              t.tokens_per_pass());
         QCOMPARE((*e)->kv_cache().num_free_blocks(), (*e)->kv_cache().n_blocks());
     }
 };

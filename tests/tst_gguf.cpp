@@ -152,7 +152,8 @@ void TstGguf::reads_file_written_by_gguf_py() {
         const auto got = dequantize(*t);
         QCOMPARE(got.size(), want.size());
         for (size_t i = 0; i < want.size(); ++i)
-            if (got[i] != want[i]) QFAIL(qPrintable(QString("%1[%2]: %3 != %4").arg(name.c_str()).arg(i).arg(got[i]).arg(want[i])));
+            if (got[i] != want[i])
+                QFAIL(qPrintable(QString("%1[%2]: %3 != %4").arg(name.c_str()).arg(i).arg(got[i]).arg(want[i])));
     }
 }
 
@@ -196,14 +197,15 @@ void TstGguf::round_trip() {
     w.set_u32("k.replaced", 2);
 
     // One tensor per type, random-ish values quantized by the reference quantizer.
-    const DType types[] = {DType::F32, DType::F16, DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
+    const DType types[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
                            DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
     std::map<std::string, std::vector<uint8_t>> written;
     uint32_t state = 7;
     for (DType t : types) {
         const int64_t n_in = 256, n_rows = 3;
         std::vector<float> x(static_cast<size_t>(n_in * n_rows));  // [n_rows, n_in]
-        for (float& v : x) v = static_cast<float>(((state = state * 1103515245u + 12345u) >> 8) % 2001) / 1000.0f - 1.0f;
+        for (float& v : x)
+            v = static_cast<float>(((state = state * 1103515245u + 12345u) >> 8) % 2001) / 1000.0f - 1.0f;
         std::vector<uint8_t> bytes(row_bytes(t, n_in) * n_rows);
         for (int64_t r = 0; r < n_rows; ++r) cpu::quantize_row(t, &x[r * n_in], &bytes[r * row_bytes(t, n_in)], n_in);
         const std::string name = "w." + std::string(dtype_name(t));
@@ -289,16 +291,19 @@ void TstGguf::corrupt_header_data() {
                                 << "truncated";
     QTest::newRow("huge kv count") << qbytes(RawGguf().header(3, 0, 1ull << 60).zeros(64)) << "metadata count";
     QTest::newRow("huge tensor count") << qbytes(RawGguf().header(3, 1ull << 59, 0).zeros(64)) << "tensor count";
-    QTest::newRow("huge key length")
-        << qbytes(RawGguf().header(3, 0, 1).put<uint64_t>(~0ull).zeros(16)) << "string length";
-    QTest::newRow("unknown value type")
-        << qbytes(RawGguf().header(3, 0, 1).str("k").put<uint32_t>(13).put<uint32_t>(0)) << "unknown GGUF value type 13";
+    QTest::newRow("huge key length") << qbytes(RawGguf().header(3, 0, 1).put<uint64_t>(~0ull).zeros(16))
+                                     << "string length";
+    QTest::newRow("unknown value type") << qbytes(RawGguf().header(3, 0, 1).str("k").put<uint32_t>(13).put<uint32_t>(0))
+                                        << "unknown GGUF value type 13";
     QTest::newRow("huge array")
-        << qbytes(RawGguf().header(3, 0, 1).str("k").put<uint32_t>(9).put<uint32_t>(8).put<uint64_t>(1ull << 62).zeros(32))
+        << qbytes(
+               RawGguf().header(3, 0, 1).str("k").put<uint32_t>(9).put<uint32_t>(8).put<uint64_t>(1ull << 62).zeros(32))
         << "array of";
-    QTest::newRow("bool 2") << qbytes(RawGguf().header(3, 0, 1).str("k").put<uint32_t>(7).put<uint8_t>(2)) << "bool value";
+    QTest::newRow("bool 2") << qbytes(RawGguf().header(3, 0, 1).str("k").put<uint32_t>(7).put<uint8_t>(2))
+                            << "bool value";
     QTest::newRow("duplicate key") << qbytes(RawGguf().header(3, 0, 2).kv_u32("k", 1).kv_u32("k", 2)) << "duplicate";
-    QTest::newRow("alignment 48") << qbytes(RawGguf().header(3, 0, 1).kv_u32("general.alignment", 48)) << "general.alignment";
+    QTest::newRow("alignment 48") << qbytes(RawGguf().header(3, 0, 1).kv_u32("general.alignment", 48))
+                                  << "general.alignment";
     QTest::newRow("alignment string")
         << qbytes(RawGguf().header(3, 0, 1).str("general.alignment").put<uint32_t>(8).str("32")) << "general.alignment";
     {

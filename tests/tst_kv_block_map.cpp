@@ -89,7 +89,8 @@ public:
     }
     EngineFrame frame() {
         EngineFrame f = m_f;
-        std::sort(f.requests.begin(), f.requests.end(), [](const RequestRow& a, const RequestRow& b) { return a.id < b.id; });
+        std::sort(f.requests.begin(), f.requests.end(),
+                  [](const RequestRow& a, const RequestRow& b) { return a.id < b.id; });
         for (BlockCell& c : f.blocks) std::sort(c.owners.begin(), c.owners.end());
         f.step.nBlocks = static_cast<int>(f.blocks.size());
         return f;
@@ -176,8 +177,8 @@ int decodeStep(EngineFrame& f) {
     return changed;
 }
 
-#define VERIFY_COLOR(actual, expected, tol)                                                                \
-    QVERIFY2(color_distance((actual), (expected)) <= (tol),                                                 \
+#define VERIFY_COLOR(actual, expected, tol)                 \
+    QVERIFY2(color_distance((actual), (expected)) <= (tol), \
              qPrintable(QStringLiteral("got %1, expected %2").arg((actual).name(), (expected).name())))
 
 QColor pixelAt(const QImage& img, QPointF p) { return img.pixelColor(p.toPoint()); }
@@ -236,7 +237,8 @@ private Q_SLOTS:
         KvBlockMapView v;
         v.setFrame(smallFrame());
         const QString s = v.summaryText();
-        QVERIFY2(s.contains("14 / 64</b> blocks used") && s.contains("5 cached") && s.contains("2 shared"), qPrintable(s));
+        QVERIFY2(s.contains("14 / 64</b> blocks used") && s.contains("5 cached") && s.contains("2 shared"),
+                 qPrintable(s));
         QVERIFY2(s.contains("3 swapped out") && s.contains("13.8%") && s.contains("contiguous: 85.4%"), qPrintable(s));
         const QString contig = v.findChild<QLabel*>("kvContiguousFooter")->text();
         QVERIFY2(contig.contains("2 of 3") && contig.contains("85.4%"), qPrintable(contig));
@@ -261,7 +263,9 @@ private Q_SLOTS:
         }
         QVERIFY(g->geometryInfo().cell >= v.fontMetrics().height());  // a small pool gets big cells
         QCOMPARE(g->blockAt(QPoint(-3, -3)), -1);
-        QCOMPARE(g->blockAt(QPoint(g->geometryInfo().margin + g->geometryInfo().cols * g->geometryInfo().pitch() + 2, 5)), -1);
+        QCOMPARE(
+            g->blockAt(QPoint(g->geometryInfo().margin + g->geometryInfo().cols * g->geometryInfo().pitch() + 2, 5)),
+            -1);
         QCOMPARE(v.blockAt(QPoint(1, 1)), -1);  // the summary line, not the grid
         for (int h = 0; h < 16; ++h) QCOMPARE(g->hostBlockAt(g->hostBlockRect(h).center()), h);
         QVERIFY(g->hostBlockRect(0).top() > g->blockRect(63).bottom());  // the swap strip is below
@@ -304,14 +308,17 @@ private Q_SLOTS:
         v.setFrame(f);
         const int shared = blockOf(f, 2, 0);
         QString t = v.tooltipForBlock(shared);
-        QVERIFY2(t.contains(QStringLiteral("Block %1").arg(shared)) && t.contains("used, shared") && t.contains("refs 2"), qPrintable(t));
+        QVERIFY2(
+            t.contains(QStringLiteral("Block %1").arg(shared)) && t.contains("used, shared") && t.contains("refs 2"),
+            qPrintable(t));
         QVERIFY2(t.contains("owners: req 2 (block #0 of its table), req 3 (block #0 of its table)"), qPrintable(t));
         QVERIFY2(t.contains("filled 16 / 16 tokens") && t.contains("prefix cache"), qPrintable(t));
         QVERIFY2(t.contains("text of 2/0 &lt;b&gt;⏎"), qPrintable(t));  // the provider's text, escaped
         const int last1 = blockOf(f, 1, -1);
         asked.clear();
         t = v.tooltipForBlock(last1);
-        QVERIFY2(t.contains("filled 4 / 16 tokens") && t.contains("owner: req 1 (block #6 of its table)"), qPrintable(t));
+        QVERIFY2(t.contains("filled 4 / 16 tokens") && t.contains("owner: req 1 (block #6 of its table)"),
+                 qPrintable(t));
         QVERIFY2(!t.contains("prefix cache"), qPrintable(t));
         QCOMPARE(asked, (QVector<QPair<qint64, int>>{{1, 6}}));
         t = v.tooltipForBlock(firstBlockIn(f, BlockState::Cached));
@@ -319,7 +326,8 @@ private Q_SLOTS:
         t = v.tooltipForBlock(firstBlockIn(f, BlockState::Free));
         QVERIFY2(t.contains("· free") && !t.contains("owner"), qPrintable(t));
         t = v.grid()->tooltipForHostBlock(1);
-        QVERIFY2(t.contains("Host block 1") && t.contains("swapped out") && t.contains("req 4") && t.contains("3 host blocks"),
+        QVERIFY2(t.contains("Host block 1") && t.contains("swapped out") && t.contains("req 4") &&
+                     t.contains("3 host blocks"),
                  qPrintable(t));
         QVERIFY(v.grid()->tooltipForHostBlock(9).contains("free"));
         QVERIFY(v.tooltipForBlock(64).isEmpty());
@@ -380,8 +388,8 @@ private Q_SLOTS:
         auto corners = [&](const QRect& r, const QColor& want, int tol) {
             const int in = std::max(3, r.width() / 6);
             int n = 0;
-            for (QPoint p : {r.topLeft() + QPoint(in, in), r.topRight() + QPoint(-in, in), r.bottomLeft() + QPoint(in, -in),
-                             r.bottomRight() + QPoint(-in, -in)})
+            for (QPoint p : {r.topLeft() + QPoint(in, in), r.topRight() + QPoint(-in, in),
+                             r.bottomLeft() + QPoint(in, -in), r.bottomRight() + QPoint(-in, -in)})
                 n += color_distance(img.pixelColor(p), want) <= tol;
             return n;
         };
@@ -430,9 +438,11 @@ private Q_SLOTS:
         // The last block, 4 of 16 written: solid on the left quarter, the owner's tint after.
         const QRect last = g->blockRect(blockOf(bf, 1, -1));
         VERIFY_COLOR(img.pixelColor(last.left() + last.width() / 10, last.center().y()), c1, 3);
-        VERIFY_COLOR(img.pixelColor(last.left() + last.width() * 8 / 10, last.center().y()), fadedColor(c1, base, 0.32), 3);
+        VERIFY_COLOR(img.pixelColor(last.left() + last.width() * 8 / 10, last.center().y()), fadedColor(c1, base, 0.32),
+                     3);
         // A free block: plain.
-        VERIFY_COLOR(pixelAt(img, g->blockRect(firstBlockIn(bf, BlockState::Free)).center()), mixColors(base, text, 0.09), 3);
+        VERIFY_COLOR(pixelAt(img, g->blockRect(firstBlockIn(bf, BlockState::Free)).center()),
+                     mixColors(base, text, 0.09), 3);
         // A cached block: its last owner's faded colour, outlined in that colour.
         const QRect cx = g->blockRect(x);
         VERIFY_COLOR(pixelAt(img, cx.center()), fadedColor(requestColor(9), base, 0.2), 3);
@@ -452,7 +462,8 @@ private Q_SLOTS:
         QCOMPARE(cb->requestAt(unused.center().toPoint()), qint64(1));
         const QPoint after = cb->tokenSpan(600, 601).first().center().toPoint();  // request 9 is gone: free
         QCOMPARE(cb->requestAt(after), kNoRequest);
-        QVERIFY2(cb->tooltipAt(after).contains("Free: 512 token slots, room for 1 more"), qPrintable(cb->tooltipAt(after)));
+        QVERIFY2(cb->tooltipAt(after).contains("Free: 512 token slots, room for 1 more"),
+                 qPrintable(cb->tooltipAt(after)));
         const QString tip = cb->tooltipAt(unused.center().toPoint());
         QVERIFY2(tip.contains("holds 100 tokens") && tip.contains("412 reserved but unused (80.5%)"), qPrintable(tip));
     }
@@ -497,7 +508,8 @@ private Q_SLOTS:
             QVERIFY2(contrastRatio(c, dark) >= 2.5, qPrintable(QString("%1 %2").arg(id).arg(c.name())));
         }
         for (int a = 0; a < requestColorCount(); ++a)
-            for (int b = a + 1; b < requestColorCount(); ++b) QVERIFY(color_distance(requestColor(a), requestColor(b)) > 30);
+            for (int b = a + 1; b < requestColorCount(); ++b)
+                QVERIFY(color_distance(requestColor(a), requestColor(b)) > 30);
         QVERIFY(color_distance(requestColor(3), requestColor(3 + requestColorCount())) > 20);  // variants differ
         QCOMPARE(KvBlockMapView::colorForRequest(5), requestColor(5));
         QCOMPARE(contrastingTextColor(QColor(Qt::yellow)), QColor(Qt::black));
@@ -519,7 +531,8 @@ private Q_SLOTS:
             v.setSelectedRequest(s.select);
             showAndWait(v, s.big ? QSize(1280, 760) : QSize(960, 560));
             const QImage img = v.grab().toImage();
-            QVERIFY(img.save(QString::fromStdString(kvs::test::output_path(std::string("kv_block_map_") + s.name + ".png"))));
+            QVERIFY(img.save(
+                QString::fromStdString(kvs::test::output_path(std::string("kv_block_map_") + s.name + ".png"))));
             // The theme is followed: the grid's background is the palette's base colour.
             VERIFY_COLOR(v.grid()->grab().toImage().pixelColor(0, 0), v.palette().color(QPalette::Base), 2);
         }
@@ -571,10 +584,11 @@ private Q_SLOTS:
             v.baseline()->repaint();
             fullMs += t.nsecsElapsed() / 1e6;
         }
-        qInfo("kv block map, 4096 blocks / 64 requests: first frame %.2f ms; per decode step: setFrame %.3f ms, "
-              "setFrame+paint mean %.3f ms, max %.3f ms; with the texts refreshed mean %.3f ms, max %.3f ms; "
-              "grid+baseline full repaint with a selection %.3f ms",
-              firstMs, setMs / steps, sumMs / steps, maxMs, textSumMs / textSteps, textMaxMs, fullMs / 20);
+        qInfo(
+            "kv block map, 4096 blocks / 64 requests: first frame %.2f ms; per decode step: setFrame %.3f ms, "
+            "setFrame+paint mean %.3f ms, max %.3f ms; with the texts refreshed mean %.3f ms, max %.3f ms; "
+            "grid+baseline full repaint with a selection %.3f ms",
+            firstMs, setMs / steps, sumMs / steps, maxMs, textSumMs / textSteps, textMaxMs, fullMs / 20);
         QVERIFY(v.grid()->lastDirtyCells() > 0);
     }
 };

@@ -28,10 +28,7 @@ using kvs::test::cat;
 using kvs::test::kv_pool_invariants;
 using kvs::test::seq;
 
-namespace {
-
-
-}  // namespace
+namespace {}  // namespace
 
 class TestKvCache : public QObject {
     Q_OBJECT

@@ -90,8 +90,8 @@ bool contains(const std::string& text, const char* what) { return text.find(what
 class TestKvInt8 : public QObject {
     Q_OBJECT
     QTemporaryDir m_dir;
-    std::shared_ptr<const Model> m_model;      // head_dim 32: int8 KV works
-    std::shared_ptr<const Model> m_model_hd16; // head_dim 16: int8 KV must be refused
+    std::shared_ptr<const Model> m_model;       // head_dim 32: int8 KV works
+    std::shared_ptr<const Model> m_model_hd16;  // head_dim 16: int8 KV must be refused
     QString m_path, m_path_hd16;
 
 private Q_SLOTS:
@@ -171,7 +171,8 @@ private Q_SLOTS:
         }
         // Layer 1's V of block 4 sits where the layout says: [n_blocks, block_size, row] per tensor.
         const size_t layer_block = 16 * 68;
-        QVERIFY(std::memcmp(static_cast<uint8_t*>(kv.v(1)) + 4 * layer_block, a.data() + 3 * layer_block, layer_block) == 0);
+        QVERIFY(std::memcmp(static_cast<uint8_t*>(kv.v(1)) + 4 * layer_block, a.data() + 3 * layer_block,
+                            layer_block) == 0);
     }
 
     // Logits with an int8 cache stay close to the F16 cache's; they do differ (the cache is
@@ -198,8 +199,8 @@ private Q_SLOTS:
             max_diff = std::max(max_diff, row_diff);
             agree += std::max_element(a, a + n_vocab) - a == std::max_element(b, b + n_vocab) - b;
         }
-        qInfo("int8 vs f16 KV: max |dlogit| %.3g (%.3g of the row's largest), top-1 agreement %d / %zu", max_diff, max_rel,
-              agree, prompt.size());
+        qInfo("int8 vs f16 KV: max |dlogit| %.3g (%.3g of the row's largest), top-1 agreement %d / %zu", max_diff,
+              max_rel, agree, prompt.size());
         QVERIFY2(max_diff > 0, "int8 and f16 caches gave identical logits: was the cache quantized?");
         // Measured 0.0083 (max |dlogit| 0.015), 199 / 200 top-1: the bound is ~3.5x that; a
         // wrong scale or block would move logits by their own size.
@@ -211,8 +212,11 @@ private Q_SLOTS:
             QVERIFY(runner->eval({prompt[t]}, false, &step).is_ok());
             for (int i = 0; i < n_vocab; ++i)
                 if (!(std::fabs(step[size_t(i)] - i8[t * n_vocab + i]) <= 1e-4f))
-                    QFAIL(qPrintable(QString("token %1 logit %2: decode %3, prefill %4").arg(t).arg(i)
-                                         .arg(step[size_t(i)]).arg(i8[t * n_vocab + i])));
+                    QFAIL(qPrintable(QString("token %1 logit %2: decode %3, prefill %4")
+                                         .arg(t)
+                                         .arg(i)
+                                         .arg(step[size_t(i)])
+                                         .arg(i8[t * n_vocab + i])));
         }
     }
 
@@ -258,9 +262,11 @@ private Q_SLOTS:
         QVERIFY((*e)->run_until_idle().is_ok());
         const auto& counters = (*e)->scheduler().counters();
         if (prefix) QVERIFY((*e)->kv_cache().stats().hit_tokens > 0);
-        else QVERIFY2(counters.preemptions > 0, "the pool was meant to be too small: no preemption");
+        else
+            QVERIFY2(counters.preemptions > 0, "the pool was meant to be too small: no preemption");
         if (PreemptionMode(mode) == PreemptionMode::swap) QVERIFY(counters.swap_outs > 0);
-        for (size_t i = 0; i < prompts.size(); ++i) QCOMPARE((*e)->output_tokens(ids[i]), run_alone(m_model, prompts[i], 30));
+        for (size_t i = 0; i < prompts.size(); ++i)
+            QCOMPARE((*e)->output_tokens(ids[i]), run_alone(m_model, prompts[i], 30));
         QCOMPARE((*e)->kv_cache().num_free_blocks(), (*e)->kv_cache().n_blocks());
     }
 
@@ -332,7 +338,8 @@ private Q_SLOTS:
         r = run_kvscope({"generate", "-m", m_path_hd16, "-p", "hello", "-n", "4", "--kv-type", "int8"});
         QCOMPARE(r.exit_code, 1);
         QVERIFY2(r.err.contains("head_dim 16"), qPrintable(r.err));
-        r = run_kvscope({"generate", "-m", m_path, "-p", "hello", "-n", "4", "--temp", "0", "--kv-type", "int8", "--ignore-eos"});
+        r = run_kvscope(
+            {"generate", "-m", m_path, "-p", "hello", "-n", "4", "--temp", "0", "--kv-type", "int8", "--ignore-eos"});
         QVERIFY2(r.exit_code == 0, qPrintable(r.err));
         QVERIFY2(r.err.contains("decode 4 tok"), qPrintable(r.err));
 
@@ -345,8 +352,8 @@ private Q_SLOTS:
         QVERIFY(j["tg"].toObject()["avg_ts"].toDouble() > 0);
 
         for (auto [type, blocks] : {std::pair{"f16", 128}, {"int8", 240}}) {
-            r = run_kvscope({"bench", m_path, "--workload", "uniform:n=3,prompt=8..8,output=3..3", "--policy", "continuous",
-                             "--ctx", "128", "--kv-mib", "1", "--kv-type", type, "--json"});
+            r = run_kvscope({"bench", m_path, "--workload", "uniform:n=3,prompt=8..8,output=3..3", "--policy",
+                             "continuous", "--ctx", "128", "--kv-mib", "1", "--kv-type", type, "--json"});
             QVERIFY2(r.exit_code == 0, qPrintable(r.err));
             j = QJsonDocument::fromJson(r.out.toUtf8()).object();
             QCOMPARE(j["kv_type"].toString(), QString(type));

@@ -78,13 +78,14 @@ void TestLayering::checkerCatchesViolations() {
         "#include <kernels/backend.h>\n"
         "#include \"app/engine_bridge.h\"\n");
     QCOMPARE(violations(*ruleFor("ui"), "x.cpp", bad),
-             (QStringList{"x.cpp:4: #  include \"engine/kv_cache/kv_tensors.h\"", "x.cpp:5: #include <kernels/backend.h>",
-                          "x.cpp:6: #include \"app/engine_bridge.h\""}));
+             (QStringList{"x.cpp:4: #  include \"engine/kv_cache/kv_tensors.h\"",
+                          "x.cpp:5: #include <kernels/backend.h>", "x.cpp:6: #include \"app/engine_bridge.h\""}));
     const QString engine = QStringLiteral(
         "#include <queue>\n#include <QString>\n#include <QtCore/QObject>\n#include \"kernels/backend.h\"\n"
         "#include \"ui/view_types.h\"\n#include \"engine/core/status.h\"\n");
     QCOMPARE(violations(*ruleFor("engine"), "e.h", engine).size(), 3);  // QString, QtCore, ui/
-    const QString kernels = QStringLiteral("#include \"engine/model/model.h\"\n#include <cstdint>\n#include <QVector>\n");
+    const QString kernels =
+        QStringLiteral("#include \"engine/model/model.h\"\n#include <cstdint>\n#include <QVector>\n");
     QCOMPARE(violations(*ruleFor("kernels"), "k.cpp", kernels).size(), 2);
 }
 
@@ -101,7 +102,8 @@ void TestLayering::sourceTree() {
     QVERIFY2(QDir(dir).exists(), qPrintable(dir + " not found"));
     QStringList found;
     int files = 0;
-    QDirIterator it(dir, {"*.h", "*.hpp", "*.cpp", "*.cc", "*.cu", "*.cuh", "*.inl"}, QDir::Files, QDirIterator::Subdirectories);
+    QDirIterator it(dir, {"*.h", "*.hpp", "*.cpp", "*.cc", "*.cu", "*.cuh", "*.inl"}, QDir::Files,
+                    QDirIterator::Subdirectories);
     while (it.hasNext()) {
         const QString path = it.next();
         QFile f(path);

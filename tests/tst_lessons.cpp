@@ -48,16 +48,22 @@ private Q_SLOTS:
         QTest::newRow("not json") << QByteArray("{oops") << "not a JSON object";
         QTest::newRow("no title") << QByteArray(R"({"events":[{"caption":"x"}]})") << "title";
         QTest::newRow("no events") << QByteArray(R"({"title":"t"})") << "events";
-        QTest::newRow("bad block size") << QByteArray(R"({"title":"t","engine":{"block_size":12},"events":[{"caption":"x"}]})")
+        QTest::newRow("bad block size") << QByteArray(
+                                               R"({"title":"t","engine":{"block_size":12},"events":[{"caption":"x"}]})")
                                         << "engine.block_size";
-        QTest::newRow("bad policy") << QByteArray(R"({"title":"t","engine":{"policy":"fifo"},"events":[{"caption":"x"}]})")
+        QTest::newRow("bad policy") << QByteArray(
+                                           R"({"title":"t","engine":{"policy":"fifo"},"events":[{"caption":"x"}]})")
                                     << "engine.policy";
-        QTest::newRow("negative n") << QByteArray(R"({"title":"t","events":[{"inject":{"n":-1}}]})") << "events[0].inject.n";
+        QTest::newRow("negative n") << QByteArray(R"({"title":"t","events":[{"inject":{"n":-1}}]})")
+                                    << "events[0].inject.n";
         QTest::newRow("bad spec proposer")
-            << QByteArray(R"({"title":"t","events":[{"inject":{"n":1,"spec":{"proposer":"magic"}}}]})") << "events[0].inject.spec.proposer";
+            << QByteArray(R"({"title":"t","events":[{"inject":{"n":1,"spec":{"proposer":"magic"}}}]})")
+            << "events[0].inject.spec.proposer";
         QTest::newRow("spec k too big")
-            << QByteArray(R"({"title":"t","events":[{"inject":{"n":1,"spec":{"proposer":"ngram","k":9}}}]})") << "events[0].inject.spec.k";
-        QTest::newRow("empty text") << QByteArray(R"({"title":"t","events":[{"inject":{"n":1,"text":""}}]})") << "events[0].inject.text";
+            << QByteArray(R"({"title":"t","events":[{"inject":{"n":1,"spec":{"proposer":"ngram","k":9}}}]})")
+            << "events[0].inject.spec.k";
+        QTest::newRow("empty text") << QByteArray(R"({"title":"t","events":[{"inject":{"n":1,"text":""}}]})")
+                                    << "events[0].inject.text";
         QTest::newRow("empty event") << QByteArray(R"({"title":"t","events":[{"at_step":3}]})") << "events[0]";
     }
     void brokenLessonsNameTheField() {
@@ -97,9 +103,9 @@ private Q_SLOTS:
         QVERIFY2(map->tooltipForBlock(used).contains(QChar(0x201C)), qPrintable(map->tooltipForBlock(used)));
         QTest::mouseClick(pause, Qt::LeftButton);  // resume
         QTRY_VERIFY_WITH_TIMEOUT(w.lastFrame().totalPreemptions > 0, 30000);
-        QTRY_VERIFY_WITH_TIMEOUT(w.lastFrame().step.running == 0 && w.lastFrame().step.waiting == 0 &&
-                                     w.lastFrame().step.swapped == 0,
-                                 60000);
+        QTRY_VERIFY_WITH_TIMEOUT(
+            w.lastFrame().step.running == 0 && w.lastFrame().step.waiting == 0 && w.lastFrame().step.swapped == 0,
+            60000);
         QVERIFY2(w.lessonCaption().contains("recompute"), qPrintable(w.lessonCaption()));  // the last caption
         QVERIFY(w.grab().save(m_dir.filePath("lesson.png")));
     }

@@ -8,8 +8,8 @@
 // configuration (flash attention on, F32 KV cache, the prompt fed token by token: the
 // fixture's "variants"), both in logits and in how long greedy continuations stay identical.
 #include <QtTest>
-#include <cmath>
 #include <algorithm>
+#include <cmath>
 #include <fstream>
 #include <limits>
 #include <map>
@@ -40,7 +40,7 @@ class TestLlamaReference : public QObject {
         }
         double mean_kl() const { return n ? sum_kl / n : 0.0; }
     };
-    Spread m_ours;                              // our engine
+    Spread m_ours;                             // our engine
     std::map<std::string, Spread> m_variants;  // llama.cpp under the fixture's other configurations
     int m_positions = 0, m_flips = 0, m_identical_cases = 0;
     int m_identical_prefix_sum = 0;  // over the cases: tokens before our first greedy difference
@@ -208,8 +208,8 @@ private Q_SLOTS:
         if (m_ours.n == 0) return;
         qInfo("logits vs llama.cpp default over %d positions (top-20 max |delta|, KL on top-20 mass mean / max):",
               m_ours.n);
-        qInfo("  ours:                            max |delta| %.5f  KL mean %.2e max %.2e", m_ours.worst_delta, m_ours.mean_kl(),
-              m_ours.worst_kl);
+        qInfo("  ours:                            max |delta| %.5f  KL mean %.2e max %.2e", m_ours.worst_delta,
+              m_ours.mean_kl(), m_ours.worst_kl);
         for (const auto& [name, s] : m_variants)
             qInfo("  llama.cpp %-22s max |delta| %.5f  KL mean %.2e max %.2e", (name + ":").c_str(), s.worst_delta,
                   s.mean_kl(), s.worst_kl);

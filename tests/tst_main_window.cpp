@@ -2,24 +2,24 @@
 // The real main window, offscreen: load a tiny generated model, send a prompt, watch the
 // reply stream in, stop a long reply, and survive a bad model file. Saves screenshots
 // under the build tree (tests/output/).
+#include <QApplication>
 #include <QComboBox>
 #include <QDoubleSpinBox>
 #include <QFileInfo>
-#include <QTextDocument>
+#include <QImage>
 #include <QLabel>
 #include <QListWidget>
 #include <QPlainTextEdit>
+#include <QProcess>
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QSpinBox>
+#include <QStandardPaths>
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QTextBrowser>
+#include <QTextDocument>
 #include <QtTest>
-#include <QApplication>
-#include <QImage>
-#include <QProcess>
-#include <QStandardPaths>
 
 #include "app/chat_controller.h"
 #include "app/chat_store.h"
@@ -31,12 +31,12 @@
 #include <vector>
 
 #include "app/main_window.h"
+#include "app/quant_compare_dock.h"
 #include "tests/support/test_paths.h"
 #include "tests/support/tiny_model.h"
 #include "ui/chat_view.h"
 #include "ui/draft_acceptance_view.h"
 #include "ui/quant_compare_view.h"
-#include "app/quant_compare_dock.h"
 
 class TestMainWindow : public QObject {
     Q_OBJECT
@@ -96,7 +96,8 @@ private Q_SLOTS:
         auto* transcript = w.findChild<QTextBrowser*>("chatTranscript");
         QVERIFY(stop->isEnabled());
         QTest::mouseClick(stop, Qt::LeftButton);
-        QTRY_VERIFY2_WITH_TIMEOUT(transcript->toPlainText().contains("cancelled"), qPrintable(transcript->toPlainText().right(300)), 10000);
+        QTRY_VERIFY2_WITH_TIMEOUT(transcript->toPlainText().contains("cancelled"),
+                                  qPrintable(transcript->toPlainText().right(300)), 10000);
         QVERIFY(!stop->isEnabled());
         QVERIFY2(!transcript->toPlainText().contains("max tokens"), qPrintable(transcript->toPlainText()));
     }
@@ -267,7 +268,8 @@ private Q_SLOTS:
         // views, all finish, and the GUI thread's time per poll and its event-loop gaps
         // are printed (measured, never asserted: timings are not tests).
         // KVS_FRAME_MODEL=<gguf> measures with a real model (docs: the default model).
-        const QString model = qEnvironmentVariableIsSet("KVS_FRAME_MODEL") ? qEnvironmentVariable("KVS_FRAME_MODEL") : m_model;
+        const QString model =
+            qEnvironmentVariableIsSet("KVS_FRAME_MODEL") ? qEnvironmentVariable("KVS_FRAME_MODEL") : m_model;
         kvs::app::MainWindow w(model, nullptr, chats("load"));
         w.resize(1600, 1000);
         w.show();
@@ -291,11 +293,12 @@ private Q_SLOTS:
         QVERIFY2(most_seen >= 64, qPrintable(QString("only %1 requests reached the views").arg(most_seen)));
         QTRY_COMPARE_WITH_TIMEOUT(w.lastFrame().step.blocksUsed, 0, 10000);
         std::sort(gaps.begin(), gaps.end());
-        qInfo("64 requests on %s: %lld ms of GUI time; poll (convert + update all views) max %.1f ms, last %.1f ms; "
-              "event-loop gap p50 %lld ms, p99 %lld ms, max %lld ms (5 ms timer)",
-              qPrintable(QFileInfo(model).fileName()), static_cast<long long>(clock.elapsed()), w.maxPollMs(), w.lastPollMs(),
-              static_cast<long long>(gaps[gaps.size() / 2]), static_cast<long long>(gaps[gaps.size() * 99 / 100]),
-              static_cast<long long>(worst_gap));
+        qInfo(
+            "64 requests on %s: %lld ms of GUI time; poll (convert + update all views) max %.1f ms, last %.1f ms; "
+            "event-loop gap p50 %lld ms, p99 %lld ms, max %lld ms (5 ms timer)",
+            qPrintable(QFileInfo(model).fileName()), static_cast<long long>(clock.elapsed()), w.maxPollMs(),
+            w.lastPollMs(), static_cast<long long>(gaps[gaps.size() / 2]),
+            static_cast<long long>(gaps[gaps.size() * 99 / 100]), static_cast<long long>(worst_gap));
         QVERIFY(w.grab().save(QString::fromStdString(kvs::test::output_path("main_window_64_requests.png"))));
     }
 
@@ -312,7 +315,8 @@ private Q_SLOTS:
         const QString prompt = "Repeat after me: one two three four, one two three four, one two three four.";
         const auto replyDone = [&w] {
             const auto& c = w.store().conversations();
-            return !c.isEmpty() && c[0].turns.size() == 2 && w.chatView()->findChild<QPushButton*>("sendButton")->isEnabled();
+            return !c.isEmpty() && c[0].turns.size() == 2 &&
+                   w.chatView()->findChild<QPushButton*>("sendButton")->isEnabled();
         };
         temp->setValue(0);
         mode->setCurrentIndex(0);
@@ -383,7 +387,8 @@ private Q_SLOTS:
         w.findChild<QDoubleSpinBox*>("temperature")->setValue(0);
         send(w, prompt);
         QTRY_VERIFY_WITH_TIMEOUT(w.store().conversations()[0].turns.size() == 2 &&
-                                     w.chatView()->findChild<QPushButton*>("sendButton")->isEnabled(), 60000);
+                                     w.chatView()->findChild<QPushButton*>("sendButton")->isEnabled(),
+                                 60000);
         const QString plain = w.store().conversations()[0].turns[1].content;
         const int chatMax = w.store().conversations()[0].settings.maxTokens;
         QVERIFY(!plain.isEmpty());
@@ -396,7 +401,8 @@ private Q_SLOTS:
         view->findChild<QSpinBox*>("quantMaxTokens")->setValue(chatMax);
         view->setPrompt(prompt);
         QTest::mouseClick(compare, Qt::LeftButton);
-        QTRY_VERIFY2_WITH_TIMEOUT(view->figure("status").startsWith("Done"), qPrintable(view->figure("status")), 120000);
+        QTRY_VERIFY2_WITH_TIMEOUT(view->figure("status").startsWith("Done"), qPrintable(view->figure("status")),
+                                  120000);
         QVERIFY(!view->events().isEmpty());
         QCOMPARE(view->referenceDocument()->toPlainText(), plain);
         QVERIFY(!view->variantDocument()->toPlainText().isEmpty());
@@ -416,12 +422,14 @@ private Q_SLOTS:
         QVERIFY(compare->isEnabled());
         scheme->setCurrentText("q8_0");
         QTest::mouseClick(compare, Qt::LeftButton);
-        QTRY_VERIFY2_WITH_TIMEOUT(view->figure("status").startsWith("Done"), qPrintable(view->figure("status")), 120000);
+        QTRY_VERIFY2_WITH_TIMEOUT(view->figure("status").startsWith("Done"), qPrintable(view->figure("status")),
+                                  120000);
         QCOMPARE(view->referenceDocument()->toPlainText(), plain);
         w.newChat();
         send(w, prompt);
         QTRY_VERIFY_WITH_TIMEOUT(w.store().conversations()[0].turns.size() == 2 &&
-                                     w.chatView()->findChild<QPushButton*>("sendButton")->isEnabled(), 60000);
+                                     w.chatView()->findChild<QPushButton*>("sendButton")->isEnabled(),
+                                 60000);
         QCOMPARE(w.store().conversations()[0].turns[1].content, plain);
     }
 

@@ -21,9 +21,9 @@ using namespace kvs::cpu;
 
 namespace {
 
-const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,   DType::Q5_0, DType::Q5_1,
-                              DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::I8_ROW, DType::I4_G128,
-                              DType::I4_G64};
+const DType kWeightTypes[] = {DType::F32,  DType::F16,    DType::BF16,    DType::Q4_0,  DType::Q4_1,
+                              DType::Q5_0, DType::Q5_1,   DType::Q8_0,    DType::Q4_K,  DType::Q5_K,
+                              DType::Q6_K, DType::I8_ROW, DType::I4_G128, DType::I4_G64};
 
 bool is_int_format(DType t) { return t == DType::I8_ROW || i4_group_size(t) != 0; }
 
@@ -116,7 +116,9 @@ void TestMatmul::vec_dot_matches_dequantized() {
     const double err = std::fabs(got - ref) / std::sqrt(nw * na);
     // Q8_1 stores d * sum(q) as fp16 (relative error 2^-11 on the min term)
     const double bound = at == DType::Q8_1 ? 2e-4 : 2e-6;
-    if (!(err < bound)) QFAIL(qPrintable(QString("got %1, reference %2, normalized error %3 (bound %4)").arg(got).arg(ref).arg(err).arg(bound)));
+    if (!(err < bound))
+        QFAIL(qPrintable(
+            QString("got %1, reference %2, normalized error %3 (bound %4)").arg(got).arg(ref).arg(err).arg(bound)));
 }
 
 void TestMatmul::matmul_matches_reference_data() {
@@ -130,11 +132,12 @@ void TestMatmul::matmul_matches_reference_data() {
         int n_tokens, n_in, n_out;
     };
     // n_in 100 (float types only) exercises the tail after the last 8-wide step
-    const Shape shapes[] = {{1, 256, 33}, {3, 576, 100}, {7, 1536, 33}, {64, 512, 100}, {5, 256, 1}, {3, 100, 17}, {1, 100, 5}};
+    const Shape shapes[] = {{1, 256, 33}, {3, 576, 100}, {7, 1536, 33}, {64, 512, 100},
+                            {5, 256, 1},  {3, 100, 17},  {1, 100, 5}};
     // I8_ROW / I4_G128 / I4_G64 also over n_in 64 .. 1536 (multiples of 128, and of 64 only:
     // 576 is SmolLM2-135M's n_embd, 4.5 groups of 128) and odd n_out
-    const Shape int_shapes[] = {{1, 128, 7},   {3, 384, 35},  {7, 640, 13}, {64, 1152, 21}, {1, 1536, 61}, {64, 128, 3},
-                                {1, 576, 61},  {5, 576, 195}, {64, 576, 21}, {3, 192, 35}, {9, 64, 5},  {1, 64, 9}};
+    const Shape int_shapes[] = {{1, 128, 7},  {3, 384, 35},  {7, 640, 13},  {64, 1152, 21}, {1, 1536, 61}, {64, 128, 3},
+                                {1, 576, 61}, {5, 576, 195}, {64, 576, 21}, {3, 192, 35},   {9, 64, 5},    {1, 64, 9}};
     for (DType t : kWeightTypes)
         for (SimdLevel l : levels())
             for (int th : {1, 2})
@@ -184,7 +187,11 @@ void TestMatmul::matmul_matches_reference() {
             const double err = std::fabs(y[tok * n_out + o] - ref) / std::sqrt(nw * nx);
             if (!(err < bound))
                 QFAIL(qPrintable(QString("token %1 row %2: got %3, reference %4, normalized error %5")
-                                     .arg(tok).arg(o).arg(y[tok * n_out + o]).arg(ref).arg(err)));
+                                     .arg(tok)
+                                     .arg(o)
+                                     .arg(y[tok * n_out + o])
+                                     .arg(ref)
+                                     .arg(err)));
             worst = std::max(worst, err);
         }
     }
@@ -250,8 +257,13 @@ void TestMatmul::q4_tiles_give_the_same_bits() {
                 matmul(pool, SimdLevel::Avx2, tiled, x.data(), got.data(), n_tokens);
                 for (size_t i = 0; i < plain.size(); ++i)
                     QVERIFY2(plain[i] == got[i], qPrintable(QString("%1 %2x%3, %4 tokens, output %5: %6 vs %7")
-                                                                .arg(dtype_name(t).data()).arg(n_out).arg(n_in)
-                                                                .arg(n_tokens).arg(i).arg(got[i]).arg(plain[i])));
+                                                                .arg(dtype_name(t).data())
+                                                                .arg(n_out)
+                                                                .arg(n_in)
+                                                                .arg(n_tokens)
+                                                                .arg(i)
+                                                                .arg(got[i])
+                                                                .arg(plain[i])));
             }
 }
 

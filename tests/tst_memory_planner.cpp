@@ -13,8 +13,8 @@
 #include <QSpinBox>
 #include <QtTest>
 
-#include "tests/support/engine_kv_bytes.h"
 #include "tests/support/dark_palette.h"
+#include "tests/support/engine_kv_bytes.h"
 #include "tests/support/test_paths.h"
 #include "tests/support/widget_probe.h"
 #include "ui/memory_bar.h"
@@ -103,11 +103,11 @@ private Q_SLOTS:
         const MemoryPlan p = planOf(in);
         QVERIFY(p.valid);
         QCOMPARE(p.bytesPerToken, qint64(23040));
-        QCOMPARE(p.bytesPerBlock, qint64(368640));          // 360 KiB
+        QCOMPARE(p.bytesPerBlock, qint64(368640));  // 360 KiB
         QCOMPARE(p.blocksPerSequence, qint64(128));
         QCOMPARE(p.kvBytesPerSequence, qint64(45 * MiB));
         QCOMPARE(p.kvBytes, qint64(180 * MiB));
-        QCOMPARE(p.kvBytesUnpaged, p.kvBytes);               // 2048 is a whole number of blocks
+        QCOMPARE(p.kvBytesUnpaged, p.kvBytes);  // 2048 is a whole number of blocks
         QCOMPARE(p.totalBytes, in.weightBytes + 180 * MiB);
         QVERIFY(p.fits);
         QCOMPARE(p.headroomBytes, 8 * GiB - p.totalBytes);
@@ -124,7 +124,7 @@ private Q_SLOTS:
 
     void pagedBlocksRoundUp() {
         const MemoryPlan p = planOf(smol(100, 3));
-        QCOMPARE(p.blocksPerSequence, qint64(7));            // ceil(100 / 16)
+        QCOMPARE(p.blocksPerSequence, qint64(7));  // ceil(100 / 16)
         QCOMPARE(p.kvBytes, 3 * 7 * qint64(368640));
         QCOMPARE(p.kvBytesUnpaged, 3 * 100 * qint64(23040));
         QCOMPARE(p.kvBytes - p.kvBytesUnpaged, 3 * 12 * qint64(23040));  // 12 empty slots per last block
@@ -144,11 +144,11 @@ private Q_SLOTS:
         QCOMPARE(p.bytesPerToken, qint64(128 * 1024));
         QCOMPARE(p.kvBytes, GiB);
         QVERIFY(p.fits);
-        QCOMPARE(p.maxBatch, qint64(8));                     // 8 GiB left / 1 GiB per sequence
+        QCOMPARE(p.maxBatch, qint64(8));  // 8 GiB left / 1 GiB per sequence
         in.kvInt8 = true;
         p = planOf(in);
-        QCOMPARE(p.kvBytes, GiB / 2 / 32 * 34);              // 544 MiB
-        QCOMPARE(p.maxBatch, qint64(15));                    // 8 GiB / 544 MiB
+        QCOMPARE(p.kvBytes, GiB / 2 / 32 * 34);  // 544 MiB
+        QCOMPARE(p.maxBatch, qint64(15));        // 8 GiB / 544 MiB
         // SmolLM2-135M in INT8: the 12 240 bytes per token `kvscope bench --kv-type int8` reports
         QCOMPARE(engine_kv_bytes_per_token(30, 3, 64, true), qint64(12240));
     }
@@ -191,7 +191,10 @@ private Q_SLOTS:
         QVERIFY(!w.currentPlan().valid);
         QVERIFY2(w.resultText().contains("KV bytes per token"), qPrintable(w.resultText()));
         // The source gets the shape and the KV type on screen; its number is the plan's.
-        struct Ask { int layers, kvHeads, headDim; bool int8; };
+        struct Ask {
+            int layers, kvHeads, headDim;
+            bool int8;
+        };
         QVector<Ask> asked;
         w.setKvBytesPerTokenFn([&asked](int nLayer, int nKvHead, int headDim, bool int8) {
             asked.push_back({nLayer, nKvHead, headDim, int8});
@@ -269,7 +272,7 @@ private Q_SLOTS:
         MemoryPlan p = w.currentPlan();
         QCOMPARE(p.bytesPerToken, qint64(131072));
         QCOMPARE(p.kvBytes, 4 * GiB);
-        QVERIFY(!p.fits);                                    // 4.5 GiB of weights + 4 GiB of KV
+        QVERIFY(!p.fits);  // 4.5 GiB of weights + 4 GiB of KV
         auto* verdict = w.findChild<QLabel*>("plannerVerdict");
         QVERIFY(verdict);
         QCOMPARE(verdict->property("fits").toBool(), false);
@@ -318,7 +321,7 @@ private Q_SLOTS:
         QVERIFY(std::abs(w.inputs().weightBytes - 96'573'030) < MiB / 10);
         const int n = w.presetNames().size();
         w.setLoadedModel("tiny", 2, 2, 16, 4 * MiB);
-        QCOMPARE(w.presetNames().size(), n);                 // replaced, not added
+        QCOMPARE(w.presetNames().size(), n);  // replaced, not added
         QCOMPARE(w.currentPlan().bytesPerToken, qint64(2 * 2 * 2 * 16 * 2));
         QVERIFY(w.selectPreset("Qwen2-0.5B"));
         QCOMPARE(w.currentPlan().bytesPerToken, qint64(12288));

@@ -65,7 +65,13 @@ double rel_err(const std::vector<float>& a, const std::vector<float>& b) {
 // tensors on the way (used to make broken files).
 struct GgufCopy {
     std::vector<std::pair<std::string, GgufValue>> kv;
-    struct T { std::string name; DType type; std::vector<int64_t> ne; const void* data; size_t n_bytes; };
+    struct T {
+        std::string name;
+        DType type;
+        std::vector<int64_t> ne;
+        const void* data;
+        size_t n_bytes;
+    };
     std::vector<T> tensors;
 };
 void rewrite_gguf(const std::string& src, const std::string& dst, const std::function<void(GgufCopy&)>& edit) {
@@ -186,7 +192,8 @@ void TstModelLoader::tiny_gguf_loads() {
     const int per_layer = spec.arch == "qwen2" ? 12 : 9;
     QCOMPARE(m.n_tensors, int64_t(2 + (tied ? 0 : 1) + 2 * per_layer));
     const int n_vectors = 1 + 2 * (per_layer - 7);  // norms (+ biases), stored F32
-    QCOMPARE(m.tensor_types.at(std::string(dtype_name(type))), 2 * 7 + 1 + (tied ? 0 : 1) + (type == DType::F32 ? n_vectors : 0));
+    QCOMPARE(m.tensor_types.at(std::string(dtype_name(type))),
+             2 * 7 + 1 + (tied ? 0 : 1) + (type == DType::F32 ? n_vectors : 0));
     if (type != DType::F32) QCOMPARE(m.tensor_types.at("F32"), n_vectors);
     const int64_t embd = int64_t(n_vocab) * n_embd * (tied ? 1 : 2);
     const int64_t q = n_embd, kv = n_embd / 2;
@@ -312,7 +319,8 @@ void TstModelLoader::gguf_and_safetensors_agree() {
         QVERIFY(same(lg.ffn_norm, lh.ffn_norm, n));
         auto hq = dequant(lh.wq), hk = dequant(lh.wk);
         if (n_q_heads) {
-            QVERIFY2(dequant(lg.wq) != hq, "Q must differ before the permutation (else the check below proves nothing)");
+            QVERIFY2(dequant(lg.wq) != hq,
+                     "Q must differ before the permutation (else the check below proves nothing)");
             hq = hf_to_gguf_rows(hq, lh.wq.n_in, lh.wq.n_out, n_q_heads);
             hk = hf_to_gguf_rows(hk, lh.wk.n_in, lh.wk.n_out, n_k_heads);
         }
@@ -394,7 +402,7 @@ void TstModelLoader::tiny_vocab_matches_hf_tokenizers_data() {
                                           117, 114, 122, 113, 315, 35,  109, 120, 299, 118, 309, 121, 291, 35,
                                           52,  53,  35,  111, 100, 125, 124, 286, 118, 36,  2,   13};
     QTest::newRow("unicode") << QString::fromUtf8("Hello, w\xc3\xb6rld: tests that can fail.")
-                             << QList<int>{75, 276, 111, 114, 47, 263, 198, 185, 117, 111, 103,
+                             << QList<int>{75, 276, 111, 114, 47,  263, 198, 185, 117, 111, 103,
                                            61, 317, 118, 259, 295, 313, 113, 267, 320, 111, 49};
 }
 
@@ -442,9 +450,11 @@ std::string make_broken(const QString& kind) {
             std::erase_if(c.kv, [](const auto& kv) { return kv.first == "llama.block_count"; });
         });
     } else if (kind == "bad head count") {
-        rewrite_gguf(good, bad, [&](GgufCopy& c) { set_kv(c, "llama.attention.head_count_kv", GgufValue::of<uint32_t>(3)); });
+        rewrite_gguf(good, bad,
+                     [&](GgufCopy& c) { set_kv(c, "llama.attention.head_count_kv", GgufValue::of<uint32_t>(3)); });
     } else if (kind == "bos out of range") {
-        rewrite_gguf(good, bad, [&](GgufCopy& c) { set_kv(c, "tokenizer.ggml.bos_token_id", GgufValue::of<uint32_t>(100000)); });
+        rewrite_gguf(good, bad,
+                     [&](GgufCopy& c) { set_kv(c, "tokenizer.ggml.bos_token_id", GgufValue::of<uint32_t>(100000)); });
     } else if (kind == "key wrong type") {
         rewrite_gguf(good, bad, [&](GgufCopy& c) { set_kv(c, "llama.embedding_length", GgufValue::of_string("64")); });
     } else if (kind == "activation type") {
@@ -469,7 +479,8 @@ std::string make_broken(const QString& kind) {
         if (kind == "hf model_type") set_json_field(dir + "/config.json", "model_type", "gpt2");
         if (kind == "hf config mismatch") set_json_field(dir + "/config.json", "hidden_size", 32);
         if (kind == "hf missing tokenizer") fs::remove(dir + "/tokenizer.json");
-        if (kind == "hf truncated") fs::resize_file(dir + "/model.safetensors", fs::file_size(dir + "/model.safetensors") / 2);
+        if (kind == "hf truncated")
+            fs::resize_file(dir + "/model.safetensors", fs::file_size(dir + "/model.safetensors") / 2);
         if (kind == "hf header length") {
             std::fstream f(dir + "/model.safetensors", std::ios::in | std::ios::out | std::ios::binary);
             const uint64_t huge = 1ull << 50;
@@ -497,22 +508,38 @@ std::string make_broken(const QString& kind) {
 void TstModelLoader::errors_data() {
     QTest::addColumn<QString>("kind");
     QTest::addColumn<QString>("expected");
-    QTest::newRow("unknown architecture") << "arch" << "unsupported architecture 'gptj'";
-    QTest::newRow("unknown tensor type id") << "unknown type id" << "tensor 'blk.0.attn_v.weight' has GGML type id 99";
-    QTest::newRow("missing tensor") << "missing tensor" << "missing tensor 'blk.1.ffn_down.weight' (expected shape [128, 64])";
-    QTest::newRow("wrong shape") << "wrong shape" << "'blk.0.ffn_up.weight' has shape [128, 64], expected [64, 128]";
-    QTest::newRow("missing key") << "missing key" << "missing metadata key 'llama.block_count'";
-    QTest::newRow("kv heads not dividing") << "bad head count" << "kv head count 3";
-    QTest::newRow("bos out of range") << "bos out of range" << "tokenizer.ggml.bos_token_id' = 100000 is outside";
-    QTest::newRow("key of wrong type") << "key wrong type" << "'llama.embedding_length' is a string";
-    QTest::newRow("activation-only type") << "activation type" << "'blk.0.attn_q.weight' has type Q8_1, which is not a weight type";
-    QTest::newRow("hf unknown model_type") << "hf model_type" << "unsupported model_type 'gpt2'";
-    QTest::newRow("hf config/shape mismatch") << "hf config mismatch" << "'model.embed_tokens.weight' has shape [64,";
-    QTest::newRow("hf missing tokenizer.json") << "hf missing tokenizer" << "missing tokenizer.json";
-    QTest::newRow("hf truncated shard") << "hf truncated" << "are not inside the";
-    QTest::newRow("hf huge header length") << "hf header length" << "header length 1125899906842624 does not fit";
-    QTest::newRow("hf unsupported dtype") << "hf dtype" << "has dtype U32, which KV Scope does not support";
-    QTest::newRow("no such path") << "no such path" << "no such file";
+    QTest::newRow("unknown architecture") << "arch"
+                                          << "unsupported architecture 'gptj'";
+    QTest::newRow("unknown tensor type id") << "unknown type id"
+                                            << "tensor 'blk.0.attn_v.weight' has GGML type id 99";
+    QTest::newRow("missing tensor") << "missing tensor"
+                                    << "missing tensor 'blk.1.ffn_down.weight' (expected shape [128, 64])";
+    QTest::newRow("wrong shape") << "wrong shape"
+                                 << "'blk.0.ffn_up.weight' has shape [128, 64], expected [64, 128]";
+    QTest::newRow("missing key") << "missing key"
+                                 << "missing metadata key 'llama.block_count'";
+    QTest::newRow("kv heads not dividing") << "bad head count"
+                                           << "kv head count 3";
+    QTest::newRow("bos out of range") << "bos out of range"
+                                      << "tokenizer.ggml.bos_token_id' = 100000 is outside";
+    QTest::newRow("key of wrong type") << "key wrong type"
+                                       << "'llama.embedding_length' is a string";
+    QTest::newRow("activation-only type") << "activation type"
+                                          << "'blk.0.attn_q.weight' has type Q8_1, which is not a weight type";
+    QTest::newRow("hf unknown model_type") << "hf model_type"
+                                           << "unsupported model_type 'gpt2'";
+    QTest::newRow("hf config/shape mismatch") << "hf config mismatch"
+                                              << "'model.embed_tokens.weight' has shape [64,";
+    QTest::newRow("hf missing tokenizer.json") << "hf missing tokenizer"
+                                               << "missing tokenizer.json";
+    QTest::newRow("hf truncated shard") << "hf truncated"
+                                        << "are not inside the";
+    QTest::newRow("hf huge header length") << "hf header length"
+                                           << "header length 1125899906842624 does not fit";
+    QTest::newRow("hf unsupported dtype") << "hf dtype"
+                                          << "has dtype U32, which KV Scope does not support";
+    QTest::newRow("no such path") << "no such path"
+                                  << "no such file";
 }
 
 void TstModelLoader::errors() {

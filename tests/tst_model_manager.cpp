@@ -43,7 +43,8 @@ private Q_SLOTS:
         for (int i = 0; i < list->count(); ++i) {
             const bool broken = list->item(i)->text().contains("broken");
             list->setCurrentRow(i);
-            QTRY_VERIFY_WITH_TIMEOUT(spy.count() > 0 && spy.last().at(0).toString().endsWith(broken ? "broken.gguf" : "tiny.gguf"), 10000);
+            QTRY_VERIFY_WITH_TIMEOUT(
+                spy.count() > 0 && spy.last().at(0).toString().endsWith(broken ? "broken.gguf" : "tiny.gguf"), 10000);
             QCOMPARE(spy.last().at(1).toBool(), !broken);
             QCOMPARE(load->isEnabled(), !broken);
             QCOMPARE(d.selectedIsLoadable(), !broken);

@@ -40,8 +40,8 @@ struct Row {
 // Six positions; the picks first differ at position 3; teacher-forced from then on, the
 // variant picks the reference's token at 4 and another one at 5.
 const Row kRows[] = {
-    {"The", "The", 10, 10, 0.002, true},         {" sky", " sky", 11, 11, 0.010, true},
-    {" looks", " looks", 12, 12, 0.030, true},   {" blue", " azure", 13, 14, 0.400, false},
+    {"The", "The", 10, 10, 0.002, true},           {" sky", " sky", 11, 11, 0.010, true},
+    {" looks", " looks", 12, 12, 0.030, true},     {" blue", " azure", 13, 14, 0.400, false},
     {" because", " because", 15, 15, 0.050, true}, {" light", " air", 16, 17, 0.250, false},
 };
 constexpr int kN = 6;
@@ -62,7 +62,7 @@ std::vector<QuantTokenEvent> recordedEvents() {
         e.teacherForced = diverged;  // the context holds reference tokens from the position after
         diverged = diverged || r.refId != r.varId;
         e.diverged = diverged;
-        e.refMs = i == 0 ? 500 : 10;    // the prompt's pass, then 10 ms a token
+        e.refMs = i == 0 ? 500 : 10;  // the prompt's pass, then 10 ms a token
         e.variantMs = i == 0 ? 300 : 4;
         out.push_back(e);
     }
@@ -135,7 +135,8 @@ private Q_SLOTS:
         const double expected[kN] = {100, 100, 100, 75, 80, 400.0 / 6};
         auto* top1 = v.top1Graph()->data().data();
         QCOMPARE(top1->size(), kN);
-        for (int i = 0; i < kN; ++i) QVERIFY2(std::abs(top1->at(i)->value - expected[i]) < 1e-9, qPrintable(QString::number(i)));
+        for (int i = 0; i < kN; ++i)
+            QVERIFY2(std::abs(top1->at(i)->value - expected[i]) < 1e-9, qPrintable(QString::number(i)));
         QVERIFY(std::abs(v.top1Percent() - 400.0 / 6) < 1e-9);
         QVERIFY2(v.figure("top1").contains("66.7% (4/6)"), qPrintable(v.figure("top1")));
         // Mean KL 0.742 / 6 = 0.123667, max 0.4.

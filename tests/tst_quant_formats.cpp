@@ -191,7 +191,8 @@ void TestQuantFormats::dequant_hand_blocks_data() {
         std::vector<uint8_t> b(34);
         put16(b, 0, 0x4000);
         std::vector<float> e(32);
-        for (int j = 0; j < 32; ++j) b[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(j - 16)), e[j] = 2.0f * (j - 16);
+        for (int j = 0; j < 32; ++j)
+            b[2 + j] = static_cast<uint8_t>(static_cast<int8_t>(j - 16)), e[j] = 2.0f * (j - 16);
         QTest::newRow("Q8_0") << int(DType::Q8_0) << QByteArray(reinterpret_cast<char*>(b.data()), 34) << e;
     }
     {  // Q4_K: d = 1, dmin = 0.5, 6-bit scales/mins with high bits in use
@@ -205,7 +206,7 @@ void TestQuantFormats::dequant_hand_blocks_data() {
             b[12 + j] = static_cast<uint8_t>((sc[j + 4] & 15) | ((mn[j + 4] & 15) << 4));
         }
         std::vector<float> e(256);
-        for (int c = 0; c < 4; ++c)      // 64-element chunk c: sub-blocks 2c (low nibbles), 2c+1 (high)
+        for (int c = 0; c < 4; ++c)  // 64-element chunk c: sub-blocks 2c (low nibbles), 2c+1 (high)
             for (int l = 0; l < 32; ++l) {
                 const int lo = (l + c) % 16, hi = (3 * l + c) % 16;
                 b[16 + 32 * c + l] = static_cast<uint8_t>(lo | (hi << 4));
@@ -226,9 +227,11 @@ void TestQuantFormats::dequant_hand_blocks_data() {
                 const int q1 = q(base + l), q2 = q(base + 32 + l), q3 = q(base + 64 + l), q4 = q(base + 96 + l);
                 b[64 * h + l] = static_cast<uint8_t>((q1 & 15) | ((q3 & 15) << 4));
                 b[64 * h + 32 + l] = static_cast<uint8_t>((q2 & 15) | ((q4 & 15) << 4));
-                b[128 + 32 * h + l] = static_cast<uint8_t>((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
+                b[128 + 32 * h + l] =
+                    static_cast<uint8_t>((q1 >> 4) | ((q2 >> 4) << 2) | ((q3 >> 4) << 4) | ((q4 >> 4) << 6));
             }
-        for (int el = 0; el < 256; ++el) e[el] = 0.5f * static_cast<float>(el / 16 - 8) * static_cast<float>(q(el) - 32);
+        for (int el = 0; el < 256; ++el)
+            e[el] = 0.5f * static_cast<float>(el / 16 - 8) * static_cast<float>(q(el) - 32);
         QTest::newRow("Q6_K") << int(DType::Q6_K) << QByteArray(reinterpret_cast<char*>(b.data()), 210) << e;
     }
     {  // I4_G128: two groups; d = 0.5, z = 8 then d = 0.25, z = 3; q(e) = (7 * e + 3) % 16
@@ -305,7 +308,8 @@ void TestQuantFormats::dequant_hand_blocks() {
     std::vector<float> got(expected.size());
     dequantize_row(t, bytes.constData(), got.data(), static_cast<int64_t>(got.size()));
     for (size_t i = 0; i < got.size(); ++i)
-        if (got[i] != expected[i]) QFAIL(qPrintable(QString("element %1: got %2, expected %3").arg(i).arg(got[i]).arg(expected[i])));
+        if (got[i] != expected[i])
+            QFAIL(qPrintable(QString("element %1: got %2, expected %3").arg(i).arg(got[i]).arg(expected[i])));
 }
 
 namespace {
@@ -337,8 +341,11 @@ void TestQuantFormats::gguf_fixture_dequant() {
         for (int64_t i = 0; i < n; ++i) {
             const float tol = 1e-6f * std::max(1.0f, std::fabs(want[i]));
             if (std::fabs(got[i] - want[i]) > tol)
-                QFAIL(qPrintable(QString("%1 element %2: got %3, gguf %4").arg(QString::fromStdString(e["type"]))
-                                     .arg(i).arg(got[i]).arg(want[i])));
+                QFAIL(qPrintable(QString("%1 element %2: got %3, gguf %4")
+                                     .arg(QString::fromStdString(e["type"]))
+                                     .arg(i)
+                                     .arg(got[i])
+                                     .arg(want[i])));
         }
         ++n_checked;
     }
@@ -364,8 +371,11 @@ void TestQuantFormats::gguf_fixture_quantize() {
         QCOMPARE(got.size(), want.size());
         for (size_t i = 0; i < got.size(); ++i)
             if (got[i] != want[i])
-                QFAIL(qPrintable(QString("%1 byte %2: got %3, gguf %4").arg(QString::fromStdString(name)).arg(i)
-                                     .arg(got[i]).arg(want[i])));
+                QFAIL(qPrintable(QString("%1 byte %2: got %3, gguf %4")
+                                     .arg(QString::fromStdString(name))
+                                     .arg(i)
+                                     .arg(got[i])
+                                     .arg(want[i])));
         ++n_checked;
     }
     QCOMPARE(n_checked, 21);
@@ -477,22 +487,22 @@ void TestQuantFormats::int_format_ids() {
     QCOMPARE(QString::fromLatin1(dtype_name(DType::I4_G128).data()), QString("I4_G128"));
     QVERIFY(!dtype_info(DType::I4_G128).ggml && !dtype_info(DType::I8_ROW).ggml && dtype_info(DType::Q4_1).ggml);
     QVERIFY(dtype_info(DType::I4_G128).weight_type && dtype_info(DType::I8_ROW).weight_type);
-    QCOMPARE(row_bytes(DType::I4_G128, 128), size_t{68});         // 4.25 bits per weight
+    QCOMPARE(row_bytes(DType::I4_G128, 128), size_t{68});  // 4.25 bits per weight
     QCOMPARE(row_bytes(DType::I4_G128, 1536), size_t{12 * 68});
     QCOMPARE(QString::fromLatin1(dtype_name(DType::I4_G64).data()), QString("I4_G64"));
     QVERIFY(!dtype_info(DType::I4_G64).ggml && dtype_info(DType::I4_G64).weight_type);
     QCOMPARE(dtype_info(DType::I4_G64).block_size, 64);
-    QCOMPARE(row_bytes(DType::I4_G64, 64), size_t{36});           // 4.5 bits per weight
-    QCOMPARE(row_bytes(DType::I4_G64, 576), size_t{9 * 36});      // SmolLM2-135M's n_embd
+    QCOMPARE(row_bytes(DType::I4_G64, 64), size_t{36});       // 4.5 bits per weight
+    QCOMPARE(row_bytes(DType::I4_G64, 576), size_t{9 * 36});  // SmolLM2-135M's n_embd
     QCOMPARE(row_bytes(DType::I4_G64, 1536), size_t{24 * 36});
     QCOMPARE(i4_group_size(DType::I4_G128), 128);
     QCOMPARE(i4_group_size(DType::I4_G64), 64);
     QCOMPARE(i4_group_size(DType::Q4_1), 0);
     QVERIFY(i4_type_for_group(64) == DType::I4_G64 && i4_type_for_group(128) == DType::I4_G128);
     QVERIFY(!i4_type_for_group(32) && !i4_type_for_group(0));
-    QCOMPARE(row_bytes(DType::I8_ROW, 576), size_t{4 + 576});     // scale + one byte per weight
+    QCOMPARE(row_bytes(DType::I8_ROW, 576), size_t{4 + 576});  // scale + one byte per weight
     QCOMPARE(row_bytes(DType::I8_ROW, 32), size_t{36});
-    QCOMPARE(row_bytes(DType::Q4_1, 64), size_t{40});             // GGML types unchanged
+    QCOMPARE(row_bytes(DType::Q4_1, 64), size_t{40});  // GGML types unchanged
 }
 
 void TestQuantFormats::int_error_bound_data() {
@@ -514,11 +524,16 @@ void TestQuantFormats::int_error_bound() {
     std::vector<float> x = gaussian(static_cast<size_t>(n), 77u);
     for (int64_t i = 0; i < n; ++i) {
         if (kind == "positive") x[i] = 1.0f + std::fabs(x[i]);
-        else if (kind == "negative") x[i] = -0.5f - std::fabs(x[i]) * 0.1f;
-        else if (kind == "constant") x[i] = 0.46875f;  // 15 * 2^-5: d exact in fp16
-        else if (kind == "spike") x[i] = i % 128 == 5 ? 3.75f : 0.0f;  // 15 * 0.25
-        else if (kind == "zero_mixed") x[i] = i % 2 ? 0.0f : x[i];
-        else if (kind == "tiny") x[i] *= 1e-6f;
+        else if (kind == "negative")
+            x[i] = -0.5f - std::fabs(x[i]) * 0.1f;
+        else if (kind == "constant")
+            x[i] = 0.46875f;  // 15 * 2^-5: d exact in fp16
+        else if (kind == "spike")
+            x[i] = i % 128 == 5 ? 3.75f : 0.0f;  // 15 * 0.25
+        else if (kind == "zero_mixed")
+            x[i] = i % 2 ? 0.0f : x[i];
+        else if (kind == "tiny")
+            x[i] *= 1e-6f;
     }
     std::vector<uint8_t> q(row_bytes(t, n));
     std::vector<float> y(static_cast<size_t>(n));
@@ -551,7 +566,12 @@ void TestQuantFormats::int_error_bound() {
             const double err = std::fabs(double(y[e]) - x[e]);
             const double bound = step / 2.0 * (1.0 + 1e-5) + std::fabs(x[e]) * 1e-6;
             if (!(err <= bound))
-                QFAIL(qPrintable(QString("element %1: %2 -> %3, error %4 > step/2 = %5").arg(e).arg(x[e]).arg(y[e]).arg(err).arg(step / 2)));
+                QFAIL(qPrintable(QString("element %1: %2 -> %3, error %4 > step/2 = %5")
+                                     .arg(e)
+                                     .arg(x[e])
+                                     .arg(y[e])
+                                     .arg(err)
+                                     .arg(step / 2)));
         }
     }
     // values on the grid (range / 15 and range / 127 exact in the stored scale) come back exactly

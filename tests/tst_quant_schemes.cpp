@@ -576,7 +576,8 @@ private Q_SLOTS:
             h_range = std::max(h_range, std::fabs(h_ref[i]));
             h_diff = std::max(h_diff, std::fabs(h_ref[i] - h_got[i]));
         }
-        QVERIFY2(h_diff <= 1e-4 * h_range, qPrintable(QString("layer output: max diff %1, range %2").arg(h_diff).arg(h_range)));
+        QVERIFY2(h_diff <= 1e-4 * h_range,
+                 qPrintable(QString("layer output: max diff %1, range %2").arg(h_diff).arg(h_range)));
 
         const auto ref = all_logits(src, eval);
         const auto got = all_logits(*v, eval);
@@ -637,7 +638,8 @@ private Q_SLOTS:
             auto v = quantize_model(src, scheme, qo);
             QVERIFY2(v.is_ok(), v.message().c_str());
             const LayerWeights& L = (*v)->layers[0];
-            for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up}) QCOMPARE(w->dtype, DType::I4_G64);
+            for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up})
+                QCOMPARE(w->dtype, DType::I4_G64);
             QCOMPARE(L.w_down.dtype, DType::I4_G128);
             QCOMPARE((*v)->file_type, std::string("I4_G64+I4_G128"));
             const std::string label = quant_label(*src, scheme);

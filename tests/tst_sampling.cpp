@@ -155,7 +155,7 @@ void TestSampling::top_k_keeps_the_k_best() {
     const int n_vocab = 49152, k = 40;
     const float temp = 0.8f;
     std::vector<float> l = random_logits(n_vocab, 4242);  // [n_vocab]
-    l[123] = l[40000] = 20.0f;                             // a tie at the top
+    l[123] = l[40000] = 20.0f;                            // a tie at the top
     std::vector<int32_t> order(n_vocab);
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int32_t a, int32_t b) { return l[a] > l[b]; });
@@ -208,7 +208,7 @@ void TestSampling::truncation_sets() {
     QFETCH(float, min_p);
     QFETCH(QList<int>, kept);
     const std::vector<double> probs = {0.2, 0.1, 0.05, 0.5, 0.15};  // by id
-    std::vector<float> l = logits_from_probs(probs, 1.5);          // [5]
+    std::vector<float> l = logits_from_probs(probs, 1.5);           // [5]
     Sampler s(plain_params(temperature, top_k, top_p, min_p));
     const auto& d = s.distribution(l.data(), 5, {});
     QCOMPARE(to_qlist(ids_of(d)), kept);
@@ -231,7 +231,10 @@ void TestSampling::nucleus_fast_path_with_heavy_tail() {
     for (int i = 0; i < 5; ++i) probs[heavy_ids[i]] = heavy_p[i];
     std::vector<float> l = logits_from_probs(probs);  // [10005]
 
-    struct Row { float top_p; int n_kept; };
+    struct Row {
+        float top_p;
+        int n_kept;
+    };
     for (const Row row : {Row{0.3f, 2}, Row{0.45f, 4}, Row{0.51052f, 5 + 211}}) {
         std::vector<float> work = l;
         Sampler s(plain_params(1.0f, 0, row.top_p));
@@ -282,18 +285,15 @@ void TestSampling::penalties_data() {
     QTest::addColumn<float>("presence");
     QTest::addColumn<int>("last_n");
     QTest::addColumn<QList<float>>("expected");
-    QTest::newRow("all three, window 64") << 2.0f << 0.5f << 0.25f << 64
-                                          << QList<float>{-0.25f, -3.75f, 0.5f, 0.75f, -2.0f, -0.25f};
-    QTest::newRow("all three, whole history") << 2.0f << 0.5f << 0.25f << -1
-                                              << QList<float>{-0.25f, -3.75f, 0.5f, 0.75f, -2.0f, -0.25f};
+    QTest::newRow("all three, window 64")
+        << 2.0f << 0.5f << 0.25f << 64 << QList<float>{-0.25f, -3.75f, 0.5f, 0.75f, -2.0f, -0.25f};
+    QTest::newRow("all three, whole history")
+        << 2.0f << 0.5f << 0.25f << -1 << QList<float>{-0.25f, -3.75f, 0.5f, 0.75f, -2.0f, -0.25f};
     QTest::newRow("all three, window 3") << 2.0f << 0.5f << 0.25f << 3
                                          << QList<float>{0.25f, -2.75f, 0.5f, 3.0f, -2.0f, -0.25f};
-    QTest::newRow("repeat only") << 1.25f << 0.0f << 0.0f << 64
-                                 << QList<float>{1.6f, -1.25f, 0.5f, 2.4f, -2.0f, 0.8f};
-    QTest::newRow("frequency only") << 1.0f << 1.0f << 0.0f << 64
-                                    << QList<float>{0.0f, -4.0f, 0.5f, 2.0f, -2.0f, 0.0f};
-    QTest::newRow("presence only") << 1.0f << 0.0f << 1.0f << 64
-                                   << QList<float>{1.0f, -2.0f, 0.5f, 2.0f, -2.0f, 0.0f};
+    QTest::newRow("repeat only") << 1.25f << 0.0f << 0.0f << 64 << QList<float>{1.6f, -1.25f, 0.5f, 2.4f, -2.0f, 0.8f};
+    QTest::newRow("frequency only") << 1.0f << 1.0f << 0.0f << 64 << QList<float>{0.0f, -4.0f, 0.5f, 2.0f, -2.0f, 0.0f};
+    QTest::newRow("presence only") << 1.0f << 0.0f << 1.0f << 64 << QList<float>{1.0f, -2.0f, 0.5f, 2.0f, -2.0f, 0.0f};
     QTest::newRow("window 0 is off") << 2.0f << 0.5f << 0.25f << 0
                                      << QList<float>{2.0f, -1.0f, 0.5f, 3.0f, -2.0f, 1.0f};
 }
@@ -313,7 +313,8 @@ void TestSampling::penalties() {
     p.penalty_last_n = last_n;
     kvs::apply_penalties(l.data(), 6, history, p);
     for (int i = 0; i < 6; ++i)
-        QVERIFY2(std::abs(l[i] - expected[i]) < 1e-6f, qPrintable(QString("id %1: %2 vs %3").arg(i).arg(l[i]).arg(expected[i])));
+        QVERIFY2(std::abs(l[i] - expected[i]) < 1e-6f,
+                 qPrintable(QString("id %1: %2 vs %3").arg(i).arg(l[i]).arg(expected[i])));
 }
 
 void TestSampling::penalties_change_greedy_choice() {
@@ -394,8 +395,8 @@ void TestSampling::chi_square_fit() {
     }
     const double chi2 = chi_square(counts, probs, n_draws);
     const double chi2_wrong = chi_square(counts, wrong, n_draws);
-    qInfo("counts %d %d %d %d %d, chi2 %.2f (wrong: %.1f)", counts[0], counts[1], counts[2], counts[3], counts[4],
-          chi2, chi2_wrong);
+    qInfo("counts %d %d %d %d %d, chi2 %.2f (wrong: %.1f)", counts[0], counts[1], counts[2], counts[3], counts[4], chi2,
+          chi2_wrong);
     QVERIFY2(chi2 < kChi2Crit4, qPrintable(QString("chi2 %1").arg(chi2)));
     QVERIFY2(chi2_wrong > kChi2Crit4, qPrintable(QString("wrong distribution accepted, chi2 %1").arg(chi2_wrong)));
 }
@@ -410,7 +411,7 @@ void TestSampling::seeds_reproduce() {
         std::vector<int32_t> history;
         for (uint32_t step = 0; step < 200; ++step) {
             std::vector<float> l = random_logits(n_vocab, step);  // [n_vocab]
-            for (auto& x : l) x *= 0.3f;                           // flat enough to vary
+            for (auto& x : l) x *= 0.3f;                          // flat enough to vary
             history.push_back(s.sample(l.data(), n_vocab, history));
         }
         return history;
@@ -432,24 +433,24 @@ void TestSampling::stop_matcher_data() {
                                       << QStringList{"Hello ", ""} << true << 0 << "";
     QTest::newRow("split across three") << QStringList{"<|im_end|>"} << QStringList{"ok<|", "im_", "end|>x"}
                                         << QStringList{"ok", "", ""} << true << 0 << "";
-    QTest::newRow("false alarm released") << QStringList{"</s>"} << QStringList{"a<", "/b", "c"}
-                                          << QStringList{"a", "</b", "c"} << false << -1 << "";
-    QTest::newRow("tail held until flush") << QStringList{"###"} << QStringList{"abc#", "#"}
-                                           << QStringList{"abc", ""} << false << -1 << "##";
+    QTest::newRow("false alarm released")
+        << QStringList{"</s>"} << QStringList{"a<", "/b", "c"} << QStringList{"a", "</b", "c"} << false << -1 << "";
+    QTest::newRow("tail held until flush")
+        << QStringList{"###"} << QStringList{"abc#", "#"} << QStringList{"abc", ""} << false << -1 << "##";
     QTest::newRow("several stops") << QStringList{"\n\n", "User:"} << QStringList{"Answer: 4", "\nUs", "er: hi"}
                                    << QStringList{"Answer: 4", "\n", ""} << true << 1 << "";
-    QTest::newRow("earliest occurrence wins") << QStringList{"bc", "ab"} << QStringList{"xabc"}
-                                              << QStringList{"x"} << true << 1 << "";
-    QTest::newRow("stop at very start") << QStringList{"END"} << QStringList{"END", "more"}
-                                        << QStringList{"", ""} << true << 0 << "";
-    QTest::newRow("utf8 stop") << QStringList{"。"} << QStringList{"日本", "語。次"}
-                               << QStringList{"日本", "語"} << true << 0 << "";
+    QTest::newRow("earliest occurrence wins")
+        << QStringList{"bc", "ab"} << QStringList{"xabc"} << QStringList{"x"} << true << 1 << "";
+    QTest::newRow("stop at very start") << QStringList{"END"} << QStringList{"END", "more"} << QStringList{"", ""}
+                                        << true << 0 << "";
+    QTest::newRow("utf8 stop") << QStringList{"。"} << QStringList{"日本", "語。次"} << QStringList{"日本", "語"}
+                               << true << 0 << "";
     QTest::newRow("utf8 partial then mismatch") << QStringList{"café au"} << QStringList{"un caf", "é noir"}
                                                 << QStringList{"un ", "café noir"} << false << -1 << "";
-    QTest::newRow("utf8 stop split inside") << QStringList{"→ fin"} << QStringList{"a →", " fi", "n!"}
-                                            << QStringList{"a ", "", ""} << true << 0 << "";
-    QTest::newRow("no stops") << QStringList{} << QStringList{"plain ", "text"}
-                              << QStringList{"plain ", "text"} << false << -1 << "";
+    QTest::newRow("utf8 stop split inside")
+        << QStringList{"→ fin"} << QStringList{"a →", " fi", "n!"} << QStringList{"a ", "", ""} << true << 0 << "";
+    QTest::newRow("no stops") << QStringList{} << QStringList{"plain ", "text"} << QStringList{"plain ", "text"}
+                              << false << -1 << "";
     QTest::newRow("empty stop ignored") << QStringList{""} << QStringList{"abc"} << QStringList{"abc"} << false << -1
                                         << "";
 }

@@ -76,9 +76,10 @@ std::shared_ptr<Model> i4_variant(std::shared_ptr<Model> src, DType type = DType
             const DType t = &l == &m->layers[0] && first_layer_type ? *first_layer_type : type;
             const size_t rb = row_bytes(t, w->n_in), src_rb = row_bytes(w->dtype, w->n_in);
             std::vector<uint8_t> out(rb * size_t(w->n_out));  // [n_out, rb]
-            std::vector<float> row(size_t(w->n_in));           // [n_in]
+            std::vector<float> row(size_t(w->n_in));          // [n_in]
             for (int64_t r = 0; r < w->n_out; ++r) {
-                cpu::dequantize_row(w->dtype, static_cast<const uint8_t*>(w->data) + size_t(r) * src_rb, row.data(), w->n_in);
+                cpu::dequantize_row(w->dtype, static_cast<const uint8_t*>(w->data) + size_t(r) * src_rb, row.data(),
+                                    w->n_in);
                 cpu::quantize_row(t, row.data(), out.data() + size_t(r) * rb, w->n_in);
             }
             keep->buffers.push_back(std::move(out));
@@ -152,7 +153,8 @@ void TstSaveVariant::gguf_round_trip() {
     const Model& b = *back.value();
     const auto lv = linears(v), lb = linears(b);
     QCOMPARE(lb.size(), lv.size());
-    for (size_t i = 0; i < lv.size(); ++i) QVERIFY2(same_bytes(*lv[i], *lb[i]), qPrintable(QString("linear %1").arg(i)));
+    for (size_t i = 0; i < lv.size(); ++i)
+        QVERIFY2(same_bytes(*lv[i], *lb[i]), qPrintable(QString("linear %1").arg(i)));
     QVERIFY(same_bytes(v.token_embd, b.token_embd));
     QVERIFY(same_bytes(v.output, b.output));
     QCOMPARE(b.config.tied_embeddings, tied);
@@ -234,9 +236,11 @@ void TstSaveVariant::gguf_int_types_as_ggml_blocks() {
         const int64_t n_in = lv[i]->n_in;
         std::vector<float> a(static_cast<size_t>(n_in)), b(static_cast<size_t>(n_in));  // [n_in] each
         for (int64_t r = 0; r < lv[i]->n_out; ++r) {
-            cpu::dequantize_row(lv[i]->dtype, static_cast<const uint8_t*>(lv[i]->data) + size_t(r) * row_bytes(lv[i]->dtype, n_in),
+            cpu::dequantize_row(lv[i]->dtype,
+                                static_cast<const uint8_t*>(lv[i]->data) + size_t(r) * row_bytes(lv[i]->dtype, n_in),
                                 a.data(), n_in);
-            cpu::dequantize_row(lb[i]->dtype, static_cast<const uint8_t*>(lb[i]->data) + size_t(r) * row_bytes(lb[i]->dtype, n_in),
+            cpu::dequantize_row(lb[i]->dtype,
+                                static_cast<const uint8_t*>(lb[i]->data) + size_t(r) * row_bytes(lb[i]->dtype, n_in),
                                 b.data(), n_in);
             float amax = 0.0f;
             for (float x : a) amax = std::max(amax, std::fabs(x));
@@ -244,15 +248,17 @@ void TstSaveVariant::gguf_int_types_as_ggml_blocks() {
             for (int64_t k = 0; k < n_in; ++k) {
                 const double err = std::fabs(double(a[size_t(k)]) - b[size_t(k)]);
                 worst = std::max(worst, amax > 0 ? err / amax : err);
-                QVERIFY2(err <= amax * 1.0e-3 + 1e-12, qPrintable(QString("linear %1 row %2: %3 vs %4")
-                                                                       .arg(i).arg(r).arg(a[size_t(k)]).arg(b[size_t(k)])));
+                QVERIFY2(err <= amax * 1.0e-3 + 1e-12,
+                         qPrintable(
+                             QString("linear %1 row %2: %3 vs %4").arg(i).arg(r).arg(a[size_t(k)]).arg(b[size_t(k)])));
             }
         }
     }
     qInfo("largest |w_saved - w_variant| / max|w| of its row: %.2e", worst);
     // the saving error must stay well below the quantization's own effect on the logits
     // (INT4: 0.65-0.9 here, the file 0.03-0.05; INT8 per channel: 0.09, the file 0.03)
-    const auto lg_v = test::last_logits(v), lg_b = test::last_logits(back.value()), lg_s = test::last_logits(src.value());
+    const auto lg_v = test::last_logits(v), lg_b = test::last_logits(back.value()),
+               lg_s = test::last_logits(src.value());
     QVERIFY(!lg_v.empty() && lg_v.size() == lg_b.size() && lg_v.size() == lg_s.size());
     double d_saved = 0.0, d_quant = 0.0;
     for (size_t i = 0; i < lg_v.size(); ++i) {
@@ -274,9 +280,9 @@ void TstSaveVariant::gguf_int_types_as_ggml_blocks() {
 }
 
 void TstSaveVariant::awq_folder_round_trip_data() {
-    QTest::addColumn<int>("type");        // every linear's type
-    QTest::addColumn<int>("layer0_type"); // layer 0's linears' type
-    QTest::addColumn<int>("group");       // group_size the folder must say
+    QTest::addColumn<int>("type");         // every linear's type
+    QTest::addColumn<int>("layer0_type");  // layer 0's linears' type
+    QTest::addColumn<int>("group");        // group_size the folder must say
     QTest::newRow("I4_G128") << int(DType::I4_G128) << int(DType::I4_G128) << 128;
     QTest::newRow("I4_G64") << int(DType::I4_G64) << int(DType::I4_G64) << 64;
     QTest::newRow("mixed: layer 0 I4_G64, rest I4_G128") << int(DType::I4_G128) << int(DType::I4_G64) << 64;
@@ -324,8 +330,10 @@ void TstSaveVariant::awq_folder_round_trip() {
         const size_t rv = row_bytes(lv[i]->dtype, lv[i]->n_in), rb = row_bytes(lb[i]->dtype, lb[i]->n_in);
         std::vector<float> row_v(size_t(lv[i]->n_in)), row_b(row_v.size());  // [n_in]
         for (int64_t r = 0; r < lv[i]->n_out; ++r) {
-            cpu::dequantize_row(lv[i]->dtype, static_cast<const uint8_t*>(lv[i]->data) + r * rv, row_v.data(), lv[i]->n_in);
-            cpu::dequantize_row(lb[i]->dtype, static_cast<const uint8_t*>(lb[i]->data) + r * rb, row_b.data(), lb[i]->n_in);
+            cpu::dequantize_row(lv[i]->dtype, static_cast<const uint8_t*>(lv[i]->data) + r * rv, row_v.data(),
+                                lv[i]->n_in);
+            cpu::dequantize_row(lb[i]->dtype, static_cast<const uint8_t*>(lb[i]->data) + r * rb, row_b.data(),
+                                lb[i]->n_in);
             QVERIFY2(row_v == row_b, qPrintable(QString("linear %1 row %2").arg(i).arg(r)));
         }
     }
@@ -351,7 +359,8 @@ void TstSaveVariant::awq_checkpoint_resaved_byte_for_byte() {
     fs::remove_all(out);
     QVERIFY(test::write_tiny_safetensors_folder(src_dir, spec).is_ok());
     const QString script = QString::fromStdString(test::tool_path("make_awq_checkpoint.py"));
-    const auto py = test::run_python({script, QString::fromStdString(src_dir), QString::fromStdString(awq), QString::fromStdString(ref)});
+    const auto py = test::run_python(
+        {script, QString::fromStdString(src_dir), QString::fromStdString(awq), QString::fromStdString(ref)});
     if (!py.ok) QSKIP(qPrintable("needs Python with numpy and safetensors: " + py.error));
     auto m = load_model(awq);
     QVERIFY2(m.is_ok(), m.message().c_str());
@@ -379,11 +388,21 @@ void TstSaveVariant::refused_data() {
     QTest::addColumn<QString>("variant");  // ref, i4 or i8
     QTest::addColumn<QString>("out");
     QTest::addColumn<QString>("expected");
-    QTest::newRow("gguf source, INT4 to a folder") << "gguf" << "i4" << "x_out"
+    QTest::newRow("gguf source, INT4 to a folder") << "gguf"
+                                                   << "i4"
+                                                   << "x_out"
                                                    << "save a GGUF model's INT4 variant to a path ending in .gguf";
-    QTest::newRow("INT8 to a folder") << "gguf" << "i8" << "x_out" << "give a path ending in .gguf";
-    QTest::newRow("float to a folder") << "gguf" << "ref" << "x_out" << "give a path ending in .gguf";
-    QTest::newRow("safetensors to GGUF") << "safetensors" << "ref" << "x_out.gguf"
+    QTest::newRow("INT8 to a folder") << "gguf"
+                                      << "i8"
+                                      << "x_out"
+                                      << "give a path ending in .gguf";
+    QTest::newRow("float to a folder") << "gguf"
+                                       << "ref"
+                                       << "x_out"
+                                       << "give a path ending in .gguf";
+    QTest::newRow("safetensors to GGUF") << "safetensors"
+                                         << "ref"
+                                         << "x_out.gguf"
                                          << "saving as GGUF needs a model loaded from a GGUF file";
 }
 

@@ -52,9 +52,21 @@ SchedulerConfig config(int budget, int max_seqs = 64) {
     return c;
 }
 
-#define STEP(sim) do { const QString e__ = (sim).step(); QVERIFY2(e__.isEmpty(), qPrintable(e__)); } while (0)
-#define RUN(sim) do { const QString e__ = (sim).run(); QVERIFY2(e__.isEmpty(), qPrintable(e__)); } while (0)
-#define ADD(sim, ...) do { const auto st__ = (sim).s->add_request(__VA_ARGS__); QVERIFY2(st__.is_ok(), st__.message().c_str()); } while (0)
+#define STEP(sim)                                 \
+    do {                                          \
+        const QString e__ = (sim).step();         \
+        QVERIFY2(e__.isEmpty(), qPrintable(e__)); \
+    } while (0)
+#define RUN(sim)                                  \
+    do {                                          \
+        const QString e__ = (sim).run();          \
+        QVERIFY2(e__.isEmpty(), qPrintable(e__)); \
+    } while (0)
+#define ADD(sim, ...)                                        \
+    do {                                                     \
+        const auto st__ = (sim).s->add_request(__VA_ARGS__); \
+        QVERIFY2(st__.is_ok(), st__.message().c_str());      \
+    } while (0)
 
 }  // namespace
 
@@ -252,7 +264,7 @@ void TestScheduler::without_chunked_prefill_prompt_runs_whole() {
 void TestScheduler::budget_and_max_num_seqs() {
     Sim sim(config(24, 4), 200, 4, true);
     for (int i = 0; i < 20; ++i) ADD(sim, 100 + i, seq(i * 50, 3 + (i * 7) % 30), 1 + (i * 5) % 12);
-    RUN(sim);  // checks every step: tokens <= 24, running <= 4, chunks <= 4
+    RUN(sim);                           // checks every step: tokens <= 24, running <= 4, chunks <= 4
     QCOMPARE(sim.max_step_tokens, 24);  // the budget was reached...
     QCOMPARE(sim.max_running, 4);       // ...and so was max_num_seqs
     for (int i = 0; i < 20; ++i) QCOMPARE(sim.s->request(100 + i)->num_output(), 1 + (i * 5) % 12);
@@ -321,7 +333,7 @@ void TestScheduler::self_preemption_recompute_covers_output() {
     QCOMPARE(sim.last.preempted, (std::vector<RequestId>{2}));
     QCOMPARE(sim.chunk_ids(), (std::vector<RequestId>{1}));  // nobody admitted in a preempting step
     QCOMPARE(sim.last_finished, (std::vector<RequestId>{1}));
-    STEP(sim);  // 2 kept its arrival: it goes before 3
+    STEP(sim);                                               // 2 kept its arrival: it goes before 3
     QCOMPARE(sim.chunk_ids(), (std::vector<RequestId>{2}));  // 3 waits: 2 took all 3 blocks
     const auto* c = sim.chunk(2);
     QCOMPARE(c->start_pos, 0);
@@ -574,7 +586,7 @@ void TestScheduler::abort_and_finish() {
     Sim sim(c, 3, 4, false);
     ADD(sim, 1, seq(1, 3), 5);
     ADD(sim, 2, seq(100, 8), 3);
-    ADD(sim, 3, seq(200, 4), 3);  // waits: no room
+    ADD(sim, 3, seq(200, 4), 3);         // waits: no room
     QVERIFY(!sim.s->abort_request(42));  // unknown: harmless
     STEP(sim);
     STEP(sim);  // request 2 swaps itself out
@@ -610,7 +622,7 @@ void TestScheduler::abort_and_finish() {
     QCOMPARE(sim.s->requests().size(), size_t(4));  // finished ones stay queryable...
     for (RequestId id : {1, 2, 3, 4}) sim.s->remove_request(id);
     QVERIFY(sim.s->requests().empty());  // ...until removed
-    sim.s->remove_request(5);  // unknown: ignored
+    sim.s->remove_request(5);            // unknown: ignored
     // Removing an unfinished request cancels it first.
     ADD(sim, 6, seq(1, 4), 3);
     STEP(sim);
@@ -648,9 +660,9 @@ void TestScheduler::drafts_verified_and_rolled_back() {
     Sim sim(config(512), 16, 4, false);  // drafts set by hand (max_drafts 0)
     ADD(sim, 1, seq(1, 6), 10);
     ADD(sim, 2, seq(50, 6), 5, /*priority*/ 1);
-    QVERIFY(!sim.s->set_spec_tokens(1, {5}));  // waiting: nothing to decode yet
+    QVERIFY(!sim.s->set_spec_tokens(1, {5}));   // waiting: nothing to decode yet
     QVERIFY(!sim.s->set_spec_tokens(99, {5}));  // unknown
-    STEP(sim);  // prefills, first tokens
+    STEP(sim);                                  // prefills, first tokens
     QCOMPARE(sim.s->request(1)->num_output(), 1);
     // Two right drafts, then a wrong one.
     const auto own = sim.own_tokens(1, 3);
@@ -663,8 +675,8 @@ void TestScheduler::drafts_verified_and_rolled_back() {
     QCOMPARE(sim.last.num_decode_tokens, 5);  // request 1's 4, request 2's 1
     const SchedRequest* r = sim.s->request(1);
     QCOMPARE(std::vector<int32_t>(r->output.begin() + 1, r->output.end()), own);  // 2 accepted + the correction
-    QCOMPARE(r->num_computed_tokens, 9);  // the correction has no KV yet
-    QCOMPARE(sim.kv->num_tokens(1), 9);   // the rejected draft's slot is given back
+    QCOMPARE(r->num_computed_tokens, 9);                                          // the correction has no KV yet
+    QCOMPARE(sim.kv->num_tokens(1), 9);  // the rejected draft's slot is given back
     QVERIFY(r->spec_tokens.empty());
     QCOMPARE(sim.spec_drafted, int64_t(3));
     QCOMPARE(sim.spec_accepted, int64_t(2));
@@ -699,7 +711,8 @@ void TestScheduler::preempted_resume_identical() {
     QFETCH(int, drafts);
     auto workload = [](Sim& sim) {
         for (int i = 0; i < 12; ++i) {
-            const auto prompt = cat(i % 3 == 0 ? seq(9000, 12) : std::vector<int32_t>{}, seq(100 * i, 5 + (i * 7) % 17));
+            const auto prompt =
+                cat(i % 3 == 0 ? seq(9000, 12) : std::vector<int32_t>{}, seq(100 * i, 5 + (i * 7) % 17));
             const auto st = sim.s->add_request(i + 1, prompt, 8 + (i * 5) % 20, i % 2);
             if (!st.is_ok()) return st.message();
         }
@@ -726,7 +739,8 @@ void TestScheduler::preempted_resume_identical() {
         QCOMPARE(k.swap_outs, k.preemptions);
         QCOMPARE(k.swapped_in_blocks, k.swapped_out_blocks);
     }
-    if (mode == PreemptionMode::swap && host_blocks < 64) QVERIFY2(k.recomputes > 0 && k.swap_outs > 0, "expected both kinds");
+    if (mode == PreemptionMode::swap && host_blocks < 64)
+        QVERIFY2(k.recomputes > 0 && k.swap_outs > 0, "expected both kinds");
     if (mode == PreemptionMode::recompute) QCOMPARE(k.recomputes, k.preemptions);
     if (drafts > 0) QVERIFY(tight.spec_accepted > 0 && tight.spec_accepted < tight.spec_drafted);
     for (RequestId id = 1; id <= 12; ++id) {
@@ -747,13 +761,16 @@ void TestScheduler::randomized_invariants_data() {
     for (int seed : {1, 2, 3}) {
         QTest::addRow("recompute, prefix, seed %d", seed) << recompute << continuous << true << true << seed << 0;
         QTest::addRow("swap, prefix, seed %d", seed) << swap << continuous << true << true << seed << 0;
-        QTest::addRow("recompute, no prefix, unchunked, seed %d", seed) << recompute << continuous << false << false << seed << 0;
+        QTest::addRow("recompute, no prefix, unchunked, seed %d", seed)
+            << recompute << continuous << false << false << seed << 0;
         QTest::addRow("swap, no prefix, unchunked, seed %d", seed) << swap << continuous << false << false << seed << 0;
         QTest::addRow("static, swap, prefix, seed %d", seed) << swap << static_batch << true << true << seed << 0;
         QTest::addRow("static, recompute, seed %d", seed) << recompute << static_batch << false << true << seed << 0;
-        QTest::addRow("drafts, recompute, prefix, seed %d", seed) << recompute << continuous << true << true << seed << 4;
+        QTest::addRow("drafts, recompute, prefix, seed %d", seed)
+            << recompute << continuous << true << true << seed << 4;
         QTest::addRow("drafts, swap, unchunked, seed %d", seed) << swap << continuous << false << false << seed << 4;
-        QTest::addRow("drafts, static, swap, prefix, seed %d", seed) << swap << static_batch << true << true << seed << 3;
+        QTest::addRow("drafts, static, swap, prefix, seed %d", seed)
+            << swap << static_batch << true << true << seed << 3;
     }
 }
 
@@ -799,7 +816,9 @@ void TestScheduler::randomized_invariants() {
         }
         // Cancels (also of unknown and finished ids), forks, end-of-generation stops.
         if (uni(0, 9) == 0) {
-            const RequestId id = live.empty() || uni(0, 3) == 0 ? RequestId(uni(1, 10000) + 100000) : live[static_cast<size_t>(uni(0, static_cast<int>(live.size()) - 1))];
+            const RequestId id = live.empty() || uni(0, 3) == 0
+                                     ? RequestId(uni(1, 10000) + 100000)
+                                     : live[static_cast<size_t>(uni(0, static_cast<int>(live.size()) - 1))];
             const SchedRequest* r = sim.s->request(id);
             const bool expect = r && r->status != RequestStatus::finished;
             QCOMPARE(sim.s->abort_request(id), expect);
@@ -831,8 +850,7 @@ void TestScheduler::randomized_invariants() {
             std::vector<RequestId> keep;
             for (RequestId id : live) {
                 const SchedRequest* r = sim.s->request(id);
-                if (r && r->status == RequestStatus::finished)
-                    sim.s->remove_request(id);
+                if (r && r->status == RequestStatus::finished) sim.s->remove_request(id);
                 else
                     keep.push_back(id);
             }
@@ -841,12 +859,13 @@ void TestScheduler::randomized_invariants() {
     }
     RUN(sim);
     const auto& k = sim.s->counters();
-    qInfo("added %d, rejected %d, aborted %d, forks %d, stops %d; preemptions %lld (swap %lld, recompute %lld), "
-          "copies %lld, prefix hit tokens %lld, drafts accepted %lld of %lld",
-          added, rejected, aborted, forks, stops, static_cast<long long>(k.preemptions),
-          static_cast<long long>(k.swap_outs), static_cast<long long>(k.recomputes),
-          static_cast<long long>(k.cow_copies), static_cast<long long>(sim.kv->stats().hit_tokens),
-          static_cast<long long>(sim.spec_accepted), static_cast<long long>(sim.spec_drafted));
+    qInfo(
+        "added %d, rejected %d, aborted %d, forks %d, stops %d; preemptions %lld (swap %lld, recompute %lld), "
+        "copies %lld, prefix hit tokens %lld, drafts accepted %lld of %lld",
+        added, rejected, aborted, forks, stops, static_cast<long long>(k.preemptions),
+        static_cast<long long>(k.swap_outs), static_cast<long long>(k.recomputes), static_cast<long long>(k.cow_copies),
+        static_cast<long long>(sim.kv->stats().hit_tokens), static_cast<long long>(sim.spec_accepted),
+        static_cast<long long>(sim.spec_drafted));
     QVERIFY(rejected > 0);
     QCOMPARE(k.rejected, int64_t(rejected));
     QVERIFY(forks > 0);

@@ -43,8 +43,8 @@ private Q_SLOTS:
         QVERIFY(s);
         const std::vector<ChatMessage> msgs{{"system", "Be brief."}, {"user", "hello there"}};
         const VocabData& v = s->model().vocab;
-        const std::string text =
-            apply_chat_template(detect_chat_format(v.chat_template, v), msgs, true, default_system_prompt(v.chat_template));
+        const std::string text = apply_chat_template(detect_chat_format(v.chat_template, v), msgs, true,
+                                                     default_system_prompt(v.chat_template));
         QCOMPARE(s->chat_text(msgs), text);
         QVERIFY(text.find("<|im_start|>assistant\n") != std::string::npos);
         const std::vector<int32_t> ids = s->tokenizer().encode(text, true, true);

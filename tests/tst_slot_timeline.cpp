@@ -144,7 +144,8 @@ void TestSlotTimeline::continuousBatchingRun() {
                      qPrintable(tip));
             const QColor px = img.pixelColor((QPointF(cell.topLeft()) * dpr).toPoint() + QPoint(1, 1));
             QVERIFY2(near(px, SlotTimelineView::stateColor(r.slot, v.palette())),
-                     qPrintable(QString("%1 at step %2: %3").arg(SlotTimelineView::stateName(r.slot)).arg(s).arg(px.name())));
+                     qPrintable(
+                         QString("%1 at step %2: %3").arg(SlotTimelineView::stateName(r.slot)).arg(s).arg(px.name())));
             seenStates.insert(int(r.slot));
         }
     }
@@ -198,7 +199,11 @@ void TestSlotTimeline::staticBatchingShowsPadding() {
     int padRow = -1;
     for (qint64 s = v.newestStep(); s >= v.firstVisibleStep() && padStep < 0; --s)
         for (const RequestRow& r : sim.truth[s])
-            if (r.slot == SlotState::Padding) { padStep = s; padRow = v.rowOf(r.id); break; }
+            if (r.slot == SlotState::Padding) {
+                padStep = s;
+                padRow = v.rowOf(r.id);
+                break;
+            }
     QVERIFY(padStep >= 0);
     SlotState st;
     QVERIFY(v.cellAt(padStep, padRow, &st));
@@ -215,7 +220,14 @@ void TestSlotTimeline::staticBatchingShowsPadding() {
             sawPad |= near(c, pad);
             sawHatch |= near(c, pad.darker(150));
         }
-    QVERIFY2(sawPad && sawHatch, qPrintable(QString("cell %1,%2 %3x%4 pad %5 hatch %6 centre %7").arg(cell.x()).arg(cell.y()).arg(cell.width()).arg(cell.height()).arg(sawPad).arg(sawHatch).arg(img.pixelColor(cell.center()).name())));
+    QVERIFY2(sawPad && sawHatch, qPrintable(QString("cell %1,%2 %3x%4 pad %5 hatch %6 centre %7")
+                                                .arg(cell.x())
+                                                .arg(cell.y())
+                                                .arg(cell.width())
+                                                .arg(cell.height())
+                                                .arg(sawPad)
+                                                .arg(sawHatch)
+                                                .arg(img.pixelColor(cell.center()).name())));
 
     // Seats: one row per seat, a request keeps its seat while it runs.
     v.setRowMode(SlotTimelineView::RowMode::Seats);
@@ -373,7 +385,12 @@ void TestSlotTimeline::clickSelectsRequest() {
     QSignalSpy spy(&v, &SlotTimelineView::requestSelected);
     const qint64 id = v.rowRequestIds().at(3);
     const QRect cell = v.cellRect(v.newestStep(), 3);
-    QVERIFY2(!cell.isEmpty(), qPrintable(QString("rows %1 canvas %2x%3 visible %4 last %5").arg(v.rowCount()).arg(v.canvas()->width()).arg(v.canvas()->height()).arg(v.canvas()->isVisible()).arg(v.lastVisibleStep())));
+    QVERIFY2(!cell.isEmpty(), qPrintable(QString("rows %1 canvas %2x%3 visible %4 last %5")
+                                             .arg(v.rowCount())
+                                             .arg(v.canvas()->width())
+                                             .arg(v.canvas()->height())
+                                             .arg(v.canvas()->isVisible())
+                                             .arg(v.lastVisibleStep())));
     QTest::mouseClick(v.canvas(), Qt::LeftButton, {}, v.canvas()->mapFrom(&v, cell.center()));
     QCOMPARE(spy.count(), 1);
     QCOMPARE(spy.at(0).at(0).toLongLong(), id);
@@ -448,8 +465,9 @@ void TestSlotTimeline::appendAndPaintCost() {
           v.devicePixelRatioF(), v.visibleSteps());
     qInfo("  appendStep while the ring fills: %.3f ms per step (%.1f ms for 512)", appendMs / 512, appendMs);
     qInfo("  appendStep, ring full, following: %.3f ms per step", appendOnly / 200);
-    qInfo("  event loop after it (cache shift + 1 column + blit; replot when due): %.3f ms per step, worst step %.2f ms",
-          paintOnly / 200, worst);
+    qInfo(
+        "  event loop after it (cache shift + 1 column + blit; replot when due): %.3f ms per step, worst step %.2f ms",
+        paintOnly / 200, worst);
     qInfo("  cell area drawn anew (zoom, theme): %.3f ms", fullMs);
     qInfo("  plots replot (3 plots x 512 steps, at most every 50 ms): %.3f ms", replot / reps);
     qInfo("  whole view grab: %.3f ms", grabMs);

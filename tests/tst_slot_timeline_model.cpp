@@ -68,7 +68,8 @@ void TestSlotTimelineModel::seatsAndRows() {
     QVERIFY(m.isEmpty());
     QCOMPARE(m.oldestStep(), qint64(-1));
     // Step 0: two prefills sit down in seats 0 and 1; the third waits without a seat.
-    auto res = m.append(point(0), {req(1, SlotState::Prefill, 8), req(2, SlotState::Prefill, 8), req(3, SlotState::Waiting)});
+    auto res =
+        m.append(point(0), {req(1, SlotState::Prefill, 8), req(2, SlotState::Prefill, 8), req(3, SlotState::Waiting)});
     QVERIFY(res.rowsChanged && !res.rowsMoved && !res.trimmed);
     QCOMPARE(m.rowCount(kRequests), 3);
     QCOMPARE(m.rowCount(kSeats), 2);
@@ -79,7 +80,8 @@ void TestSlotTimelineModel::seatsAndRows() {
     QCOMPARE(m.cellAt(0, 0, kRequests)->tokens, quint16(8));
 
     // Step 1: request 1 finishes and is shown in the seat it left, where request 3 sits down.
-    res = m.append(point(1), {req(1, SlotState::Finished), req(2, SlotState::Decode, 1), req(3, SlotState::Prefill, 5)});
+    res =
+        m.append(point(1), {req(1, SlotState::Finished), req(2, SlotState::Decode, 1), req(3, SlotState::Prefill, 5)});
     QVERIFY(!res.rowsChanged);
     const TimelineCell* seat0 = m.cellAt(1, 0, kSeats);
     QCOMPARE(seat0->id, qint64(3));  // the holder wins over the request that just left
@@ -245,8 +247,10 @@ void TestSlotTimelineModel::simulatedRunInvariants() {
             const bool holds = SlotTimelineModel::holdsSeat(SlotState(c.state));
             if (!holds) continue;
             // Every running request holds one seat of its own, within the seat rows.
-            QVERIFY2(c.seat >= 0 && c.seat < m.seatCount(), qPrintable(QString("step %1 req %2 seat %3").arg(sp.step).arg(c.id).arg(c.seat)));
-            QVERIFY2(taken.insert(c.seat).second, qPrintable(QString("step %1: seat %2 twice").arg(sp.step).arg(c.seat)));
+            QVERIFY2(c.seat >= 0 && c.seat < m.seatCount(),
+                     qPrintable(QString("step %1 req %2 seat %3").arg(sp.step).arg(c.id).arg(c.seat)));
+            QVERIFY2(taken.insert(c.seat).second,
+                     qPrintable(QString("step %1: seat %2 twice").arg(sp.step).arg(c.seat)));
             QCOMPARE(m.cellAt(sp.step, c.seat, kSeats)->id, c.id);
             // It keeps its seat while it runs; a seat change marks a newcomer.
             const auto before = seatBefore.find(c.id);

@@ -105,7 +105,7 @@ private Q_SLOTS:
         test::TinyModelSpec spec;
         spec.weight_std = 0.25f;  // peaked distributions: greedy loops, drafts get accepted
         m_target = load_tiny(m_dir, "target.gguf", spec);
-        spec.seed = 7;            // same vocabulary, other weights: a poor but valid draft
+        spec.seed = 7;  // same vocabulary, other weights: a poor but valid draft
         m_other = load_tiny(m_dir, "other.gguf", spec);
     }
 
@@ -115,8 +115,8 @@ private Q_SLOTS:
         QCOMPARE(propose_ngram(ctx, 8, 3, 1), (std::vector<int32_t>{8, 9, 5, 6, 7}));  // runs to the end
         // The most recent occurrence wins: "1 2" is followed by 3 at first, by 4 later.
         QCOMPARE(propose_ngram(std::vector<int32_t>{1, 2, 3, 1, 2, 4, 9, 1, 2}, 1, 2, 2), (std::vector<int32_t>{4}));
-        QVERIFY(propose_ngram(std::vector<int32_t>{1, 2, 3, 4}, 4, 3, 1).empty());     // no suffix recurs
-        QVERIFY(propose_ngram(std::vector<int32_t>{1, 2, 3, 2}, 4, 3, 2).empty());     // only a 1-gram recurs, n_min is 2
+        QVERIFY(propose_ngram(std::vector<int32_t>{1, 2, 3, 4}, 4, 3, 1).empty());  // no suffix recurs
+        QVERIFY(propose_ngram(std::vector<int32_t>{1, 2, 3, 2}, 4, 3, 2).empty());  // only a 1-gram recurs, n_min is 2
         QCOMPARE(propose_ngram(std::vector<int32_t>{1, 2, 3, 2}, 4, 3, 1), (std::vector<int32_t>{3, 2}));
     }
 
@@ -180,8 +180,10 @@ private Q_SLOTS:
         }
         auto [stat, df] = chi_square(seen, p, n);
         const double crit = chi_square_critical(df);
-        if (broken) QVERIFY2(stat > crit, qPrintable(QString("chi2 %1 <= %2: the broken rule passed").arg(stat).arg(crit)));
-        else QVERIFY2(stat < crit, qPrintable(QString("chi2 %1 >= %2 (df %3)").arg(stat).arg(crit).arg(df)));
+        if (broken)
+            QVERIFY2(stat > crit, qPrintable(QString("chi2 %1 <= %2: the broken rule passed").arg(stat).arg(crit)));
+        else
+            QVERIFY2(stat < crit, qPrintable(QString("chi2 %1 >= %2 (df %3)").arg(stat).arg(crit).arg(df)));
     }
 
     // Greedy speculative output equals greedy decoding alone, for every proposer, with
@@ -333,7 +335,8 @@ private Q_SLOTS:
         const double crit2 = chi_square_critical(df2);
         qInfo("second token chi2 %.1f, df %d, critical %.1f", s2, df2, crit2);
         if (broken) QVERIFY2(s2 > crit2, "the accept-all rule passed the distribution test");
-        else QVERIFY2(s2 < crit2, qPrintable(QString("second token chi2 %1 >= %2 (df %3)").arg(s2).arg(crit2).arg(df2)));
+        else
+            QVERIFY2(s2 < crit2, qPrintable(QString("second token chi2 %1 >= %2 (df %3)").arg(s2).arg(crit2).arg(df2)));
         if (!proposer.isEmpty()) QVERIFY(e->spec_totals().drafted > 0);
     }
 
@@ -363,8 +366,7 @@ private Q_SLOTS:
                 const SchedRequest* s = e->scheduler().request(id);
                 // After a step nothing beyond the computed tokens holds slots.
                 QCOMPARE(e->kv_cache().num_tokens(id), s->num_computed_tokens);
-                QCOMPARE(static_cast<int>(e->kv_cache().block_table(id).size()),
-                         (s->num_computed_tokens + 7) / 8);
+                QCOMPARE(static_cast<int>(e->kv_cache().block_table(id).size()), (s->num_computed_tokens + 7) / 8);
             }
         }
         QVERIFY(steps_with_drafts > 0);

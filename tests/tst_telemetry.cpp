@@ -46,11 +46,17 @@ char* vector_to_string(const std::vector<T>& v) {
     return qstrdup(qPrintable(s));
 }
 template <>
-inline char* toString(const std::vector<int32_t>& v) { return vector_to_string(v); }
+inline char* toString(const std::vector<int32_t>& v) {
+    return vector_to_string(v);
+}
 template <>
-inline char* toString(const std::vector<int64_t>& v) { return vector_to_string(v); }
+inline char* toString(const std::vector<int64_t>& v) {
+    return vector_to_string(v);
+}
 template <>
-inline char* toString(const std::vector<double>& v) { return vector_to_string(v); }
+inline char* toString(const std::vector<double>& v) {
+    return vector_to_string(v);
+}
 }  // namespace QTest
 
 namespace {
@@ -262,14 +268,17 @@ void TestTelemetry::ring_concurrent_publish_and_read() {
         while (!done.load(std::memory_order_acquire) && error->isEmpty()) {
             if (auto s = ring.latest()) {
                 if (QString e = check_numbered(*s); !e.isEmpty()) *error = "latest: " + e;
-                if (s->step.step < last_seen) *error = QString("latest went back from %1 to %2").arg(last_seen).arg(s->step.step);
+                if (s->step.step < last_seen)
+                    *error = QString("latest went back from %1 to %2").arg(last_seen).arg(s->step.step);
                 last_seen = s->step.step;
             }
             auto recent = ring.recent(8);
             for (size_t i = 0; i < recent.size(); ++i) {
                 if (QString e = check_numbered(*recent[i]); !e.isEmpty()) *error = "recent: " + e;
                 if (i > 0 && recent[i]->step.step != recent[i - 1]->step.step + 1)
-                    *error = QString("recent not consecutive: %1 then %2").arg(recent[i - 1]->step.step).arg(recent[i]->step.step);
+                    *error = QString("recent not consecutive: %1 then %2")
+                                 .arg(recent[i - 1]->step.step)
+                                 .arg(recent[i]->step.step);
             }
             auto steps = ring.recent_steps(64);
             for (size_t i = 1; i < steps.size(); ++i)
@@ -301,8 +310,8 @@ void TestTelemetry::ring_concurrent_publish_and_read() {
 void TestTelemetry::block_views_from_kv_cache() {
     // 8 blocks of 4 tokens, prefix caching on.
     KVCacheManager kv(8, 4, true);
-    QCOMPARE(admit(kv, 1, seq(100, 6)), 0);              // 2 blocks: one full (hashed), one with 2 tokens
-    QCOMPARE(admit(kv, 2, seq(200, 3)), 0);              // 1 block with 3 tokens
+    QCOMPARE(admit(kv, 1, seq(100, 6)), 0);                     // 2 blocks: one full (hashed), one with 2 tokens
+    QCOMPARE(admit(kv, 2, seq(200, 3)), 0);                     // 1 block with 3 tokens
     QCOMPARE(admit(kv, 3, {100, 101, 102, 103, 300, 301}), 4);  // hits request 1's first block, + 1 block of 2
     const auto t1 = kv.block_table(1), t2 = kv.block_table(2), t3 = kv.block_table(3);
     QCOMPARE(t1.size(), size_t(2));
@@ -533,16 +542,19 @@ void TestTelemetry::trace_read_errors() {
     expect_error(read_trace(write("bad_trace1.json", "{not json")), "not valid JSON");
     expect_error(read_trace(write("bad_trace2.json", R"({"format":"other","version":1})")), "\"format\"");
     expect_error(read_trace(write("bad_trace3.json", R"({"format":"kvscope-trace","version":7})")), "version 7");
-    expect_error(read_trace(write("bad_trace4.json",
-                                  R"({"format":"kvscope-trace","version":1,"snapshots":[{"blocks":[{"state":"bogus"}]}]})")),
-                 "unknown block state \"bogus\"");
-    expect_error(read_trace(write("bad_trace5.json", R"({"format":"kvscope-trace","version":1,"steps":[{"step":"x"}]})")),
-                 "\"steps\"");
+    expect_error(
+        read_trace(write("bad_trace4.json",
+                         R"({"format":"kvscope-trace","version":1,"snapshots":[{"blocks":[{"state":"bogus"}]}]})")),
+        "unknown block state \"bogus\"");
+    expect_error(
+        read_trace(write("bad_trace5.json", R"({"format":"kvscope-trace","version":1,"steps":[{"step":"x"}]})")),
+        "\"steps\"");
     expect_error(read_trace(write("bad_trace6.json",
                                   R"({"format":"kvscope-trace","version":1,"requests":[{"finish_reason":"later"}]})")),
                  "unknown finish reason \"later\"");
     // Unknown keys are ignored, missing ones keep their defaults.
-    auto ok = read_trace(write("ok_trace.json", R"({"format":"kvscope-trace","version":1,"steps":[{"step":3,"new_field":1}]})"));
+    auto ok = read_trace(
+        write("ok_trace.json", R"({"format":"kvscope-trace","version":1,"steps":[{"step":3,"new_field":1}]})"));
     QVERIFY2(ok.is_ok(), ok.message().c_str());
     QCOMPARE(ok->steps.size(), size_t(1));
     QCOMPARE(ok->steps[0].step, int64_t(3));
@@ -564,26 +576,26 @@ void TestTelemetry::percentile_matches_numpy_data() {
     QTest::addColumn<double>("expected");
     const std::vector<double> four = {1, 2, 3, 4};
     QTest::newRow("1..4 p0") << four << 0.0 << 1.0;
-    QTest::newRow("1..4 p10") << four << 10.0 << 1.3;    // h = 0.3
-    QTest::newRow("1..4 p25") << four << 25.0 << 1.75;   // h = 0.75
-    QTest::newRow("1..4 p50") << four << 50.0 << 2.5;    // h = 1.5
-    QTest::newRow("1..4 p90") << four << 90.0 << 3.7;    // h = 2.7
-    QTest::newRow("1..4 p99") << four << 99.0 << 3.97;   // h = 2.97
+    QTest::newRow("1..4 p10") << four << 10.0 << 1.3;   // h = 0.3
+    QTest::newRow("1..4 p25") << four << 25.0 << 1.75;  // h = 0.75
+    QTest::newRow("1..4 p50") << four << 50.0 << 2.5;   // h = 1.5
+    QTest::newRow("1..4 p90") << four << 90.0 << 3.7;   // h = 2.7
+    QTest::newRow("1..4 p99") << four << 99.0 << 3.97;  // h = 2.97
     QTest::newRow("1..4 p100") << four << 100.0 << 4.0;
     const std::vector<double> five = {40, 15, 50, 35, 20};  // unsorted on purpose
-    QTest::newRow("5 p10") << five << 10.0 << 17.0;      // h = 0.4: 15 + 0.4*5
-    QTest::newRow("5 p25") << five << 25.0 << 20.0;      // h = 1
+    QTest::newRow("5 p10") << five << 10.0 << 17.0;         // h = 0.4: 15 + 0.4*5
+    QTest::newRow("5 p25") << five << 25.0 << 20.0;         // h = 1
     QTest::newRow("5 p50") << five << 50.0 << 35.0;
-    QTest::newRow("5 p90") << five << 90.0 << 46.0;      // h = 3.6: 40 + 0.6*10
-    QTest::newRow("5 p99") << five << 99.0 << 49.6;      // h = 3.96
+    QTest::newRow("5 p90") << five << 90.0 << 46.0;  // h = 3.6: 40 + 0.6*10
+    QTest::newRow("5 p99") << five << 99.0 << 49.6;  // h = 3.96
     QTest::newRow("single") << std::vector<double>{7} << 99.0 << 7.0;
     QTest::newRow("two p50") << std::vector<double>{0.5, 0.1} << 50.0 << 0.3;
     QTest::newRow("two p99") << std::vector<double>{0.5, 0.1} << 99.0 << 0.496;  // 0.1 + 0.99*0.4
     std::vector<double> hundred;
     for (int i = 1; i <= 100; ++i) hundred.push_back(i);
-    QTest::newRow("1..100 p50") << hundred << 50.0 << 50.5;    // h = 49.5
-    QTest::newRow("1..100 p90") << hundred << 90.0 << 90.1;    // h = 89.1
-    QTest::newRow("1..100 p99") << hundred << 99.0 << 99.01;   // h = 98.01
+    QTest::newRow("1..100 p50") << hundred << 50.0 << 50.5;                         // h = 49.5
+    QTest::newRow("1..100 p90") << hundred << 90.0 << 90.1;                         // h = 89.1
+    QTest::newRow("1..100 p99") << hundred << 99.0 << 99.01;                        // h = 98.01
     QTest::newRow("duplicates") << std::vector<double>{3, 1, 3, 3} << 25.0 << 2.5;  // sorted 1 3 3 3, h = 0.75
 }
 
@@ -592,7 +604,8 @@ void TestTelemetry::percentile_matches_numpy() {
     QFETCH(double, p);
     QFETCH(double, expected);
     const double got = percentile(values, p);
-    QVERIFY2(approx(got, expected, 1e-12), qPrintable(QString("percentile %1 = %2, numpy gives %3").arg(p).arg(got, 0, 'g', 17).arg(expected)));
+    QVERIFY2(approx(got, expected, 1e-12),
+             qPrintable(QString("percentile %1 = %2, numpy gives %3").arg(p).arg(got, 0, 'g', 17).arg(expected)));
 }
 
 void TestTelemetry::request_metrics_math() {
@@ -674,11 +687,11 @@ void TestTelemetry::summarize_requests() {
     QCOMPARE(s.tpot_ms.count, int64_t(2));
     QVERIFY(approx(s.tpot_ms.p50, (110.0 / 3.0 + 10.0) / 2.0));  // 23.333..., as numpy
     QCOMPARE(s.itl_ms.count, int64_t(4));
-    QCOMPARE(s.itl_ms.p50, 25.0);                  // numpy.percentile([20, 30, 60, 10], 50)
-    QVERIFY(approx(s.itl_ms.p99, 59.1));            // numpy.percentile([20, 30, 60, 10], 99)
+    QCOMPARE(s.itl_ms.p50, 25.0);         // numpy.percentile([20, 30, 60, 10], 50)
+    QVERIFY(approx(s.itl_ms.p99, 59.1));  // numpy.percentile([20, 30, 60, 10], 99)
     QCOMPARE(s.queue_ms.count, int64_t(2));
     QCOMPARE(s.queue_ms.p50, 20.0);
-    QCOMPARE(s.e2e_ms.count, int64_t(3));          // a 190, b 60, c 0
+    QCOMPARE(s.e2e_ms.count, int64_t(3));  // a 190, b 60, c 0
     QCOMPARE(s.e2e_ms.max, 190.0);
 
     const LatencySummary none = summarize({});

@@ -88,11 +88,11 @@ kvs::VocabData tiny_bpe_vocab() {
     v.model = "gpt2";
     v.pre = "gpt-2";
     for (const std::string& t : kvs::byte_to_unicode_text()) v.tokens.push_back(t);  // ids 0..255
-    v.tokens.push_back("ab");    // 256
-    v.tokens.push_back("abc");   // 257
-    v.tokens.push_back("bc");    // 258
-    v.tokens.push_back("Ġa");    // 259
-    v.tokens.push_back("<|im_end|>");  // 260
+    v.tokens.push_back("ab");                                                        // 256
+    v.tokens.push_back("abc");                                                       // 257
+    v.tokens.push_back("bc");                                                        // 258
+    v.tokens.push_back("Ġa");                                                        // 259
+    v.tokens.push_back("<|im_end|>");                                                // 260
     v.token_types.assign(v.tokens.size(), kvs::TokenType::Normal);
     v.token_types[260] = kvs::TokenType::Control;
     v.merges = {"a b", "ab c", "b c", "Ġ a"};
@@ -114,9 +114,19 @@ kvs::VocabData tiny_spm_vocab() {
         v.token_types.push_back(kvs::TokenType::Byte);
     }
     // ids 259..: pieces with scores (higher merges first)
-    const std::vector<std::pair<std::string, float>> pieces = {
-        {"\xE2\x96\x81", -1}, {"a", -2}, {"b", -3}, {"c", -4}, {"ab", -10}, {"bc", -5},
-        {"\xE2\x96\x81" "a", -6}, {"\xE2\x96\x81" "ab", -7}, {"abc", -20}};
+    const std::vector<std::pair<std::string, float>> pieces = {{"\xE2\x96\x81", -1},
+                                                               {"a", -2},
+                                                               {"b", -3},
+                                                               {"c", -4},
+                                                               {"ab", -10},
+                                                               {"bc", -5},
+                                                               {"\xE2\x96\x81"
+                                                                "a",
+                                                                -6},
+                                                               {"\xE2\x96\x81"
+                                                                "ab",
+                                                                -7},
+                                                               {"abc", -20}};
     v.scores.assign(v.tokens.size(), 0.0f);
     for (const auto& [text, score] : pieces) {
         v.tokens.push_back(text);
@@ -200,16 +210,24 @@ void TstTokenizer::pre_tokenizer_split_data() {
     QTest::addColumn<QString>("pre");
     QTest::addColumn<QString>("text");
     QTest::addColumn<QStringList>("words");
-    QTest::newRow("gpt2 words") << "gpt-2" << "Hello world's  12"
-                                << QStringList{"Hello", " world", "'s", " ", " 12"};
-    QTest::newRow("gpt2 numbers") << "gpt-2" << "x 12345" << QStringList{"x", " 12345"};
-    QTest::newRow("gpt2 trailing space") << "gpt-2" << "a  " << QStringList{"a", "  "};
-    QTest::newRow("smollm digits") << "smollm" << "a 123" << QStringList{"a", " ", "1", "2", "3"};
-    QTest::newRow("llama3 digits") << "llama3" << "12345" << QStringList{"123", "45"};
-    QTest::newRow("llama3 newlines") << "llama3" << "Hi\n\nyou" << QStringList{"Hi", "\n\n", "you"};
-    QTest::newRow("llama3 case-insensitive 's") << "llama3" << "IT'S" << QStringList{"IT", "'S"};
-    QTest::newRow("qwen2 digits") << "qwen2" << "v12" << QStringList{"v", "1", "2"};
-    QTest::newRow("korean") << "gpt-2" << QString::fromUtf8("안녕 세계") << QStringList{QString::fromUtf8("안녕"), QString::fromUtf8(" 세계")};
+    QTest::newRow("gpt2 words") << "gpt-2"
+                                << "Hello world's  12" << QStringList{"Hello", " world", "'s", " ", " 12"};
+    QTest::newRow("gpt2 numbers") << "gpt-2"
+                                  << "x 12345" << QStringList{"x", " 12345"};
+    QTest::newRow("gpt2 trailing space") << "gpt-2"
+                                         << "a  " << QStringList{"a", "  "};
+    QTest::newRow("smollm digits") << "smollm"
+                                   << "a 123" << QStringList{"a", " ", "1", "2", "3"};
+    QTest::newRow("llama3 digits") << "llama3"
+                                   << "12345" << QStringList{"123", "45"};
+    QTest::newRow("llama3 newlines") << "llama3"
+                                     << "Hi\n\nyou" << QStringList{"Hi", "\n\n", "you"};
+    QTest::newRow("llama3 case-insensitive 's") << "llama3"
+                                                << "IT'S" << QStringList{"IT", "'S"};
+    QTest::newRow("qwen2 digits") << "qwen2"
+                                  << "v12" << QStringList{"v", "1", "2"};
+    QTest::newRow("korean") << "gpt-2" << QString::fromUtf8("안녕 세계")
+                            << QStringList{QString::fromUtf8("안녕"), QString::fromUtf8(" 세계")};
 }
 
 void TstTokenizer::pre_tokenizer_split() {
@@ -349,15 +367,26 @@ void TstTokenizer::hf_json_errors_data() {
     QTest::addColumn<QString>("expected");
     const QString ok_model = R"({"model": {"type": "BPE", "vocab": {"a": 0, "b": 1, "ab": 2}, "merges": ["a b"]},
                                  "pre_tokenizer": {"type": "ByteLevel"}})";
-    QTest::newRow("missing file") << "" << "" << "cannot open";
-    QTest::newRow("bad json") << "{\"model\": " << "" << "not valid JSON";
-    QTest::newRow("unigram") << R"({"model": {"type": "Unigram", "vocab": []}})" << "" << "model.type = 'Unigram'";
-    QTest::newRow("bad merge") << R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [3]}, "pre_tokenizer": {"type": "ByteLevel"}})"
-                               << "" << "model.merges[0]";
-    QTest::newRow("no pre-tokenizer") << R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})" << ""
+    QTest::newRow("missing file") << ""
+                                  << ""
+                                  << "cannot open";
+    QTest::newRow("bad json") << "{\"model\": "
+                              << ""
+                              << "not valid JSON";
+    QTest::newRow("unigram") << R"({"model": {"type": "Unigram", "vocab": []}})"
+                             << ""
+                             << "model.type = 'Unigram'";
+    QTest::newRow("bad merge")
+        << R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": [3]}, "pre_tokenizer": {"type": "ByteLevel"}})"
+        << ""
+        << "model.merges[0]";
+    QTest::newRow("no pre-tokenizer") << R"({"model": {"type": "BPE", "vocab": {"a": 0}, "merges": []}})"
+                                      << ""
                                       << "pre_tokenizer";
-    QTest::newRow("unknown bos") << ok_model << R"({"bos_token": "<s>"})" << "field 'bos_token' = '<s>'";
-    QTest::newRow("bad add_bos") << ok_model << R"({"add_bos_token": "yes"})" << "add_bos_token";
+    QTest::newRow("unknown bos") << ok_model << R"({"bos_token": "<s>"})"
+                                 << "field 'bos_token' = '<s>'";
+    QTest::newRow("bad add_bos") << ok_model << R"({"add_bos_token": "yes"})"
+                                 << "add_bos_token";
 }
 
 void TstTokenizer::hf_json_errors() {
@@ -381,9 +410,18 @@ void TstTokenizer::hf_json_shapes_data() {
     QTest::addColumn<bool>("add_bos");
     QTest::addColumn<QString>("bos");
     QTest::addColumn<QString>("eos");
-    QTest::newRow("llama3") << "llama3" << "gpt2" << "llama3" << true << "<|begin_of_text|>" << "<|end_of_text|>";
-    QTest::newRow("qwen2") << "qwen2" << "gpt2" << "qwen2" << false << "" << "<|im_end|>";
-    QTest::newRow("spm") << "spm" << "llama" << "default" << true << "<s>" << "</s>";
+    QTest::newRow("llama3") << "llama3"
+                            << "gpt2"
+                            << "llama3" << true << "<|begin_of_text|>"
+                            << "<|end_of_text|>";
+    QTest::newRow("qwen2") << "qwen2"
+                           << "gpt2"
+                           << "qwen2" << false << ""
+                           << "<|im_end|>";
+    QTest::newRow("spm") << "spm"
+                         << "llama"
+                         << "default" << true << "<s>"
+                         << "</s>";
 }
 
 void TstTokenizer::hf_json_shapes() {
@@ -542,10 +580,12 @@ void TstTokenizer::chat_template_matches_jinja() {
     const json fixture = load_fixture("chat_templates.json");
     const std::string jinja = fixture["templates"][format].get<std::string>();
     const kvs::ChatFormat chat_format = kvs::detect_chat_format(jinja, kvs::VocabData{});
-    QCOMPARE(std::string(kvs::chat_format_name(chat_format)),
-             format == "ChatML" ? std::string("chatml") : format == "Llama3" ? std::string("llama3") : std::string("llama2"));
+    QCOMPARE(std::string(kvs::chat_format_name(chat_format)), format == "ChatML"   ? std::string("chatml")
+                                                              : format == "Llama3" ? std::string("llama3")
+                                                                                   : std::string("llama2"));
     std::vector<kvs::ChatMessage> conversation;
-    for (const json& m : json::parse(messages)) conversation.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
+    for (const json& m : json::parse(messages))
+        conversation.push_back({m["role"].get<std::string>(), m["content"].get<std::string>()});
     kvs::ChatSpecialTokens special;
     special.bos_token = bos;
     special.eos_token = eos;

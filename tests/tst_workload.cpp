@@ -63,7 +63,8 @@ void TestWorkload::workload_deterministic() {
         QCOMPARE(x.prompt, y.prompt);
         QCOMPARE(x.max_tokens, y.max_tokens);
         QCOMPARE(x.priority, y.priority);
-        QVERIFY(static_cast<int>(x.prompt.size()) >= spec->prompt_min && static_cast<int>(x.prompt.size()) <= spec->prompt_max);
+        QVERIFY(static_cast<int>(x.prompt.size()) >= spec->prompt_min &&
+                static_cast<int>(x.prompt.size()) <= spec->prompt_max);
         QVERIFY(x.max_tokens >= spec->output_min && x.max_tokens <= spec->output_max);
         for (int32_t t : x.prompt) QVERIFY2(t >= spec->first_token_id && t < spec->n_vocab, "token id out of range");
         if (i > 0) QVERIFY2(x.arrival_s >= (*w1)[i - 1].arrival_s, "sorted by arrival");
@@ -121,7 +122,8 @@ void TestWorkload::workload_poisson_mean_gap() {
     for (double g : gaps) var += (g - m) * (g - m);
     const double sd = std::sqrt(var / static_cast<double>(gaps.size() - 1));
     const double se = (1.0 / kRate) / std::sqrt(static_cast<double>(kN - 1));
-    QVERIFY2(std::fabs(m - 1.0 / kRate) < 5 * se, qPrintable(QString("mean gap %1, expected %2 +- %3").arg(m).arg(1.0 / kRate).arg(5 * se)));
+    QVERIFY2(std::fabs(m - 1.0 / kRate) < 5 * se,
+             qPrintable(QString("mean gap %1, expected %2 +- %3").arg(m).arg(1.0 / kRate).arg(5 * se)));
     QVERIFY2(std::fabs(sd / m - 1.0) < 0.05, qPrintable(QString("gap std/mean %1, exponential gives 1").arg(sd / m)));
     // Memoryless: about e^-1 of the gaps are longer than the mean.
     int longer = 0;
@@ -162,7 +164,8 @@ void TestWorkload::workload_shared_prefix() {
     for (const auto& r : *w) {
         const int n = static_cast<int>(r.prompt.size());
         QVERIFY2(n >= 256 + s->prompt_min && n <= 256 + s->prompt_max, qPrintable(QString("prompt length %1").arg(n)));
-        QVERIFY2(std::equal(prefix.begin(), prefix.end(), r.prompt.begin()), "every prompt starts with the shared prefix");
+        QVERIFY2(std::equal(prefix.begin(), prefix.end(), r.prompt.begin()),
+                 "every prompt starts with the shared prefix");
         tails.insert(std::vector<int32_t>(r.prompt.begin() + 256, r.prompt.end()));
         QVERIFY2(r.prompt[256] != prefix[0] || r.prompt[257] != prefix[1], "the tail is not a copy of the prefix");
     }
@@ -195,7 +198,8 @@ void TestWorkload::workload_mixed_is_heavy_tailed() {
     }
     const double frac = short_prompts / 4000.0;
     const double expected = std::log(4.0) / std::log(513.0 / 16.0);
-    QVERIFY2(std::fabs(frac - expected) < 0.04, qPrintable(QString("P(prompt < 64) = %1, log-uniform gives %2").arg(frac).arg(expected)));
+    QVERIFY2(std::fabs(frac - expected) < 0.04,
+             qPrintable(QString("P(prompt < 64) = %1, log-uniform gives %2").arg(frac).arg(expected)));
     QVERIFY2(lo < 20 && hi > 450, qPrintable(QString("lengths span %1..%2").arg(lo).arg(hi)));
     // Mean output of floor(log-uniform over [16, 257)): about 241/ln(257/16) - 0.5 = 86.3.
     const double out_mean = out_sum / 4000.0;
@@ -211,15 +215,24 @@ void TestWorkload::workload_spec_parses_data() {
     QTest::addColumn<int>("prompt_max");
     QTest::addColumn<int>("output_max");
     QTest::addColumn<int>("prefix");
-    QTest::newRow("mixed defaults") << "mixed" << "mixed" << 64 << 0.0 << 16 << 512 << 256 << 0;
-    QTest::newRow("mixed n rate") << "mixed:n=64,rate=8" << "mixed" << 64 << 8.0 << 16 << 512 << 256 << 0;
-    QTest::newRow("poisson default rate") << "poisson" << "poisson" << 64 << 1.0 << 16 << 512 << 256 << 0;
-    QTest::newRow("shared prefix") << "shared-prefix:n=32,prefix=256" << "shared-prefix" << 32 << 0.0 << 16 << 64 << 128 << 256;
-    QTest::newRow("uniform fixed") << "uniform:prompt=128,output=64" << "uniform" << 64 << 0.0 << 128 << 128 << 64 << 0;
-    QTest::newRow("ranges") << "uniform:prompt=10..20,output_min=2,output_max=9" << "uniform" << 64 << 0.0 << 10 << 20 << 9 << 0;
-    QTest::newRow("inf rate") << "poisson:rate=inf,n=3" << "poisson" << 3 << std::numeric_limits<double>::infinity() << 16 << 512 << 256 << 0;
-    QTest::newRow("fractional rate") << "poisson:rate=0.5" << "poisson" << 64 << 0.5 << 16 << 512 << 256 << 0;
-    QTest::newRow("prefix on mixed") << "mixed:prefix=32,prompt_max=40" << "mixed" << 64 << 0.0 << 16 << 40 << 256 << 32;
+    QTest::newRow("mixed defaults") << "mixed"
+                                    << "mixed" << 64 << 0.0 << 16 << 512 << 256 << 0;
+    QTest::newRow("mixed n rate") << "mixed:n=64,rate=8"
+                                  << "mixed" << 64 << 8.0 << 16 << 512 << 256 << 0;
+    QTest::newRow("poisson default rate") << "poisson"
+                                          << "poisson" << 64 << 1.0 << 16 << 512 << 256 << 0;
+    QTest::newRow("shared prefix") << "shared-prefix:n=32,prefix=256"
+                                   << "shared-prefix" << 32 << 0.0 << 16 << 64 << 128 << 256;
+    QTest::newRow("uniform fixed") << "uniform:prompt=128,output=64"
+                                   << "uniform" << 64 << 0.0 << 128 << 128 << 64 << 0;
+    QTest::newRow("ranges") << "uniform:prompt=10..20,output_min=2,output_max=9"
+                            << "uniform" << 64 << 0.0 << 10 << 20 << 9 << 0;
+    QTest::newRow("inf rate") << "poisson:rate=inf,n=3"
+                              << "poisson" << 3 << std::numeric_limits<double>::infinity() << 16 << 512 << 256 << 0;
+    QTest::newRow("fractional rate") << "poisson:rate=0.5"
+                                     << "poisson" << 64 << 0.5 << 16 << 512 << 256 << 0;
+    QTest::newRow("prefix on mixed") << "mixed:prefix=32,prompt_max=40"
+                                     << "mixed" << 64 << 0.0 << 16 << 40 << 256 << 32;
 }
 
 void TestWorkload::workload_spec_parses() {
@@ -246,26 +259,46 @@ void TestWorkload::workload_spec_parses() {
 void TestWorkload::workload_spec_errors_data() {
     QTest::addColumn<QString>("text");
     QTest::addColumn<QString>("needle");  // the error must contain this
-    QTest::newRow("unknown kind") << "bursty" << "unknown kind \"bursty\"";
-    QTest::newRow("empty") << "" << "unknown kind \"\"";
-    QTest::newRow("unknown key") << "mixed:n=4,foo=1" << "unknown key \"foo\"";
-    QTest::newRow("not a number") << "mixed:n=abc" << "n=\"abc\" is not an integer";
-    QTest::newRow("trailing junk") << "mixed:n=5x" << "n=\"5x\"";
-    QTest::newRow("empty value") << "mixed:n=" << "n=\"\"";
-    QTest::newRow("no equals") << "mixed:n" << "\"n\" is not key=value";
-    QTest::newRow("zero requests") << "mixed:n=0" << "n=0 must be at least 1";
-    QTest::newRow("negative rate") << "poisson:rate=-2" << "rate=-2 must be >= 0";
-    QTest::newRow("nan rate") << "poisson:rate=nan" << "rate=\"nan\" is not a number";
-    QTest::newRow("rate text") << "poisson:rate=fast" << "rate=\"fast\" is not a number";
-    QTest::newRow("reversed range") << "mixed:prompt=10..5" << "prompt=10..5 needs 1 <= min <= max";
-    QTest::newRow("bad range") << "mixed:output=1..x" << "output=\"1..x\" is not a length N or a range A..B";
-    QTest::newRow("zero output") << "uniform:output_min=0" << "output=0..256";
-    QTest::newRow("min over max") << "uniform:output_min=300" << "output=300..256";
-    QTest::newRow("negative prefix") << "shared-prefix:prefix=-1" << "prefix=-1 must be >= 0";
-    QTest::newRow("first token") << "mixed:first_token=50000" << "first_token=50000 must be in [0, vocab=49152)";
-    QTest::newRow("priorities") << "mixed:priorities=0" << "priorities=0 must be at least 1";
-    QTest::newRow("overflow") << "mixed:n=99999999999" << "n=\"99999999999\" is not in range";
-    QTest::newRow("negative seed") << "mixed:seed=-1" << "seed=\"-1\"";
+    QTest::newRow("unknown kind") << "bursty"
+                                  << "unknown kind \"bursty\"";
+    QTest::newRow("empty") << ""
+                           << "unknown kind \"\"";
+    QTest::newRow("unknown key") << "mixed:n=4,foo=1"
+                                 << "unknown key \"foo\"";
+    QTest::newRow("not a number") << "mixed:n=abc"
+                                  << "n=\"abc\" is not an integer";
+    QTest::newRow("trailing junk") << "mixed:n=5x"
+                                   << "n=\"5x\"";
+    QTest::newRow("empty value") << "mixed:n="
+                                 << "n=\"\"";
+    QTest::newRow("no equals") << "mixed:n"
+                               << "\"n\" is not key=value";
+    QTest::newRow("zero requests") << "mixed:n=0"
+                                   << "n=0 must be at least 1";
+    QTest::newRow("negative rate") << "poisson:rate=-2"
+                                   << "rate=-2 must be >= 0";
+    QTest::newRow("nan rate") << "poisson:rate=nan"
+                              << "rate=\"nan\" is not a number";
+    QTest::newRow("rate text") << "poisson:rate=fast"
+                               << "rate=\"fast\" is not a number";
+    QTest::newRow("reversed range") << "mixed:prompt=10..5"
+                                    << "prompt=10..5 needs 1 <= min <= max";
+    QTest::newRow("bad range") << "mixed:output=1..x"
+                               << "output=\"1..x\" is not a length N or a range A..B";
+    QTest::newRow("zero output") << "uniform:output_min=0"
+                                 << "output=0..256";
+    QTest::newRow("min over max") << "uniform:output_min=300"
+                                  << "output=300..256";
+    QTest::newRow("negative prefix") << "shared-prefix:prefix=-1"
+                                     << "prefix=-1 must be >= 0";
+    QTest::newRow("first token") << "mixed:first_token=50000"
+                                 << "first_token=50000 must be in [0, vocab=49152)";
+    QTest::newRow("priorities") << "mixed:priorities=0"
+                                << "priorities=0 must be at least 1";
+    QTest::newRow("overflow") << "mixed:n=99999999999"
+                              << "n=\"99999999999\" is not in range";
+    QTest::newRow("negative seed") << "mixed:seed=-1"
+                                   << "seed=\"-1\"";
 }
 
 void TestWorkload::workload_spec_errors() {

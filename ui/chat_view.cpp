@@ -56,8 +56,7 @@ ChatView::ChatView(QWidget* parent) : QWidget(parent) {
     });
     connect(m_regenerate, &QPushButton::clicked, this, &ChatView::regenerateRequested);
     connect(m_edit, &QPushButton::clicked, this, [this] {
-        if (m_editing)
-            Q_EMIT editCancelRequested();
+        if (m_editing) Q_EMIT editCancelRequested();
         else
             Q_EMIT editRequested();
     });
@@ -114,9 +113,9 @@ void ChatView::updateButtons() {
         if (!on && window()->focusWidget() == b) m_prompt->setFocus();
     for (const auto& [b, on] : buttons) b->setEnabled(on);
     const QString hint = !m_why.isEmpty() ? m_why
-                         : m_editing     ? tr("Editing your last message: Send replaces it and its reply; "
-                                              "Cancel edit keeps them.")
-                                         : QString();
+                         : m_editing      ? tr("Editing your last message: Send replaces it and its reply; "
+                                                    "Cancel edit keeps them.")
+                                          : QString();
     m_hint->setText(hint);
     m_hint->setVisible(!hint.isEmpty());
 }
@@ -169,13 +168,13 @@ void ChatView::render() {
     QString html;
     for (const auto& t : m_turns) {
         const QString body = t.text.toHtmlEscaped().replace("\n", "<br>");
-        if (t.role == "user")
-            html += QString("<p style='margin:8px 0'><b>You</b><br>%1</p>").arg(body);
+        if (t.role == "user") html += QString("<p style='margin:8px 0'><b>You</b><br>%1</p>").arg(body);
         else if (t.role == "assistant")
-            html += QString("<p style='margin:8px 0'><b>Assistant</b><br>%1%2</p>")
-                        .arg(body, t.footer.isEmpty() ? QString()
-                                                      : QString("<br><span style='color:gray; font-size:small'>%1</span>")
-                                                            .arg(t.footer.toHtmlEscaped()));
+            html +=
+                QString("<p style='margin:8px 0'><b>Assistant</b><br>%1%2</p>")
+                    .arg(body, t.footer.isEmpty() ? QString()
+                                                  : QString("<br><span style='color:gray; font-size:small'>%1</span>")
+                                                        .arg(t.footer.toHtmlEscaped()));
         else
             html += QString("<p style='margin:8px 0; color:#b05000'><i>%1</i></p>").arg(body);
     }

@@ -21,10 +21,10 @@ public:
     void beginAssistantMessage();
     void appendAssistantText(const QString& piece);
     void endAssistantMessage(const QString& footer);
-    void appendNotice(const QString& text);           // errors and status lines in the transcript
-    void clearTranscript();                           // before replaying an edited conversation
+    void appendNotice(const QString& text);  // errors and status lines in the transcript
+    void clearTranscript();                  // before replaying an edited conversation
     void setPromptText(const QString& text);
-    void setCanRetry(bool can);                       // enables Regenerate / Edit (a finished exchange exists)
+    void setCanRetry(bool can);  // enables Regenerate / Edit (a finished exchange exists)
     // Edit mode: the last message is back in the prompt box while the exchange stays shown
     // (and saved) until the edited message is sent; the Edit button reads "Cancel edit".
     void setEditing(bool editing);

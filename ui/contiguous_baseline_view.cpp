@@ -102,16 +102,20 @@ QString ContiguousBaselineView::tooltipAt(QPoint p) const {
             if (r.id == id && !r.label.isEmpty()) name = r.label.toHtmlEscaped();
         return tr("<qt><b>%1</b> · contiguous reservation of %2 token slots<br>holds %3 tokens · "
                   "%4 reserved but unused (%5)</qt>")
-            .arg(name, numberText(len), numberText(used), numberText(len - used), percentText(len > 0 ? 1.0 - double(used) / len : 0));
+            .arg(name, numberText(len), numberText(used), numberText(len - used),
+                 percentText(len > 0 ? 1.0 - double(used) / len : 0));
     }
     if (m_geo.cellAt(p, m_stats.nBlocks) < 0 || len <= 0) return {};
     const qint64 capacity = qint64(m_stats.nBlocks) * std::max(1, m_stats.blockSize);
     const qint64 left = capacity - m_stats.contiguousFit * len;
     QString s = left >= len ? tr("<qt>Free: %1 token slots, room for %2 more %3-slot reservation(s)")
                                   .arg(numberText(left), numberText(left / len), numberText(len))
-                            : tr("<qt>Free: %1 token slots, too few for another %2-slot reservation").arg(numberText(left), numberText(len));
+                            : tr("<qt>Free: %1 token slots, too few for another %2-slot reservation")
+                                  .arg(numberText(left), numberText(len));
     if (m_stats.holders.size() > m_stats.contiguousFit)
-        s += tr("<br>%1 of the %2 requests holding KV would not fit").arg(m_stats.holders.size() - m_stats.contiguousFit).arg(m_stats.holders.size());
+        s += tr("<br>%1 of the %2 requests holding KV would not fit")
+                 .arg(m_stats.holders.size() - m_stats.contiguousFit)
+                 .arg(m_stats.holders.size());
     return s + QStringLiteral("</qt>");
 }
 
@@ -161,7 +165,7 @@ void ContiguousBaselineView::paintEvent(QPaintEvent*) {
     for (int k = 0; k < m_stats.contiguousFit; ++k) {
         const qint64 id = m_stats.holders[k];
         const QColor c = m_selected != kNoRequest && id != m_selected ? mixColors(requestColor(id), st.base, 0.72)
-                                                                       : requestColor(id);
+                                                                      : requestColor(id);
         const qint64 start = k * len, used = std::min<qint64>(m_stats.holderTokens[k], len);
         for (const QRectF& r : tokenSpan(start, start + used)) p.fillRect(r, c);
         if (k > 0) {  // where a reservation starts: a notch, so neighbours of one colour stay apart
@@ -188,8 +192,7 @@ bool ContiguousBaselineView::event(QEvent* e) {
     if (e->type() == QEvent::ToolTip) {
         auto* he = static_cast<QHelpEvent*>(e);
         const QString t = tooltipAt(he->pos());
-        if (t.isEmpty())
-            QToolTip::hideText();
+        if (t.isEmpty()) QToolTip::hideText();
         else
             QToolTip::showText(he->globalPos(), t, this);
         return true;

@@ -20,8 +20,8 @@ public:
 
     void setFrame(const EngineFrame& frame, const KvMapStats& stats);
     void setSelectedRequest(qint64 id);
-    qint64 requestAt(QPoint p) const;            // kNoRequest outside every reservation
-    QRectF reservationRect(qint64 id) const;     // first row segment of its bar; empty if none
+    qint64 requestAt(QPoint p) const;         // kNoRequest outside every reservation
+    QRectF reservationRect(qint64 id) const;  // first row segment of its bar; empty if none
     // Where token slots [first, end) of the pool lie: one rect per row they cross.
     QVector<QRectF> tokenSpan(qint64 first, qint64 end) const;
     QString tooltipAt(QPoint p) const;
@@ -47,8 +47,8 @@ private:
     EngineFrame m_frame;
     KvMapStats m_stats;
     BlockGridGeometry m_geo;
-    QPixmap m_background;            // the pool and every reservation's hatched tint
-    QVector<qint64> m_backgroundKey; // what it was drawn for: length, fit, selection, holders
+    QPixmap m_background;             // the pool and every reservation's hatched tint
+    QVector<qint64> m_backgroundKey;  // what it was drawn for: length, fit, selection, holders
     QPixmap m_hatch;
     qint64 m_selected = kNoRequest;
 };

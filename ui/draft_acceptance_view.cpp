@@ -30,7 +30,7 @@ QString visibleDraftText(QString t) {
     return t;
 }
 
-constexpr TokenFate kLegendOrder[] = {TokenFate::Accepted, TokenFate::Bonus,    TokenFate::Corrected,
+constexpr TokenFate kLegendOrder[] = {TokenFate::Accepted, TokenFate::Bonus,     TokenFate::Corrected,
                                       TokenFate::Rejected, TokenFate::Discarded, TokenFate::Plain};
 
 }  // namespace
@@ -57,8 +57,9 @@ DraftAcceptanceView::DraftAcceptanceView(QWidget* parent) : QWidget(parent) {
     m_text->setObjectName("draftText");
     m_text->setAccessibleName(tr("Generated text coloured by token fate"));
     m_text->setOpenLinks(false);
-    m_text->setPlaceholderText(tr("No request has used speculative decoding yet. Choose Speculative in the "
-                                  "Sampling panel: prompt lookup wins when the answer copies the prompt."));
+    m_text->setPlaceholderText(
+        tr("No request has used speculative decoding yet. Choose Speculative in the "
+           "Sampling panel: prompt lookup wins when the answer copies the prompt."));
 
     buildPlots();
     m_text->setMinimumHeight(fontMetrics().height() * 4);
@@ -91,9 +92,10 @@ QLayout* DraftAcceptanceView::buildFigures() {
     auto* figures = new QGridLayout;
     figures->setVerticalSpacing(fontMetrics().height() / 6);
     m_figuresGrid = figures;
-    m_alpha = addFigure(0, tr("α (accepted / judged)"), "alpha",
-                        tr("Per-draft acceptance: drafts kept over drafts the acceptance rule judged (every draft up to "
-                           "and including the first rejection)"));
+    m_alpha =
+        addFigure(0, tr("α (accepted / judged)"), "alpha",
+                  tr("Per-draft acceptance: drafts kept over drafts the acceptance rule judged (every draft up to "
+                     "and including the first rejection)"));
     m_meanAccepted = addFigure(3, tr("Accepted per pass"), "meanAccepted",
                                tr("Mean drafts kept per target pass, out of the mean k asked for"));
     m_perPass = addFigure(1, tr("Tokens per target pass"), "tokensPerPass",
@@ -152,7 +154,8 @@ void DraftAcceptanceView::buildPlots() {
     m_plot->setMinimumHeight(fontMetrics().height() * 12);
     m_alphaLine = new QCPItemStraightLine(m_plot);
     m_alphaLine->setClipAxisRect(m_posRect);
-    for (auto* p : {m_alphaLine->point1, m_alphaLine->point2}) p->setAxes(m_posRect->axis(QCPAxis::atBottom), m_posRect->axis(QCPAxis::atLeft));
+    for (auto* p : {m_alphaLine->point1, m_alphaLine->point2})
+        p->setAxes(m_posRect->axis(QCPAxis::atBottom), m_posRect->axis(QCPAxis::atLeft));
     m_alphaLine->setVisible(false);
 }
 
@@ -183,12 +186,12 @@ QSize DraftAcceptanceView::sizeHint() const {
 
 QColor DraftAcceptanceView::fateColor(TokenFate f, const QPalette& pal) {
     switch (f) {
-    case TokenFate::Accepted: return QColor(0x3E, 0xA8, 0x4F);
-    case TokenFate::Corrected: return QColor(0xF2, 0x8E, 0x2B);
-    case TokenFate::Bonus: return QColor(0x3D, 0x85, 0xC6);
-    case TokenFate::Rejected: return QColor(0xE1, 0x3B, 0x3E);
-    case TokenFate::Discarded: return mixColors(pal.color(QPalette::Base), pal.color(QPalette::Text), 0.45);
-    case TokenFate::Plain: return pal.color(QPalette::Text);
+        case TokenFate::Accepted: return QColor(0x3E, 0xA8, 0x4F);
+        case TokenFate::Corrected: return QColor(0xF2, 0x8E, 0x2B);
+        case TokenFate::Bonus: return QColor(0x3D, 0x85, 0xC6);
+        case TokenFate::Rejected: return QColor(0xE1, 0x3B, 0x3E);
+        case TokenFate::Discarded: return mixColors(pal.color(QPalette::Base), pal.color(QPalette::Text), 0.45);
+        case TokenFate::Plain: return pal.color(QPalette::Text);
     }
     return {};
 }
@@ -197,34 +200,34 @@ QTextCharFormat DraftAcceptanceView::fateFormat(TokenFate f, const QPalette& pal
     QTextCharFormat fmt;
     const QColor c = fateColor(f, pal), base = pal.color(QPalette::Base);
     switch (f) {
-    case TokenFate::Accepted:
-    case TokenFate::Corrected:
-    case TokenFate::Bonus:
-        // A tint under text in the normal colour: readable on light and dark backgrounds.
-        fmt.setBackground(mixColors(base, c, 0.42));
-        fmt.setForeground(pal.color(QPalette::Text));
-        break;
-    case TokenFate::Rejected:
-        fmt.setForeground(mixColors(c, pal.color(QPalette::Text), 0.15));
-        fmt.setFontStrikeOut(true);
-        break;
-    case TokenFate::Discarded:
-        fmt.setForeground(c);
-        fmt.setFontStrikeOut(true);
-        break;
-    case TokenFate::Plain: fmt.setForeground(c); break;
+        case TokenFate::Accepted:
+        case TokenFate::Corrected:
+        case TokenFate::Bonus:
+            // A tint under text in the normal colour: readable on light and dark backgrounds.
+            fmt.setBackground(mixColors(base, c, 0.42));
+            fmt.setForeground(pal.color(QPalette::Text));
+            break;
+        case TokenFate::Rejected:
+            fmt.setForeground(mixColors(c, pal.color(QPalette::Text), 0.15));
+            fmt.setFontStrikeOut(true);
+            break;
+        case TokenFate::Discarded:
+            fmt.setForeground(c);
+            fmt.setFontStrikeOut(true);
+            break;
+        case TokenFate::Plain: fmt.setForeground(c); break;
     }
     return fmt;
 }
 
 QString DraftAcceptanceView::fateName(TokenFate f) {
     switch (f) {
-    case TokenFate::Plain: return tr("plain decode");
-    case TokenFate::Accepted: return tr("accepted draft");
-    case TokenFate::Corrected: return tr("target's correction");
-    case TokenFate::Bonus: return tr("bonus token");
-    case TokenFate::Rejected: return tr("rejected draft");
-    case TokenFate::Discarded: return tr("discarded draft");
+        case TokenFate::Plain: return tr("plain decode");
+        case TokenFate::Accepted: return tr("accepted draft");
+        case TokenFate::Corrected: return tr("target's correction");
+        case TokenFate::Bonus: return tr("bonus token");
+        case TokenFate::Rejected: return tr("rejected draft");
+        case TokenFate::Discarded: return tr("discarded draft");
     }
     return {};
 }
@@ -331,7 +334,8 @@ void DraftAcceptanceView::appendTokens(const SpecRequestFrame& r, int from) {
             held = nullptr;
         }
         if (t.fate == TokenFate::Corrected) held = &t;
-        else put(t);
+        else
+            put(t);
     }
     if (held) put(*held);
     cur.endEditBlock();
@@ -339,7 +343,8 @@ void DraftAcceptanceView::appendTokens(const SpecRequestFrame& r, int from) {
 
 void DraftAcceptanceView::fillFigures(const SpecRequestFrame* r) {
     if (!r || r->verifySteps == 0) {
-        for (QLabel* l : {m_alpha, m_meanAccepted, m_perPass, m_theory, m_draftVerify, m_speedup}) l->setText(QStringLiteral("–"));
+        for (QLabel* l : {m_alpha, m_meanAccepted, m_perPass, m_theory, m_draftVerify, m_speedup})
+            l->setText(QStringLiteral("–"));
         m_counts->setText(r ? tr("No drafts verified yet.") : QString());
         return;
     }
@@ -427,14 +432,16 @@ void DraftAcceptanceView::restyle() {
     for (TokenFate f : kLegendOrder) {
         const QTextCharFormat fmt = fateFormat(f, pal);
         QString style = QStringLiteral("color:%1;").arg(fmt.foreground().color().name());
-        if (fmt.background().style() != Qt::NoBrush) style += QStringLiteral("background-color:%1;").arg(fmt.background().color().name());
+        if (fmt.background().style() != Qt::NoBrush)
+            style += QStringLiteral("background-color:%1;").arg(fmt.background().color().name());
         if (fmt.fontStrikeOut()) style += QStringLiteral("text-decoration:line-through;");
         const QString name = fateName(f).toHtmlEscaped().replace(QLatin1Char(' '), QStringLiteral("&nbsp;"));
         html += QStringLiteral("<span style=\"%1\">&nbsp;%2&nbsp;</span>&nbsp; ").arg(style, name);
     }
     m_legend->setText(html);
-    m_legend->setToolTip(tr("The α line on the right plot: if every draft were accepted with the same probability, "
-                            "each position's bar would reach it"));
+    m_legend->setToolTip(
+        tr("The α line on the right plot: if every draft were accepted with the same probability, "
+           "each position's bar would reach it"));
     // Text already drawn keeps its old formats: draw it again.
     m_textId = 0;
     m_plot->replot(QCustomPlot::rpQueuedReplot);

@@ -75,8 +75,8 @@ private:
     QLabel* addFigure(int col, const QString& caption, const char* name, const QString& tip);
 
     SpecFrame m_frame;
-    qint64 m_wanted = 0;   // the user's or caller's choice (0: newest)
-    qint64 m_shown = 0;    // the request drawn now
+    qint64 m_wanted = 0;  // the user's or caller's choice (0: newest)
+    qint64 m_shown = 0;   // the request drawn now
     // What the text shows, so new tokens are appended instead of redrawn.
     qint64 m_textId = 0;
     int m_textCount = 0;

@@ -37,8 +37,8 @@ int BlockGridGeometry::hostAt(QPoint p, int nHost) const {
     return i < nHost ? i : -1;
 }
 
-BlockGridGeometry BlockGridGeometry::fit(int nCells, int nHost, int width, int height, int captionHeight,
-                                         int minCell, int maxCell) {
+BlockGridGeometry BlockGridGeometry::fit(int nCells, int nHost, int width, int height, int captionHeight, int minCell,
+                                         int maxCell) {
     auto layout = [&](int s) {
         BlockGridGeometry g;
         g.cell = s;
@@ -171,8 +171,9 @@ void KvBlockGrid::rememberOwners() {
 
 quint64 KvBlockGrid::cellKey(int i) const {
     const BlockCell& b = m_frame.blocks[i];
-    const qint64 owner = !b.owners.isEmpty() ? b.owners.first()
-                         : b.state == BlockState::Cached ? m_lastOwner[i] : kNoRequest;
+    const qint64 owner = !b.owners.isEmpty()             ? b.owners.first()
+                         : b.state == BlockState::Cached ? m_lastOwner[i]
+                                                         : kNoRequest;
     const quint64 filled = b.state == BlockState::Used ? quint64(std::clamp(b.filled, 0, 4095)) : 0;
     const quint64 refs = quint64(std::clamp(b.refCount, 0, 255));
     return (quint64(owner + 2) << 24) | (refs << 16) | (filled << 4) | quint64(b.state);
@@ -252,10 +253,10 @@ QString KvBlockGrid::tooltipForBlock(int block) const {
     const int bs = m_frame.blockSize;
     QString state;
     switch (b.state) {
-    case BlockState::Free: state = tr("free"); break;
-    case BlockState::Used: state = b.refCount > 1 ? tr("used, shared") : tr("used"); break;
-    case BlockState::Cached: state = tr("cached (free, reusable by prefix)"); break;
-    case BlockState::Swapped: state = tr("swapped"); break;
+        case BlockState::Free: state = tr("free"); break;
+        case BlockState::Used: state = b.refCount > 1 ? tr("used, shared") : tr("used"); break;
+        case BlockState::Cached: state = tr("cached (free, reusable by prefix)"); break;
+        case BlockState::Swapped: state = tr("swapped"); break;
     }
     QStringList lines{tr("<b>Block %1</b> · %2").arg(block).arg(state)};
     if (b.state == BlockState::Used) {
@@ -269,11 +270,13 @@ QString KvBlockGrid::tooltipForBlock(int block) const {
                                 : ownerName(b.owners[i]).toHtmlEscaped());
         }
         if (b.owners.size() > 6) owners << tr("+%1 more").arg(b.owners.size() - 6);
-        if (!owners.isEmpty()) lines << (b.owners.size() > 1 ? tr("owners: %1") : tr("owner: %1")).arg(owners.join(", "));
+        if (!owners.isEmpty())
+            lines << (b.owners.size() > 1 ? tr("owners: %1") : tr("owner: %1")).arg(owners.join(", "));
         lines << tr("filled %1 / %2 tokens").arg(b.filled).arg(bs);
     } else if (b.state == BlockState::Cached) {
         lines << tr("filled %1 / %2 tokens").arg(b.filled).arg(bs);
-        if (m_lastOwner[block] != kNoRequest) lines << tr("last held by %1").arg(ownerName(m_lastOwner[block]).toHtmlEscaped());
+        if (m_lastOwner[block] != kNoRequest)
+            lines << tr("last held by %1").arg(ownerName(m_lastOwner[block]).toHtmlEscaped());
     }
     if (b.hashed) lines << tr("in the prefix cache (hashed)");
     if (m_tokenText && b.state != BlockState::Free && m_lastOwner[block] != kNoRequest) {
@@ -301,13 +304,17 @@ QString KvBlockGrid::tooltipForHostBlock(int hostBlock) const {
     QString s = tr("<qt><b>Host block %1</b> · swapped out to CPU memory<br>owner: %2")
                     .arg(hostBlock)
                     .arg(ownerName(owner).toHtmlEscaped());
-    if (held > 0) s += tr("<br>%1 holds %2 host blocks until it is swapped back in").arg(ownerName(owner).toHtmlEscaped()).arg(held);
+    if (held > 0)
+        s += tr("<br>%1 holds %2 host blocks until it is swapped back in")
+                 .arg(ownerName(owner).toHtmlEscaped())
+                 .arg(held);
     return s + QStringLiteral("</qt>");
 }
 
 void KvBlockGrid::paintCell(QPainter& p, int i) const {
     const CellStyle st(palette());
-    drawBlockCell(p, m_geo.cellRect(i), m_frame.blocks[i], m_frame.blockSize, m_lastOwner[i], st, m_hatch, fontMetrics());
+    drawBlockCell(p, m_geo.cellRect(i), m_frame.blocks[i], m_frame.blockSize, m_lastOwner[i], st, m_hatch,
+                  fontMetrics());
 }
 
 void KvBlockGrid::paintHostCell(QPainter& p, int i) const {
@@ -373,7 +380,9 @@ void KvBlockGrid::paintSelection(QPainter& p) const {
     const int gridBottom = m_geo.margin + m_geo.rows * m_geo.pitch();
     p.fillRect(QRect(0, 0, width(), gridBottom), dim);
     if (!m_hostOwner.isEmpty()) p.fillRect(QRect(0, m_geo.hostTop - m_geo.gap, width(), height() - m_geo.hostTop), dim);
-    auto undim = [&](const QRect& r) { p.drawPixmap(r, m_pixmap, QRectF(QPointF(r.topLeft()) * dpr, QSizeF(r.size()) * dpr)); };
+    auto undim = [&](const QRect& r) {
+        p.drawPixmap(r, m_pixmap, QRectF(QPointF(r.topLeft()) * dpr, QSizeF(r.size()) * dpr));
+    };
     for (int i = 0; i < m_hostOwner.size(); ++i)
         if (m_hostOwner[i] == m_selected) undim(m_geo.hostRect(i));
     if (it == m_rowOf.cend()) return;
@@ -467,8 +476,7 @@ bool KvBlockGrid::event(QEvent* e) {
         auto* he = static_cast<QHelpEvent*>(e);
         const int b = blockAt(he->pos());
         const int h = b >= 0 ? -1 : hostBlockAt(he->pos());
-        if (b >= 0)
-            QToolTip::showText(he->globalPos(), tooltipForBlock(b), this, blockRect(b));
+        if (b >= 0) QToolTip::showText(he->globalPos(), tooltipForBlock(b), this, blockRect(b));
         else if (h >= 0)
             QToolTip::showText(he->globalPos(), tooltipForHostBlock(h), this, hostBlockRect(h));
         else

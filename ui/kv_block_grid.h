@@ -21,25 +21,25 @@ using BlockTextProvider = std::function<QString(qint64 request, int tableIndex)>
 
 // Where the cells of a wrapped square grid lie (logical pixels).
 struct BlockGridGeometry {
-    int cell = 8;       // side of a cell
-    int gap = 1;        // between cells
+    int cell = 8;  // side of a cell
+    int gap = 1;   // between cells
     int margin = 4;
     int cols = 1;
     int rows = 0;
     int hostCaptionTop = 0;  // the swap tier's caption line
     int hostTop = 0;         // first row of host cells
     int hostRows = 0;
-    int height = 0;          // of everything
+    int height = 0;  // of everything
     int pitch() const { return cell + gap; }
     bool operator==(const BlockGridGeometry&) const = default;
     QRect cellRect(int i) const;
     QRect hostRect(int i) const;
-    int cellAt(QPoint p, int nCells) const;   // the gap after a cell counts as the cell; -1 outside
+    int cellAt(QPoint p, int nCells) const;  // the gap after a cell counts as the cell; -1 outside
     int hostAt(QPoint p, int nHost) const;
     // The largest cell (between minCell and maxCell) whose grid fits width x height, or the
     // minCell grid (taller than height) when none does.
-    static BlockGridGeometry fit(int nCells, int nHost, int width, int height, int captionHeight,
-                                 int minCell, int maxCell);
+    static BlockGridGeometry fit(int nCells, int nHost, int width, int height, int captionHeight, int minCell,
+                                 int maxCell);
 };
 
 // The device block grid and the host swap strip, painted from a cached pixmap: a new frame
@@ -57,13 +57,13 @@ public:
     void fitTo(const QSize& viewport, int scrollBarExtent);
 
     const BlockGridGeometry& geometryInfo() const { return m_geo; }
-    int blockAt(QPoint p) const;            // device block id, -1 when none
-    int hostBlockAt(QPoint p) const;        // host block index, -1 when none
-    QRect blockRect(int block) const;       // empty for a bad id
+    int blockAt(QPoint p) const;       // device block id, -1 when none
+    int hostBlockAt(QPoint p) const;   // host block index, -1 when none
+    QRect blockRect(int block) const;  // empty for a bad id
     QRect hostBlockRect(int hostBlock) const;
-    qint64 hostOwner(int hostBlock) const;  // kNoRequest when free
-    qint64 lastOwner(int block) const;      // who held a cached block last (kNoRequest if unknown)
-    QVector<QPointF> selectionPath() const; // centres of the selected request's blocks, table order
+    qint64 hostOwner(int hostBlock) const;   // kNoRequest when free
+    qint64 lastOwner(int block) const;       // who held a cached block last (kNoRequest if unknown)
+    QVector<QPointF> selectionPath() const;  // centres of the selected request's blocks, table order
     QString tooltipForBlock(int block) const;
     QString tooltipForHostBlock(int hostBlock) const;
     int lastDirtyCells() const { return m_lastDirty; }  // cells repainted by the last setFrame
@@ -95,17 +95,17 @@ private:
     void rememberOwners();
 
     EngineFrame m_frame;
-    QHash<qint64, int> m_rowOf;          // request id -> index in m_frame.requests
-    QVector<qint64> m_hostOwner;         // [nHostBlocks]
-    QVector<qint64> m_lastOwner;         // [nBlocks] owner (first) now, or last owner while cached
-    QVector<int> m_lastIndex;            // [nBlocks] its index in that owner's table
-    QVector<quint64> m_keys;             // [nBlocks] look of each cell in the pixmap
-    QVector<qint64> m_hostKeys;          // [nHostBlocks]
+    QHash<qint64, int> m_rowOf;   // request id -> index in m_frame.requests
+    QVector<qint64> m_hostOwner;  // [nHostBlocks]
+    QVector<qint64> m_lastOwner;  // [nBlocks] owner (first) now, or last owner while cached
+    QVector<int> m_lastIndex;     // [nBlocks] its index in that owner's table
+    QVector<quint64> m_keys;      // [nBlocks] look of each cell in the pixmap
+    QVector<qint64> m_hostKeys;   // [nHostBlocks]
     BlockGridGeometry m_geo;
     QSize m_viewport;
     int m_scrollBarExtent = 0;
-    QPixmap m_pixmap;                    // cells + caption, device pixels
-    QPixmap m_hatch;                     // one hatch tile for shared cells
+    QPixmap m_pixmap;  // cells + caption, device pixels
+    QPixmap m_hatch;   // one hatch tile for shared cells
     bool m_pixmapValid = false;
     qint64 m_selected = kNoRequest;
     int m_hovered = -1;

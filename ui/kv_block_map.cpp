@@ -77,29 +77,28 @@ QSize KvBlockLegend::sizeHint() const {
     return {r.last().right() + 1, heightForWidth(QWIDGETSIZE_MAX)};
 }
 
-QSize KvBlockLegend::minimumSizeHint() const { return {fontMetrics().height() * 8, heightForWidth(fontMetrics().height() * 8)}; }
+QSize KvBlockLegend::minimumSizeHint() const {
+    return {fontMetrics().height() * 8, heightForWidth(fontMetrics().height() * 8)};
+}
 
 void KvBlockLegend::paintEvent(QPaintEvent*) {
     QPainter p(this);
     const CellStyle st(palette());
     const QFontMetrics fm = fontMetrics();
     const int sw = fm.height();
-    const QPixmap hatch = hatchTile(st.hatchInk(), std::max(4, sw / 3 + 2),
-                                    devicePixelRatioF());
+    const QPixmap hatch = hatchTile(st.hatchInk(), std::max(4, sw / 3 + 2), devicePixelRatioF());
     const QVector<QRect> rects = itemRects(width());
     for (int i = 0; i < rects.size(); ++i) {
         const QRect sr(rects[i].left(), rects[i].top(), sw, sw);
         BlockCell b;
         switch (kLegend[i].swatch) {
-        case LegendSwatch::Free: break;
-        case LegendSwatch::Used:
-            b.state = BlockState::Used, b.refCount = 1, b.owners = {0}, b.filled = 10;
-            break;
-        case LegendSwatch::Cached: b.state = BlockState::Cached; break;
-        case LegendSwatch::Shared:
-            b.state = BlockState::Used, b.refCount = 2, b.owners = {1, 2}, b.filled = 16;
-            break;
-        default: break;
+            case LegendSwatch::Free: break;
+            case LegendSwatch::Used: b.state = BlockState::Used, b.refCount = 1, b.owners = {0}, b.filled = 10; break;
+            case LegendSwatch::Cached: b.state = BlockState::Cached; break;
+            case LegendSwatch::Shared:
+                b.state = BlockState::Used, b.refCount = 2, b.owners = {1, 2}, b.filled = 16;
+                break;
+            default: break;
         }
         p.fillRect(sr.adjusted(-1, -1, 1, 1), st.base);
         if (kLegend[i].swatch == LegendSwatch::Swapped) {
@@ -266,7 +265,8 @@ QString KvBlockMapView::summaryText() const {
                           .arg(numberText(s.used), numberText(s.nBlocks), numberText(s.cached), numberText(s.shared));
     if (s.nHostBlocks > 0) summary += tr(" · %1 swapped out").arg(numberText(s.hostUsed));
     summary += tr(" · waste <b>%1</b>").arg(percentText(s.pagedWaste));
-    if (s.maxModelLen > 0 && !s.holders.isEmpty()) summary += tr(" (contiguous: %1)").arg(percentText(s.contiguousWaste));
+    if (s.maxModelLen > 0 && !s.holders.isEmpty())
+        summary += tr(" (contiguous: %1)").arg(percentText(s.contiguousWaste));
     if (m_selected == kNoRequest) return summary;
     QString name = tr("req %1").arg(m_selected);
     int blocks = 0;
@@ -275,27 +275,32 @@ QString KvBlockMapView::summaryText() const {
             if (!r.label.isEmpty()) name = r.label.toHtmlEscaped();
             blocks = static_cast<int>(r.blockIds.size());
         }
-    return summary + (blocks == 1 ? tr("<br>Selected <b>%1</b>: 1 block, marked with a dot").arg(name)
-                                  : tr("<br>Selected <b>%1</b>: %2 blocks, drawn in table order from the dot").arg(name).arg(blocks));
+    return summary +
+           (blocks == 1
+                ? tr("<br>Selected <b>%1</b>: 1 block, marked with a dot").arg(name)
+                : tr("<br>Selected <b>%1</b>: %2 blocks, drawn in table order from the dot").arg(name).arg(blocks));
 }
 
 QString KvBlockMapView::pagedFooterText() const {
     const KvMapStats& s = m_stats;
     if (s.used == 0) return tr("No block in use.");
-    return tr("%1 used blocks × %2 = %3 slots hold %4 tokens → <b>%5 wasted</b> (only each request's last block is partly empty)")
-        .arg(numberText(s.used), numberText(s.blockSize), numberText(s.usedSlots), numberText(s.tokensInKv), percentText(s.pagedWaste));
+    return tr("%1 used blocks × %2 = %3 slots hold %4 tokens → <b>%5 wasted</b> (only each request's last block is "
+              "partly empty)")
+        .arg(numberText(s.used), numberText(s.blockSize), numberText(s.usedSlots), numberText(s.tokensInKv),
+             percentText(s.pagedWaste));
 }
 
 QString KvBlockMapView::contiguousFooterText() const {
     const KvMapStats& s = m_stats;
     const int holders = static_cast<int>(s.holders.size());
     if (holders == 0 || s.maxModelLen <= 0) return tr("No request holds KV.");
-    const QString fit = s.contiguousFit >= holders
-                            ? tr("all %1 fit in the same memory").arg(holders)
-                            : tr("only <b>%1 of %2</b> requests fit in the same memory").arg(s.contiguousFit).arg(holders);
+    const QString fit =
+        s.contiguousFit >= holders
+            ? tr("all %1 fit in the same memory").arg(holders)
+            : tr("only <b>%1 of %2</b> requests fit in the same memory").arg(s.contiguousFit).arg(holders);
     return tr("%1 × %2 = %3 slots reserved for %4 tokens → <b>%5 wasted</b>; %6")
-        .arg(numberText(holders), numberText(s.maxModelLen), numberText(s.contiguousReserved), numberText(s.totalHolderTokens),
-             percentText(s.contiguousWaste), fit);
+        .arg(numberText(holders), numberText(s.maxModelLen), numberText(s.contiguousReserved),
+             numberText(s.totalHolderTokens), percentText(s.contiguousWaste), fit);
 }
 
 // Rich-text labels cost more to lay out than the whole grid costs to paint, and numbers
@@ -318,9 +323,10 @@ void KvBlockMapView::updateTexts() {
     set(m_summary, summaryText());
     set(m_pagedTitle, tr("<b>Paged</b> — %1-token blocks, taken as needed").arg(m_frame.blockSize));
     set(m_pagedFooter, pagedFooterText());
-    set(m_contigTitle, m_stats.maxModelLen > 0
-                           ? tr("<b>Contiguous</b> — %1 slots reserved per request").arg(numberText(m_stats.maxModelLen))
-                           : tr("<b>Contiguous</b> — max length reserved per request"));
+    set(m_contigTitle,
+        m_stats.maxModelLen > 0
+            ? tr("<b>Contiguous</b> — %1 slots reserved per request").arg(numberText(m_stats.maxModelLen))
+            : tr("<b>Contiguous</b> — max length reserved per request"));
     set(m_contigFooter, contiguousFooterText());
 }
 

@@ -59,7 +59,7 @@ public:
     QVector<int> selectedBlockOrder() const;  // the selected request's block table
 
     // Hit tests and geometry in this widget's coordinates.
-    int blockAt(QPoint pos) const;            // device block id, -1 when none
+    int blockAt(QPoint pos) const;  // device block id, -1 when none
     QRect blockRect(int block) const;
     QString tooltipForBlock(int block) const;
     // The summary line and the footers under the two pools, for this frame (the labels

@@ -34,27 +34,24 @@ QString numberText(qint64 v) { return QLocale().toString(v); }
 void drawBlockCell(QPainter& p, const QRect& r, const BlockCell& b, int blockSize, qint64 lastOwner,
                    const CellStyle& st, const QPixmap& hatch, const QFontMetrics& fm) {
     switch (b.state) {
-    case BlockState::Free:
-        p.fillRect(r, st.freeFill);
-        return;
-    case BlockState::Cached: {
-        const QColor oc = lastOwner != kNoRequest ? requestColor(lastOwner) : st.secondaryText;
-        p.fillRect(r, st.cachedFill(oc));
-        const int w = r.width() >= 14 ? 2 : 1;
-        if (r.width() >= 4) {
-            p.fillRect(QRect(r.left(), r.top(), r.width(), w), oc);
-            p.fillRect(QRect(r.left(), r.bottom() - w + 1, r.width(), w), oc);
-            p.fillRect(QRect(r.left(), r.top(), w, r.height()), oc);
-            p.fillRect(QRect(r.right() - w + 1, r.top(), w, r.height()), oc);
+        case BlockState::Free: p.fillRect(r, st.freeFill); return;
+        case BlockState::Cached: {
+            const QColor oc = lastOwner != kNoRequest ? requestColor(lastOwner) : st.secondaryText;
+            p.fillRect(r, st.cachedFill(oc));
+            const int w = r.width() >= 14 ? 2 : 1;
+            if (r.width() >= 4) {
+                p.fillRect(QRect(r.left(), r.top(), r.width(), w), oc);
+                p.fillRect(QRect(r.left(), r.bottom() - w + 1, r.width(), w), oc);
+                p.fillRect(QRect(r.left(), r.top(), w, r.height()), oc);
+                p.fillRect(QRect(r.right() - w + 1, r.top(), w, r.height()), oc);
+            }
+            return;
         }
-        return;
-    }
-    case BlockState::Swapped:
-        p.fillRect(r, st.freeFill);
-        drawHatch(p, r, hatch);
-        return;
-    case BlockState::Used:
-        break;
+        case BlockState::Swapped:
+            p.fillRect(r, st.freeFill);
+            drawHatch(p, r, hatch);
+            return;
+        case BlockState::Used: break;
     }
     const qint64 owner = !b.owners.isEmpty() ? b.owners.first() : lastOwner;
     const QColor c = owner != kNoRequest ? requestColor(owner) : st.secondaryText;

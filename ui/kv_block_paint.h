@@ -21,7 +21,7 @@ struct CellStyle {
           text(pal.color(QPalette::Text)),
           freeFill(mixColors(pal.color(QPalette::Base), pal.color(QPalette::Text), 0.09)),
           secondaryText(mixColors(pal.color(QPalette::Base), pal.color(QPalette::Text), 0.7)) {}
-    QColor usedTint(const QColor& owner) const { return fadedColor(owner, base, 0.32); }   // written slots: solid
+    QColor usedTint(const QColor& owner) const { return fadedColor(owner, base, 0.32); }  // written slots: solid
     QColor cachedFill(const QColor& owner) const { return fadedColor(owner, base, 0.2); }
     QColor hatchInk() const { return QColor(text.red(), text.green(), text.blue(), 120); }
 };

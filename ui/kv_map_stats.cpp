@@ -14,14 +14,14 @@ KvMapStats KvMapStats::compute(const EngineFrame& f) {
     const int bs = std::max(1, f.blockSize);
     for (const BlockCell& b : f.blocks) {
         switch (b.state) {
-        case BlockState::Used:
-            ++s.used;
-            if (b.refCount > 1) ++s.shared;
-            s.tokensInKv += std::clamp(b.filled, 0, bs);
-            break;
-        case BlockState::Cached: ++s.cached; break;
-        case BlockState::Free: ++s.free; break;
-        case BlockState::Swapped: break;  // host-tier state; not a device block's
+            case BlockState::Used:
+                ++s.used;
+                if (b.refCount > 1) ++s.shared;
+                s.tokensInKv += std::clamp(b.filled, 0, bs);
+                break;
+            case BlockState::Cached: ++s.cached; break;
+            case BlockState::Free: ++s.free; break;
+            case BlockState::Swapped: break;  // host-tier state; not a device block's
         }
     }
     s.usedSlots = static_cast<qint64>(s.used) * bs;
@@ -36,7 +36,8 @@ KvMapStats KvMapStats::compute(const EngineFrame& f) {
         s.totalHolderTokens += tokens;
     }
     s.contiguousReserved = static_cast<qint64>(s.holders.size()) * std::max(0, f.maxModelLen);
-    s.contiguousWaste = s.contiguousReserved > 0 ? 1.0 - double(s.totalHolderTokens) / double(s.contiguousReserved) : 0.0;
+    s.contiguousWaste =
+        s.contiguousReserved > 0 ? 1.0 - double(s.totalHolderTokens) / double(s.contiguousReserved) : 0.0;
     const qint64 capacity = static_cast<qint64>(s.nBlocks) * bs;
     const qint64 holders = s.holders.size();
     s.contiguousFit = f.maxModelLen > 0 ? static_cast<int>(std::min(holders, capacity / f.maxModelLen)) : int(holders);

@@ -16,15 +16,15 @@ struct KvMapStats {
     int nBlocks = 0;
     int blockSize = 0;
     int maxModelLen = 0;
-    int used = 0;               // device blocks held by some request
-    int cached = 0;             // free, but still findable by prefix hash
-    int shared = 0;             // used with refCount > 1
-    int free = 0;               // free and not cached
-    int hostUsed = 0;           // occupied host (swap tier) blocks
+    int used = 0;      // device blocks held by some request
+    int cached = 0;    // free, but still findable by prefix hash
+    int shared = 0;    // used with refCount > 1
+    int free = 0;      // free and not cached
+    int hostUsed = 0;  // occupied host (swap tier) blocks
     int nHostBlocks = 0;
-    qint64 tokensInKv = 0;      // written slots of used blocks; a shared block counts once
-    qint64 usedSlots = 0;       // used * blockSize
-    double pagedWaste = 0;      // 1 - tokensInKv / usedSlots (0 when nothing is used)
+    qint64 tokensInKv = 0;  // written slots of used blocks; a shared block counts once
+    qint64 usedSlots = 0;   // used * blockSize
+    double pagedWaste = 0;  // 1 - tokensInKv / usedSlots (0 when nothing is used)
     // The contiguous baseline: every request that holds device blocks (a "holder") reserves
     // maxModelLen token slots as one contiguous range of the same memory, in id order.
     QVector<qint64> holders;    // request ids, in id (arrival) order

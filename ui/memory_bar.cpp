@@ -47,7 +47,8 @@ QRect MemoryBar::barRect() const {
 
 QString MemoryBar::caption() const {
     QStringList parts;
-    for (const Segment& s : m_segments) parts << QStringLiteral("%1 %2").arg(s.name, MemorySizing::formatBytes(s.bytes));
+    for (const Segment& s : m_segments)
+        parts << QStringLiteral("%1 %2").arg(s.name, MemorySizing::formatBytes(s.bytes));
     QString text = parts.join(QStringLiteral(" · "));
     if (m_segments.size() > 1) text += QStringLiteral(" = ") + MemorySizing::formatBytes(total());
     if (m_capacity > 0) text += tr(" of %1").arg(MemorySizing::formatBytes(m_capacity));

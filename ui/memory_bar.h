@@ -18,12 +18,12 @@ public:
     };
     explicit MemoryBar(QWidget* parent = nullptr);
     void setSegments(const QVector<Segment>& segments);
-    void setCapacity(qint64 bytes);               // 0: no capacity, the bar spans the total
+    void setCapacity(qint64 bytes);  // 0: no capacity, the bar spans the total
     const QVector<Segment>& segments() const { return m_segments; }
     qint64 capacity() const { return m_capacity; }
     qint64 total() const;
-    QRect barRect() const;                        // the bar itself, without the caption
-    QString caption() const;                      // the text under the bar
+    QRect barRect() const;    // the bar itself, without the caption
+    QString caption() const;  // the text under the bar
 
     static QColor weightsColor() { return QColor(0x5C, 0x6B, 0xC0); }
     static QColor kvColor() { return QColor(0x26, 0xA6, 0x9A); }

@@ -67,15 +67,17 @@ void MemoryPlannerView::createInputs() {
     m_preset->setObjectName("plannerPreset");
     m_preset->setAccessibleName(tr("Model preset"));
     m_layers = spin("plannerLayers", 1, 1024, 30, tr("Transformer layers (num_hidden_layers)"));
-    m_kvHeads = spin("plannerKvHeads", 1, 1024, 3, tr("Key/value heads (num_key_value_heads); fewer than query heads with GQA"));
+    m_kvHeads = spin("plannerKvHeads", 1, 1024, 3,
+                     tr("Key/value heads (num_key_value_heads); fewer than query heads with GQA"));
     m_headDim = spin("plannerHeadDim", 1, 4096, 64, tr("Dimensions per head (hidden_size / num_attention_heads)"));
     m_weightFormat = new QComboBox(this);
     m_weightFormat->setObjectName("plannerWeightFormat");
     m_weightFormat->setAccessibleName(tr("Weight format"));
     for (const WeightFormat& f : MemorySizing::weightFormats())
-        m_weightFormat->addItem(f.bitsPerWeight > 0 ? tr("%1 (%2 bits)").arg(f.name).arg(f.bitsPerWeight) : f.name, f.name);
-    m_weightMiB = dspin("plannerWeightMiB", 4 * 1024 * 1024, 1, tr(" MiB"), tr("Bytes of the model's weights in memory"),
-                        tr("Weights in MiB"));
+        m_weightFormat->addItem(f.bitsPerWeight > 0 ? tr("%1 (%2 bits)").arg(f.name).arg(f.bitsPerWeight) : f.name,
+                                f.name);
+    m_weightMiB = dspin("plannerWeightMiB", 4 * 1024 * 1024, 1, tr(" MiB"),
+                        tr("Bytes of the model's weights in memory"), tr("Weights in MiB"));
     m_context = spin("plannerContext", 1, 4 * 1024 * 1024, 4096, tr("Tokens per sequence (prompt + output)"));
     m_context->setSingleStep(512);
     m_batch = spin("plannerBatch", 1, 65536, 8, tr("Sequences in the cache at once"));
@@ -83,12 +85,13 @@ void MemoryPlannerView::createInputs() {
     m_dtype->setObjectName("plannerDtype");
     m_dtype->addItem(tr("FP16 (2 bytes)"), false);
     m_dtype->addItem(tr("INT8 (1.0625 bytes)"), true);
-    m_dtype->setToolTip(tr("Element type of the cached keys and values (INT8: blocks of 32 values with one fp16 "
-                           "scale, 34 bytes per 32 values, as the engine stores them)"));
+    m_dtype->setToolTip(
+        tr("Element type of the cached keys and values (INT8: blocks of 32 values with one fp16 "
+           "scale, 34 bytes per 32 values, as the engine stores them)"));
     m_dtype->setAccessibleName(tr("KV dtype"));
     m_blockSize = spin("plannerBlockSize", 1, 1024, 16, tr("Tokens per KV block (PagedAttention page)"));
-    m_availableGiB = dspin("plannerAvailableGiB", 65536, 2, tr(" GiB"), tr("RAM or VRAM the model and its cache must fit in"),
-                           tr("Available memory in GiB"));
+    m_availableGiB = dspin("plannerAvailableGiB", 65536, 2, tr(" GiB"),
+                           tr("RAM or VRAM the model and its cache must fit in"), tr("Available memory in GiB"));
     m_availableGiB->setValue(8);
     m_scratchMiB = dspin("plannerScratchMiB", 1024 * 1024, 0, tr(" MiB"),
                          tr("Activations, logits and runtime buffers that must fit too"), tr("Scratch memory in MiB"));
@@ -155,8 +158,12 @@ void MemoryPlannerView::connectInputs() {
     connect(m_preset, &QComboBox::currentIndexChanged, this, &MemoryPlannerView::applyPreset);
     connect(m_weightFormat, &QComboBox::currentIndexChanged, this, &MemoryPlannerView::applyWeightFormat);
     for (QSpinBox* s : {m_layers, m_kvHeads, m_headDim})
-        connect(s, &QSpinBox::valueChanged, this, [this] { markCustom(); recompute(); });
-    for (QSpinBox* s : {m_context, m_batch, m_blockSize}) connect(s, &QSpinBox::valueChanged, this, &MemoryPlannerView::recompute);
+        connect(s, &QSpinBox::valueChanged, this, [this] {
+            markCustom();
+            recompute();
+        });
+    for (QSpinBox* s : {m_context, m_batch, m_blockSize})
+        connect(s, &QSpinBox::valueChanged, this, &MemoryPlannerView::recompute);
     connect(m_dtype, &QComboBox::currentIndexChanged, this, &MemoryPlannerView::recompute);
     connect(m_availableGiB, &QDoubleSpinBox::valueChanged, this, &MemoryPlannerView::recompute);
     connect(m_scratchMiB, &QDoubleSpinBox::valueChanged, this, &MemoryPlannerView::recompute);
@@ -188,7 +195,8 @@ bool MemoryPlannerView::selectPreset(const QString& name) {
     const int i = m_preset->findText(name);
     if (i < 0) return false;
     if (i == m_preset->currentIndex()) applyPreset(i);
-    else m_preset->setCurrentIndex(i);
+    else
+        m_preset->setCurrentIndex(i);
     return true;
 }
 
@@ -207,7 +215,8 @@ void MemoryPlannerView::applyPreset(int index) {
     }
     m_weightFormat->setEnabled(p.parameters > 0);  // formats need a parameter count
     if (p.knownWeightBytes > 0 || p.parameters <= 0) m_weightMiB->setValue(double(p.knownWeightBytes) / kMiB);
-    else applyWeightFormat();
+    else
+        applyWeightFormat();
     m_applying = false;
     recompute();
 }
@@ -223,7 +232,8 @@ void MemoryPlannerView::applyWeightFormat() {
     const bool known = pi >= 0 && pi < m_presets.size() && m_presets[pi].knownWeightBytes > 0 &&
                        m_presets[pi].weightFormat == formats[i].name;
     m_weightMiB->setValue(double(known ? m_presets[pi].knownWeightBytes
-                                       : MemorySizing::weightBytes(m_presetParameters, formats[i].bitsPerWeight)) / kMiB);
+                                       : MemorySizing::weightBytes(m_presetParameters, formats[i].bitsPerWeight)) /
+                          kMiB);
     m_applying = was;
     recompute();
 }
@@ -322,19 +332,35 @@ QString MemoryPlannerView::formulaHtml(const MemoryInputs& in) const {
     QString html;
     const QString elem = in.kvInt8 ? tr("(34 B per 32 values)") : tr("2 B");
     html += tr("<p><b>Per token</b> = 2 (K and V) × %1 layers × %2 KV heads × %3 dims × %4 = <b>%5 B</b> (%6)</p>")
-                .arg(in.layers).arg(in.kvHeads).arg(in.headDim).arg(elem).arg(num(p.bytesPerToken))
+                .arg(in.layers)
+                .arg(in.kvHeads)
+                .arg(in.headDim)
+                .arg(elem)
+                .arg(num(p.bytesPerToken))
                 .arg(fb(p.bytesPerToken));
-    html += tr("<p><b>Per block</b> = %1 tokens × %2 = <b>%3</b></p>").arg(in.blockSize).arg(fb(p.bytesPerToken))
+    html += tr("<p><b>Per block</b> = %1 tokens × %2 = <b>%3</b></p>")
+                .arg(in.blockSize)
+                .arg(fb(p.bytesPerToken))
                 .arg(fb(p.bytesPerBlock));
-    html += tr("<p><b>Per sequence</b> = ⌈%1 / %2⌉ = %3 blocks × %4 = <b>%5</b></p>").arg(num(in.context))
-                .arg(in.blockSize).arg(num(p.blocksPerSequence)).arg(fb(p.bytesPerBlock)).arg(fb(p.kvBytesPerSequence));
-    html += tr("<p><b>KV cache</b> = %1 sequences × %2 = <b>%3</b>").arg(num(in.batch)).arg(fb(p.kvBytesPerSequence))
+    html += tr("<p><b>Per sequence</b> = ⌈%1 / %2⌉ = %3 blocks × %4 = <b>%5</b></p>")
+                .arg(num(in.context))
+                .arg(in.blockSize)
+                .arg(num(p.blocksPerSequence))
+                .arg(fb(p.bytesPerBlock))
+                .arg(fb(p.kvBytesPerSequence));
+    html += tr("<p><b>KV cache</b> = %1 sequences × %2 = <b>%3</b>")
+                .arg(num(in.batch))
+                .arg(fb(p.kvBytesPerSequence))
                 .arg(fb(p.kvBytes));
     if (p.kvBytes != p.kvBytesUnpaged)
         html += tr(" (%1 of it is the unfilled end of last blocks)").arg(fb(p.kvBytes - p.kvBytesUnpaged));
     html += QStringLiteral("</p>");
-    html += tr("<p><b>Total</b> = weights %1 + KV %2 + scratch %3 = <b>%4</b> of %5</p>").arg(fb(in.weightBytes))
-                .arg(fb(p.kvBytes)).arg(fb(in.scratchBytes)).arg(fb(p.totalBytes)).arg(fb(in.availableBytes));
+    html += tr("<p><b>Total</b> = weights %1 + KV %2 + scratch %3 = <b>%4</b> of %5</p>")
+                .arg(fb(in.weightBytes))
+                .arg(fb(p.kvBytes))
+                .arg(fb(in.scratchBytes))
+                .arg(fb(p.totalBytes))
+                .arg(fb(in.availableBytes));
     return html;
 }
 
@@ -346,8 +372,10 @@ QString MemoryPlannerView::limitsHtml(const MemoryInputs& in) const {
     QString limits;
     limits += tr("<p>Largest batch at %1 tokens: <b>%2 sequences</b></p>").arg(num(in.context)).arg(num(p.maxBatch));
     limits += tr("<p>Largest context at batch %1: <b>%2 tokens</b></p>").arg(num(in.batch)).arg(num(p.maxContext));
-    limits += tr("<p>KV pool that fits: %1 blocks of %2 tokens = %3 tokens in all</p>").arg(num(p.maxBlocks))
-                  .arg(in.blockSize).arg(num(p.maxPoolTokens));
+    limits += tr("<p>KV pool that fits: %1 blocks of %2 tokens = %3 tokens in all</p>")
+                  .arg(num(p.maxBlocks))
+                  .arg(in.blockSize)
+                  .arg(num(p.maxPoolTokens));
     return limits;
 }
 
@@ -356,8 +384,10 @@ void MemoryPlannerView::showVerdict() {
     const QColor c = p.fits ? MemoryBar::fitColor() : MemoryBar::overColor();
     m_verdict->setText(p.fits ? tr("✔ Fits: %1 left").arg(MemorySizing::formatBytes(p.headroomBytes))
                               : tr("✘ Does not fit: %1 over").arg(MemorySizing::formatBytes(-p.headroomBytes)));
-    m_verdict->setStyleSheet(QStringLiteral("QLabel { background: %1; color: white; border-radius: 4px; padding: 3px 10px; "
-                                            "font-weight: bold; }").arg(c.name()));
+    m_verdict->setStyleSheet(
+        QStringLiteral("QLabel { background: %1; color: white; border-radius: 4px; padding: 3px 10px; "
+                       "font-weight: bold; }")
+            .arg(c.name()));
     m_verdict->setProperty("fits", p.fits);
 }
 

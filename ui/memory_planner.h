@@ -43,13 +43,13 @@ public:
 
     // The model the program has loaded: listed first as "Loaded: <name>" and selected.
     void setLoadedModel(const QString& name, int layers, int kvHeads, int headDim, qint64 weightBytes);
-    void setAvailableMemory(qint64 bytes);        // e.g. the machine's RAM or the GPU's VRAM
+    void setAvailableMemory(qint64 bytes);  // e.g. the machine's RAM or the GPU's VRAM
     void setInputs(const MemoryInputs& in);
     MemoryInputs inputs() const;
     MemoryPlan currentPlan() const { return m_plan; }
-    bool selectPreset(const QString& name);       // a name from presetNames()
+    bool selectPreset(const QString& name);  // a name from presetNames()
     QStringList presetNames() const;
-    QString resultText() const;                   // the formula and verdict as plain text
+    QString resultText() const;  // the formula and verdict as plain text
 
     QSize sizeHint() const override;
 
@@ -60,9 +60,9 @@ protected:
     void changeEvent(QEvent* ev) override;
 
 private:
-    void createInputs();                   // the input widgets, before they are laid out
-    QLayout* inputForms();                 // model / KV cache / memory groups
-    QWidget* resultBox();                  // formula, verdict, bar, limits
+    void createInputs();    // the input widgets, before they are laid out
+    QLayout* inputForms();  // model / KV cache / memory groups
+    QWidget* resultBox();   // formula, verdict, bar, limits
     void connectInputs();
     void applyPreset(int index);
     void applyWeightFormat();
@@ -89,9 +89,9 @@ private:
     QLabel* m_limits;
     MemoryBar* m_bar;
 
-    QVector<ModelPreset> m_presets;   // index 0: the loaded model when there is one
+    QVector<ModelPreset> m_presets;  // index 0: the loaded model when there is one
     bool m_hasLoaded = false;
-    qint64 m_presetParameters = 0;    // of the selected preset, for the weight format combo
+    qint64 m_presetParameters = 0;  // of the selected preset, for the weight format combo
     bool m_applying = false;
     MemoryPlan m_plan;
     KvBytesPerTokenFn m_kvBytesPerToken;

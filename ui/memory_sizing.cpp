@@ -18,17 +18,25 @@ qint64 satMul(qint64 a, qint64 b) {
 
 // The first input that is out of range, as an error message; empty when all are fine.
 QString checkInputs(const MemoryInputs& in, qint64 kvBytesPerToken) {
-    const struct { qint64 value; const char* what; } positive[] = {
-        {in.layers, "layers"}, {in.kvHeads, "KV heads"}, {in.headDim, "head dim"}, {in.context, "context"},
-        {in.batch, "batch"}, {in.blockSize, "block size"}};
+    const struct {
+        qint64 value;
+        const char* what;
+    } positive[] = {{in.layers, "layers"},   {in.kvHeads, "KV heads"}, {in.headDim, "head dim"},
+                    {in.context, "context"}, {in.batch, "batch"},      {in.blockSize, "block size"}};
     for (const auto& f : positive)
-        if (f.value <= 0) return QStringLiteral("%1 must be at least 1 (got %2)").arg(QLatin1String(f.what)).arg(f.value);
-    const struct { qint64 value; const char* what; } sizes[] = {
+        if (f.value <= 0)
+            return QStringLiteral("%1 must be at least 1 (got %2)").arg(QLatin1String(f.what)).arg(f.value);
+    const struct {
+        qint64 value;
+        const char* what;
+    } sizes[] = {
         {in.weightBytes, "weight bytes"}, {in.scratchBytes, "scratch bytes"}, {in.availableBytes, "available memory"}};
     for (const auto& f : sizes)
-        if (f.value < 0) return QStringLiteral("%1 must not be negative (got %2)").arg(QLatin1String(f.what)).arg(f.value);
+        if (f.value < 0)
+            return QStringLiteral("%1 must not be negative (got %2)").arg(QLatin1String(f.what)).arg(f.value);
     if (kvBytesPerToken <= 0)
-        return QStringLiteral("KV bytes per token unknown (got %1): the engine's number was not given").arg(kvBytesPerToken);
+        return QStringLiteral("KV bytes per token unknown (got %1): the engine's number was not given")
+            .arg(kvBytesPerToken);
     return {};
 }
 
@@ -71,8 +79,8 @@ QVector<ModelPreset> MemorySizing::presets() {
 }
 
 QVector<WeightFormat> MemorySizing::weightFormats() {
-    return {{QStringLiteral("F16"), 16.0},      {QStringLiteral("Q8_0"), 8.5},  {QStringLiteral("Q6_K"), 6.5625},
-            {QStringLiteral("Q4_K_M"), 4.85},   {QStringLiteral("Q4_1"), 5.0},  {QStringLiteral("Q4_0"), 4.5},
+    return {{QStringLiteral("F16"), 16.0},     {QStringLiteral("Q8_0"), 8.5}, {QStringLiteral("Q6_K"), 6.5625},
+            {QStringLiteral("Q4_K_M"), 4.85},  {QStringLiteral("Q4_1"), 5.0}, {QStringLiteral("Q4_0"), 4.5},
             {QStringLiteral("file size"), 0.0}};
 }
 
@@ -86,7 +94,10 @@ QString MemorySizing::formatBytes(qint64 bytes) {
     double v = std::abs(double(bytes));
     static const char* units[] = {"B", "KiB", "MiB", "GiB", "TiB", "PiB"};
     int u = 0;
-    while (v >= 1024 && u < 5) { v /= 1024; ++u; }
+    while (v >= 1024 && u < 5) {
+        v /= 1024;
+        ++u;
+    }
     QString text = u == 0 || v >= 100 ? QString::number(v, 'f', 0) : QString::number(v, 'f', 1);
     if (text.endsWith(QLatin1String(".0"))) text.chop(2);
     return (negative ? QStringLiteral("−") : QString()) + text + QLatin1Char(' ') + QLatin1String(units[u]);

@@ -29,31 +29,31 @@ struct MemoryInputs {
     int layers = 30;
     int kvHeads = 3;
     int headDim = 64;
-    qint64 context = 2048;        // tokens per sequence
-    qint64 batch = 1;             // sequences
-    bool kvInt8 = false;          // KV cache type: F16, or INT8 (Q8_0 blocks with fp16 scales)
-    int blockSize = 16;           // tokens per KV block
+    qint64 context = 2048;  // tokens per sequence
+    qint64 batch = 1;       // sequences
+    bool kvInt8 = false;    // KV cache type: F16, or INT8 (Q8_0 blocks with fp16 scales)
+    int blockSize = 16;     // tokens per KV block
     qint64 weightBytes = 0;
-    qint64 scratchBytes = 0;      // activations, logits, runtime: whatever else must fit
-    qint64 availableBytes = 0;    // RAM or VRAM to fit into
+    qint64 scratchBytes = 0;    // activations, logits, runtime: whatever else must fit
+    qint64 availableBytes = 0;  // RAM or VRAM to fit into
 };
 
 struct MemoryPlan {
     bool valid = false;
-    QString error;                // why not valid: names the input
-    qint64 bytesPerToken = 0;     // as given (the engine's number)
+    QString error;             // why not valid: names the input
+    qint64 bytesPerToken = 0;  // as given (the engine's number)
     qint64 bytesPerBlock = 0;
     qint64 blocksPerSequence = 0;
-    qint64 kvBytesPerSequence = 0;    // whole blocks
-    qint64 kvBytes = 0;               // batch × per sequence
-    qint64 kvBytesUnpaged = 0;        // batch × context × bytes per token (no block rounding)
-    qint64 totalBytes = 0;            // weights + KV + scratch
-    qint64 headroomBytes = 0;         // available - total (negative: over)
+    qint64 kvBytesPerSequence = 0;  // whole blocks
+    qint64 kvBytes = 0;             // batch × per sequence
+    qint64 kvBytesUnpaged = 0;      // batch × context × bytes per token (no block rounding)
+    qint64 totalBytes = 0;          // weights + KV + scratch
+    qint64 headroomBytes = 0;       // available - total (negative: over)
     bool fits = false;
-    qint64 maxBlocks = 0;             // KV blocks that fit next to weights and scratch
-    qint64 maxPoolTokens = 0;         // maxBlocks × block size
-    qint64 maxBatch = 0;              // sequences of `context` tokens that fit
-    qint64 maxContext = 0;            // tokens per sequence for `batch` sequences (whole blocks)
+    qint64 maxBlocks = 0;      // KV blocks that fit next to weights and scratch
+    qint64 maxPoolTokens = 0;  // maxBlocks × block size
+    qint64 maxBatch = 0;       // sequences of `context` tokens that fit
+    qint64 maxContext = 0;     // tokens per sequence for `batch` sequences (whole blocks)
 };
 
 // A model's KV-relevant shape (values from its config.json) and weight size.
@@ -69,7 +69,7 @@ struct ModelPreset {
 
 struct WeightFormat {
     QString name;
-    double bitsPerWeight = 0;     // 0: "file size", typed by hand
+    double bitsPerWeight = 0;  // 0: "file size", typed by hand
 };
 
 struct MemorySizing {

@@ -3,9 +3,9 @@
 #include <QEvent>
 #include <QGridLayout>
 #include <QHelpEvent>
+#include <QLabel>
 #include <QTimer>
 #include <QToolTip>
-#include <QLabel>
 #include <QVBoxLayout>
 #include <algorithm>
 #include <cmath>
@@ -52,8 +52,10 @@ MetricsView::MetricsView(QWidget* parent) : QWidget(parent) {
         return value;
     };
     m_rateValue = tile(0, tr("Throughput"), "metricsRate", tr("Output tokens per second over the engine's window"));
-    m_ttftValue = tile(1, tr("Time to first token"), "metricsTtft", tr("TTFT: arrival to first output token, p50 / p99"));
-    m_tpotValue = tile(2, tr("Time per output token"), "metricsTpot", tr("TPOT: mean gap between output tokens, p50 / p99"));
+    m_ttftValue =
+        tile(1, tr("Time to first token"), "metricsTtft", tr("TTFT: arrival to first output token, p50 / p99"));
+    m_tpotValue =
+        tile(2, tr("Time per output token"), "metricsTpot", tr("TPOT: mean gap between output tokens, p50 / p99"));
     m_memValue = tile(3, tr("Memory"), "metricsMemory", tr("Weights + KV cache + scratch"));
 
     m_bar = new MemoryBar(this);
@@ -86,9 +88,7 @@ QString MetricsView::formatMs(double ms) {
     return tr("%1 s").arg(ms / 1000, 0, 'f', 1);
 }
 
-QString MetricsView::formatRate(double r) {
-    return tr("%1 tok/s").arg(r, 0, 'f', r < 1000 ? 1 : 0);
-}
+QString MetricsView::formatRate(double r) { return tr("%1 tok/s").arg(r, 0, 'f', r < 1000 ? 1 : 0); }
 
 void MetricsView::buildPlots() {
     m_plot->plotLayout()->clear();
@@ -188,8 +188,9 @@ void MetricsView::stylePlots() {
     m_ttft99->setPen(QPen(kTtft, 1.3, Qt::DashLine));
     m_tpot50->setPen(QPen(kTpot, 1.6));
     m_tpot99->setPen(QPen(kTpot, 1.3, Qt::DashLine));
-    const std::pair<QCPGraph*, QColor> mem[] = {
-        {m_memWeights, MemoryBar::weightsColor()}, {m_memKv, MemoryBar::kvColor()}, {m_memScratch, MemoryBar::scratchColor()}};
+    const std::pair<QCPGraph*, QColor> mem[] = {{m_memWeights, MemoryBar::weightsColor()},
+                                                {m_memKv, MemoryBar::kvColor()},
+                                                {m_memScratch, MemoryBar::scratchColor()}};
     for (const auto& [g, c] : mem) {
         g->setPen(QPen(c.darker(115), 1));
         QColor f = c;
@@ -235,8 +236,10 @@ void MetricsView::addToPlots(const MetricsPoint& p) {
 void MetricsView::rebuildMemorySeries() {
     for (int i = 0; i < m_plot->graphCount(); ++i) m_plot->graph(i)->data()->clear();
     for (const MetricsPoint& p : m_points) addToPlots(p);
-    m_memWeights->keyAxis()->axisRect()->axis(QCPAxis::atLeft)->setLabel(
-        m_memUnit >= double(1 << 30) ? tr("memory, GiB") : tr("memory, MiB"));
+    m_memWeights->keyAxis()
+        ->axisRect()
+        ->axis(QCPAxis::atLeft)
+        ->setLabel(m_memUnit >= double(1 << 30) ? tr("memory, GiB") : tr("memory, MiB"));
 }
 
 void MetricsView::clear() {
@@ -319,7 +322,8 @@ QString MetricsView::statusText() const {
     parts << formatRate(p->tokPerS);
     if (p->ttftP50Ms > 0) parts << tr("TTFT p50 %1").arg(formatMs(p->ttftP50Ms));
     if (m_kvUsage >= 0) parts << tr("KV %1%").arg(std::lround(m_kvUsage * 100));
-    else parts << tr("KV %1").arg(MemorySizing::formatBytes(p->kvBytes));
+    else
+        parts << tr("KV %1").arg(MemorySizing::formatBytes(p->kvBytes));
     return parts.join(QStringLiteral(" · "));
 }
 
@@ -335,13 +339,14 @@ QString MetricsView::toolTipAtTime(double seconds) const {
     auto it = std::lower_bound(m_points.begin(), m_points.end(), seconds * 1000.0,
                                [](const MetricsPoint& p, double ms) { return p.tMs < ms; });
     if (it == m_points.end()) --it;
-    else if (it != m_points.begin() && seconds * 1000.0 - std::prev(it)->tMs < it->tMs - seconds * 1000.0) --it;
+    else if (it != m_points.begin() && seconds * 1000.0 - std::prev(it)->tMs < it->tMs - seconds * 1000.0)
+        --it;
     const MetricsPoint& p = *it;
     return tr("t = %1 s\n%2\nTTFT p50 %3 · p99 %4\nTPOT p50 %5 · p99 %6\nweights %7 · KV %8 · scratch %9")
-        .arg(p.tMs / 1000.0, 0, 'f', 1).arg(formatRate(p.tokPerS), formatMs(p.ttftP50Ms), formatMs(p.ttftP99Ms),
-                                               formatMs(p.tpotP50Ms), formatMs(p.tpotP99Ms),
-                                               MemorySizing::formatBytes(p.weightBytes), MemorySizing::formatBytes(p.kvBytes),
-                                               MemorySizing::formatBytes(p.scratchBytes)) +
+               .arg(p.tMs / 1000.0, 0, 'f', 1)
+               .arg(formatRate(p.tokPerS), formatMs(p.ttftP50Ms), formatMs(p.ttftP99Ms), formatMs(p.tpotP50Ms),
+                    formatMs(p.tpotP99Ms), MemorySizing::formatBytes(p.weightBytes),
+                    MemorySizing::formatBytes(p.kvBytes), MemorySizing::formatBytes(p.scratchBytes)) +
            tr("\n(drag or wheel to look back, double-click to follow)");
 }
 
@@ -351,7 +356,8 @@ bool MetricsView::eventFilter(QObject* obj, QEvent* ev) {
         const QCPAxisRect* r = m_plot->axisRectAt(he->pos());
         const QString text = r ? toolTipAtTime(r->axis(QCPAxis::atBottom)->pixelToCoord(he->pos().x())) : QString();
         if (text.isEmpty()) QToolTip::hideText();
-        else QToolTip::showText(he->globalPos(), text, m_plot);
+        else
+            QToolTip::showText(he->globalPos(), text, m_plot);
         return true;
     }
     return QWidget::eventFilter(obj, ev);

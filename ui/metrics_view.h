@@ -27,9 +27,9 @@ public:
 
     void appendPoint(const MetricsPoint& p);  // a tMs not above the newest one starts over
     void clear();
-    void setKvUsage(double fraction);         // KV pool in use (StepPoint::kvUsage); < 0: unknown
-    void setMemoryCapacity(qint64 bytes);     // RAM/VRAM the memory bar is drawn against; 0: none
-    void setMaxPoints(int n);                 // samples kept (default 3600)
+    void setKvUsage(double fraction);      // KV pool in use (StepPoint::kvUsage); < 0: unknown
+    void setMemoryCapacity(qint64 bytes);  // RAM/VRAM the memory bar is drawn against; 0: none
+    void setMaxPoints(int n);              // samples kept (default 3600)
 
     // "42.1 tok/s · TTFT p50 180 ms · KV 37%" (KV in bytes while the usage is unknown);
     // empty before the first sample.
@@ -46,7 +46,7 @@ public:
     QCPGraph* tpotP99Graph() const { return m_tpot99; }
 
     QString toolTipAtTime(double seconds) const;  // the sample nearest to that time
-    static QString formatMs(double ms);       // "7.5 ms", "180 ms", "12.3 s"; "–" when <= 0
+    static QString formatMs(double ms);           // "7.5 ms", "180 ms", "12.3 s"; "–" when <= 0
     static QString formatRate(double tokPerS);
 
     QSize sizeHint() const override;

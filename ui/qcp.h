@@ -16,7 +16,8 @@ namespace kvs::ui {
 inline QFont scaledFont(const QFont& f, double k) {
     QFont s = f;
     if (f.pointSizeF() > 0) s.setPointSizeF(f.pointSizeF() * k);
-    else if (f.pixelSize() > 0) s.setPixelSize(std::max(8, int(f.pixelSize() * k)));
+    else if (f.pixelSize() > 0)
+        s.setPixelSize(std::max(8, int(f.pixelSize() * k)));
     return s;
 }
 

@@ -27,7 +27,8 @@ namespace {
 QFont scaled(const QFont& f, double k) {
     QFont s = f;
     if (f.pointSizeF() > 0) s.setPointSizeF(f.pointSizeF() * k);
-    else if (f.pixelSize() > 0) s.setPixelSize(std::max(8, int(f.pixelSize() * k)));
+    else if (f.pixelSize() > 0)
+        s.setPixelSize(std::max(8, int(f.pixelSize() * k)));
     return s;
 }
 
@@ -140,7 +141,8 @@ QWidget* QuantCompareView::buildColumns(const QFont& bold) {
     cl->setVerticalSpacing(fontMetrics().height() / 6);
     const char* names[2][4] = {{"refLabel", "refWeights", "refBits", "refSpeed"},
                                {"variantLabel", "variantWeights", "variantBits", "variantSpeed"}};
-    const char* captions[] = {QT_TR_NOOP("weights"), QT_TR_NOOP("bits/weight (linears)"), QT_TR_NOOP("decode tok/s (this run)")};
+    const char* captions[] = {QT_TR_NOOP("weights"), QT_TR_NOOP("bits/weight (linears)"),
+                              QT_TR_NOOP("decode tok/s (this run)")};
     for (int c = 0; c < 2; ++c) {
         QLabel* title = addFigure(names[c][0]);
         title->setFont(bold);
@@ -192,9 +194,10 @@ void QuantCompareView::buildFigures() {
     m_forcedCaption->setObjectName("teacherForcedCaption");
     m_forcedCaption->setWordWrap(true);
     m_forcedCaption->setFont(scaled(font(), 0.9));
-    m_forcedCaption->setText(tr("After the first divergence the variant is fed the reference's tokens (teacher-forced): "
-                                "its column then shows, in italics, what it would pick at each position of the "
-                                "reference's text; tinted picks differ from the reference's token."));
+    m_forcedCaption->setText(
+        tr("After the first divergence the variant is fed the reference's tokens (teacher-forced): "
+           "its column then shows, in italics, what it would pick at each position of the "
+           "reference's text; tinted picks differ from the reference's token."));
 
     auto* lay = new QVBoxLayout(this);
     lay->addLayout(top);
@@ -286,7 +289,8 @@ QuantCompareRequest QuantCompareView::request() const {
 void QuantCompareView::setReady(bool ready, const QString& why) {
     m_ready = ready;
     if (!ready && !why.isEmpty()) m_status->setText(why);
-    if (ready && !m_running && m_events.isEmpty()) m_status->setText(tr("Pick a scheme, type a prompt, press Compare."));
+    if (ready && !m_running && m_events.isEmpty())
+        m_status->setText(tr("Pick a scheme, type a prompt, press Compare."));
     setRunning(m_running && ready);
 }
 
@@ -352,7 +356,8 @@ void QuantCompareView::appendPiece(QTextBrowser* column, const QString& text, co
 
 double QuantCompareView::top1Percent() const {
     if (m_events.isEmpty()) return 0;
-    const auto n = std::count_if(m_events.begin(), m_events.end(), [](const QuantTokenEvent& e) { return e.top1Agree; });
+    const auto n =
+        std::count_if(m_events.begin(), m_events.end(), [](const QuantTokenEvent& e) { return e.top1Agree; });
     return 100.0 * double(n) / double(m_events.size());
 }
 
@@ -377,9 +382,11 @@ void QuantCompareView::updateFigures() {
         set("kl", QString());
         return;
     }
-    set("divergence", m_firstDivergence >= 0 ? tr("first divergence at token %1").arg(m_firstDivergence)
-                                             : (n == 1 ? tr("no divergence in 1 token") : tr("no divergence in %1 tokens").arg(n)));
-    const auto agree = std::count_if(m_events.begin(), m_events.end(), [](const QuantTokenEvent& e) { return e.top1Agree; });
+    set("divergence", m_firstDivergence >= 0
+                          ? tr("first divergence at token %1").arg(m_firstDivergence)
+                          : (n == 1 ? tr("no divergence in 1 token") : tr("no divergence in %1 tokens").arg(n)));
+    const auto agree =
+        std::count_if(m_events.begin(), m_events.end(), [](const QuantTokenEvent& e) { return e.top1Agree; });
     set("top1", tr("top-1 agree %1% (%2/%3)").arg(top1Percent(), 0, 'f', 1).arg(agree).arg(n));
     double sum = 0, mx = 0;
     for (const auto& e : m_events) {
@@ -420,8 +427,7 @@ void QuantCompareView::finish(const QString& summary) {
 
 void QuantCompareView::showError(const QString& message) {
     setRunning(false);
-    m_status->setText(tr("<span style=\"color:%1\">%2</span>")
-                          .arg(klColor().name(), message.toHtmlEscaped()));
+    m_status->setText(tr("<span style=\"color:%1\">%2</span>").arg(klColor().name(), message.toHtmlEscaped()));
 }
 
 QTextDocument* QuantCompareView::referenceDocument() const { return m_refText->document(); }

@@ -35,8 +35,8 @@ int requestColorCount() { return static_cast<int>(kBase.size()); }
 
 QColor requestColor(qint64 id) {
     const qint64 n = static_cast<qint64>(kBase.size());
-    const qint64 k = ((id % n) + n) % n;             // hue
-    const qint64 variant = ((id / n) % 3 + 3) % 3;   // 0 base, 1 lighter, 2 deeper
+    const qint64 k = ((id % n) + n) % n;            // hue
+    const qint64 variant = ((id / n) % 3 + 3) % 3;  // 0 base, 1 lighter, 2 deeper
     QColor c = QColor::fromRgb(kBase[static_cast<size_t>(k)]);
     if (variant == 0) return c;
     float h = 0, s = 0, l = 0, a = 0;

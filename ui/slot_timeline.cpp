@@ -44,7 +44,7 @@ protected:
 
 private:
     static std::initializer_list<SlotState> order() {
-        static const auto o = {SlotState::Prefill, SlotState::Decode, SlotState::Padding, SlotState::Waiting,
+        static const auto o = {SlotState::Prefill,   SlotState::Decode,  SlotState::Padding, SlotState::Waiting,
                                SlotState::Preempted, SlotState::Swapped, SlotState::Finished};
         return o;
     }
@@ -148,26 +148,26 @@ QSize SlotTimelineView::minimumSizeHint() const {
 
 QColor SlotTimelineView::stateColor(SlotState s, const QPalette& pal) {
     switch (s) {
-    case SlotState::Waiting: return mixColors(pal.color(QPalette::Base), pal.color(QPalette::Text), 0.17);
-    case SlotState::Prefill: return QColor(0xF2, 0x8E, 0x2B);
-    case SlotState::Decode: return QColor(0x3D, 0x85, 0xC6);
-    case SlotState::Padding: return QColor(0xA8, 0xA8, 0xA8);
-    case SlotState::Preempted: return QColor(0xE1, 0x3B, 0x3E);
-    case SlotState::Swapped: return QColor(0x9B, 0x6B, 0xCC);
-    case SlotState::Finished: return QColor(0x3E, 0xA8, 0x4F);
+        case SlotState::Waiting: return mixColors(pal.color(QPalette::Base), pal.color(QPalette::Text), 0.17);
+        case SlotState::Prefill: return QColor(0xF2, 0x8E, 0x2B);
+        case SlotState::Decode: return QColor(0x3D, 0x85, 0xC6);
+        case SlotState::Padding: return QColor(0xA8, 0xA8, 0xA8);
+        case SlotState::Preempted: return QColor(0xE1, 0x3B, 0x3E);
+        case SlotState::Swapped: return QColor(0x9B, 0x6B, 0xCC);
+        case SlotState::Finished: return QColor(0x3E, 0xA8, 0x4F);
     }
     return {};
 }
 
 QString SlotTimelineView::stateName(SlotState s) {
     switch (s) {
-    case SlotState::Waiting: return tr("waiting");
-    case SlotState::Prefill: return tr("prefill chunk");
-    case SlotState::Decode: return tr("decode");
-    case SlotState::Padding: return tr("padding");
-    case SlotState::Preempted: return tr("preempted");
-    case SlotState::Swapped: return tr("swapped out");
-    case SlotState::Finished: return tr("finished");
+        case SlotState::Waiting: return tr("waiting");
+        case SlotState::Prefill: return tr("prefill chunk");
+        case SlotState::Decode: return tr("decode");
+        case SlotState::Padding: return tr("padding");
+        case SlotState::Preempted: return tr("preempted");
+        case SlotState::Swapped: return tr("swapped out");
+        case SlotState::Finished: return tr("finished");
     }
     return {};
 }
@@ -301,8 +301,12 @@ TimelineHit SlotTimelineView::hitTest(const QPoint& pos) const {
 }
 
 QString SlotTimelineView::stepSummary(const StepPoint& s) const {
-    QString t = tr("Step %1: %2 / %3 seats · %4 prefill + %5 decode").arg(s.step).arg(s.nSeqs).arg(s.maxSeqs)
-                    .arg(s.prefillTokens).arg(s.decodeTokens);
+    QString t = tr("Step %1: %2 / %3 seats · %4 prefill + %5 decode")
+                    .arg(s.step)
+                    .arg(s.nSeqs)
+                    .arg(s.maxSeqs)
+                    .arg(s.prefillTokens)
+                    .arg(s.decodeTokens);
     if (s.paddingTokens) t += tr(" + %1 padding").arg(s.paddingTokens);
     if (s.tokenBudget) t += tr(" of %1 budget").arg(s.tokenBudget);
     t += tr(" · %1 ms").arg(s.durationMs, 0, 'f', 1);
@@ -310,7 +314,8 @@ QString SlotTimelineView::stepSummary(const StepPoint& s) const {
     if (s.waiting) extra << tr("%1 waiting").arg(s.waiting);
     if (s.swapped) extra << tr("%1 swapped").arg(s.swapped);
     if (s.preemptions) extra << tr("%1 preempted").arg(s.preemptions);
-    if (s.swapOutBlocks || s.swapInBlocks) extra << tr("swap %1 out / %2 in blocks").arg(s.swapOutBlocks).arg(s.swapInBlocks);
+    if (s.swapOutBlocks || s.swapInBlocks)
+        extra << tr("swap %1 out / %2 in blocks").arg(s.swapOutBlocks).arg(s.swapInBlocks);
     if (!extra.isEmpty()) t += QStringLiteral(" · ") + extra.join(QStringLiteral(" · "));
     return t;
 }
@@ -321,8 +326,12 @@ QString SlotTimelineView::toolTipAt(const QPoint& pos) const {
         if (hit.requestId >= 0) {
             const Row& r = d->model.rows()[d->model.requestRow(hit.requestId)];
             return tr("%1 (id %2): %3, prompt %4, output %5 / %6")
-                .arg(r.label.isEmpty() ? tr("req %1").arg(r.id) : r.label).arg(r.id).arg(r.latest.status)
-                .arg(r.latest.promptTokens).arg(r.latest.outputTokens).arg(r.latest.maxTokens);
+                .arg(r.label.isEmpty() ? tr("req %1").arg(r.id) : r.label)
+                .arg(r.id)
+                .arg(r.latest.status)
+                .arg(r.latest.promptTokens)
+                .arg(r.latest.outputTokens)
+                .arg(r.latest.maxTokens);
         }
         return {};
     }
@@ -340,8 +349,11 @@ QString SlotTimelineView::toolTipAt(const QPoint& pos) const {
         text += tr(" · %1 tokens in KV").arg(hit.computedTokens);
         if (row) {
             const RequestRow& r = row->latest;
-            text += QLatin1Char('\n') + tr("Now %1 · prompt %2 · output %3 / %4").arg(r.status).arg(r.promptTokens)
-                                            .arg(r.outputTokens).arg(r.maxTokens);
+            text += QLatin1Char('\n') + tr("Now %1 · prompt %2 · output %3 / %4")
+                                            .arg(r.status)
+                                            .arg(r.promptTokens)
+                                            .arg(r.outputTokens)
+                                            .arg(r.maxTokens);
             if (r.preemptions) text += tr(" · preempted %1×").arg(r.preemptions);
         }
         text += QLatin1Char('\n');
@@ -401,7 +413,8 @@ void SlotTimelineView::syncView() {
     const int maxValue = int(std::max<qint64>(0, span - L.visibleCols));
     m_hscroll->setRange(0, maxValue);
     m_hscroll->setPageStep(L.visibleCols);
-    m_hscroll->setValue(d->model.isEmpty() ? 0 : int(std::max<qint64>(0, m_viewLast - oldestStep() + 1 - L.visibleCols)));
+    m_hscroll->setValue(d->model.isEmpty() ? 0
+                                           : int(std::max<qint64>(0, m_viewLast - oldestStep() + 1 - L.visibleCols)));
     const int vmax = std::max(0, L.nRows - L.rowsFit);
     m_vscroll->setRange(0, vmax);
     m_vscroll->setPageStep(L.rowsFit);
@@ -598,7 +611,8 @@ void SlotTimelineView::syncPlotRange() {
     // While steps stream in, replot at most every 50 ms (a replot of 512 steps costs a few
     // ms); scrolling and hovering replot at once.
     if (!m_appending) m_plot->replot(QCustomPlot::rpQueuedReplot);
-    else if (!m_replotTimer->isActive()) m_replotTimer->start();
+    else if (!m_replotTimer->isActive())
+        m_replotTimer->start();
 }
 
 void SlotTimelineView::setHoverStep(qint64 step) {
@@ -626,29 +640,31 @@ bool SlotTimelineView::eventFilter(QObject* obj, QEvent* ev) {
         return stepAt(s) ? s : -1;
     };
     switch (ev->type()) {
-    case QEvent::MouseMove: setHoverStep(keyAt(static_cast<QMouseEvent*>(ev)->position())); break;
-    case QEvent::Leave: setHoverStep(-1); break;
-    case QEvent::ToolTip: {
-        auto* he = static_cast<QHelpEvent*>(ev);
-        const qint64 s = keyAt(he->pos());
-        if (const Column* c = s >= 0 ? d->model.column(s) : nullptr) {
-            const QString text = stepSummary(c->point) + QLatin1Char('\n') +
-                                 tr("Utilization %1% · throughput %2 tok/s (decode %3) over %4 steps")
-                                     .arg(utilizationAt(s), 0, 'f', 0).arg(c->tput, 0, 'f', 0)
-                                     .arg(c->decodeTput, 0, 'f', 0).arg(throughputWindow());
-            QToolTip::showText(he->globalPos(), text, m_plot);
-        } else {
-            QToolTip::hideText();
+        case QEvent::MouseMove: setHoverStep(keyAt(static_cast<QMouseEvent*>(ev)->position())); break;
+        case QEvent::Leave: setHoverStep(-1); break;
+        case QEvent::ToolTip: {
+            auto* he = static_cast<QHelpEvent*>(ev);
+            const qint64 s = keyAt(he->pos());
+            if (const Column* c = s >= 0 ? d->model.column(s) : nullptr) {
+                const QString text = stepSummary(c->point) + QLatin1Char('\n') +
+                                     tr("Utilization %1% · throughput %2 tok/s (decode %3) over %4 steps")
+                                         .arg(utilizationAt(s), 0, 'f', 0)
+                                         .arg(c->tput, 0, 'f', 0)
+                                         .arg(c->decodeTput, 0, 'f', 0)
+                                         .arg(throughputWindow());
+                QToolTip::showText(he->globalPos(), text, m_plot);
+            } else {
+                QToolTip::hideText();
+            }
+            return true;
         }
-        return true;
-    }
-    case QEvent::Wheel: {
-        auto* we = static_cast<QWheelEvent*>(ev);
-        const QPoint a = we->angleDelta();
-        scrollBy(-((a.x() != 0 ? a.x() : a.y()) / 40) * std::max(1, visibleSteps() / 30));
-        return true;
-    }
-    default: break;
+        case QEvent::Wheel: {
+            auto* we = static_cast<QWheelEvent*>(ev);
+            const QPoint a = we->angleDelta();
+            scrollBy(-((a.x() != 0 ? a.x() : a.y()) / 40) * std::max(1, visibleSteps() / 30));
+            return true;
+        }
+        default: break;
     }
     return QWidget::eventFilter(obj, ev);
 }

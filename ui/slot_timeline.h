@@ -32,13 +32,13 @@ class TimelineCanvas;  // the cell area and row labels (slot_timeline_canvas.cpp
 
 // What lies under a point of the timeline.
 struct TimelineHit {
-    bool onCell = false;      // a drawn cell (request and state below are meaningful)
-    qint64 step = -1;         // the column's step (-1: outside the cell area)
-    int row = -1;             // row index: request row or seat
-    qint64 requestId = -1;    // the row's request (requests mode) or the seat's occupant
+    bool onCell = false;    // a drawn cell (request and state below are meaningful)
+    qint64 step = -1;       // the column's step (-1: outside the cell area)
+    int row = -1;           // row index: request row or seat
+    qint64 requestId = -1;  // the row's request (requests mode) or the seat's occupant
     SlotState state = SlotState::Waiting;
-    int tokens = 0;           // tokens run for the request in that step
-    int computedTokens = 0;   // tokens in its KV after that step
+    int tokens = 0;          // tokens run for the request in that step
+    int computedTokens = 0;  // tokens in its KV after that step
 };
 
 class SlotTimelineView : public QWidget {
@@ -55,29 +55,29 @@ public:
     void appendStep(const StepPoint& step, const QVector<RequestRow>& requests);
     void clear();
 
-    void setMaxSteps(int steps);                 // steps kept (default 512)
+    void setMaxSteps(int steps);  // steps kept (default 512)
     int maxSteps() const;
     void setRowMode(RowMode mode);
     RowMode rowMode() const { return m_mode; }
-    void setCellWidth(qreal logicalPx);          // column width, 1..32 (Ctrl+wheel zooms)
+    void setCellWidth(qreal logicalPx);  // column width, 1..32 (Ctrl+wheel zooms)
     qreal cellWidth() const { return m_cellWidth; }
-    void setThroughputWindow(int steps);         // sliding window of the throughput plot (16)
+    void setThroughputWindow(int steps);  // sliding window of the throughput plot (16)
     int throughputWindow() const;
 
     bool isFollowing() const { return m_following; }
     void setFollowing(bool follow);
-    void scrollToStep(qint64 step);              // that step at the right edge
+    void scrollToStep(qint64 step);  // that step at the right edge
     qint64 firstVisibleStep() const;
     qint64 lastVisibleStep() const { return m_viewLast; }
-    qint64 oldestStep() const;                   // -1 when empty
+    qint64 oldestStep() const;  // -1 when empty
     qint64 newestStep() const;
     int stepCount() const;
-    int visibleSteps() const;                    // columns that fit the cell area
+    int visibleSteps() const;  // columns that fit the cell area
 
-    int rowCount() const;                        // request rows, or seats in seats mode
-    QVector<qint64> rowRequestIds() const;       // requests mode: request id per row
+    int rowCount() const;                   // request rows, or seats in seats mode
+    QVector<qint64> rowRequestIds() const;  // requests mode: request id per row
     qint64 selectedRequest() const { return m_selected; }
-    void setSelectedRequest(qint64 id);          // highlights its row; -1 clears
+    void setSelectedRequest(qint64 id);  // highlights its row; -1 clears
 
     // Geometry and content, in this widget's coordinates.
     QRect cellRect(qint64 step, int row) const;  // empty when not in view
@@ -90,22 +90,22 @@ public:
     double utilizationAt(qint64 step) const;     // nSeqs / maxSeqs in %, -1 when not kept
     double throughputAt(qint64 step) const;      // tokens/s (prefill + decode) over the window
     double decodeThroughputAt(qint64 step) const;
-    const SlotTimelineModel& model() const;      // the data behind the cells and plots
+    const SlotTimelineModel& model() const;  // the data behind the cells and plots
 
     QCustomPlot* plot() const { return m_plot; }
     QWidget* canvas() const;
-    int canvasPaintCount() const;                // paint events of the cell area (tests)
-    int fullCacheRedraws() const;                // full re-renders of the cell cache (tests)
+    int canvasPaintCount() const;  // paint events of the cell area (tests)
+    int fullCacheRedraws() const;  // full re-renders of the cell cache (tests)
 
     static QColor stateColor(SlotState s, const QPalette& pal);
     static QString stateName(SlotState s);
-    static QColor requestColor(qint64 id);       // the block map's colours (ui/request_colors.h)
+    static QColor requestColor(qint64 id);  // the block map's colours (ui/request_colors.h)
 
     QSize sizeHint() const override;
     QSize minimumSizeHint() const override;
 
 Q_SIGNALS:
-    void requestSelected(qint64 id);             // a row or cell was clicked (-1: cleared)
+    void requestSelected(qint64 id);  // a row or cell was clicked (-1: cleared)
     void followingChanged(bool following);
 
 protected:
@@ -122,7 +122,7 @@ private:
     void stylePlots();
     void appendPlotPoint(const TimelineColumn& column);
     void trimPlots();
-    void syncView();                 // scroll bars, plot range, repaint after data/scroll changes
+    void syncView();  // scroll bars, plot range, repaint after data/scroll changes
     void syncPlotRange();
     void updateSummary();
     void setHoverStep(qint64 step);
@@ -145,7 +145,7 @@ private:
     RowMode m_mode = RowMode::Requests;
     qreal m_cellWidth = 6;
     bool m_following = true;
-    qint64 m_viewLast = -1;          // step at the right edge
+    qint64 m_viewLast = -1;  // step at the right edge
     qint64 m_selected = -1;
     qint64 m_hoverStep = -1;
     bool m_syncingScroll = false;

@@ -25,10 +25,12 @@ void TimelineCanvas::ensureCache(const Layout& L) {
     for (int y = 0; y < L.hDev; ++y) {
         uchar* line = bits + qsizetype(y) * m_cache.bytesPerLine();
         if (delta > 0) std::memmove(line, line + dx * 4, size_t(L.wDev - dx) * 4);
-        else std::memmove(line + dx * 4, line, size_t(L.wDev - dx) * 4);
+        else
+            std::memmove(line + dx * 4, line, size_t(L.wDev - dx) * 4);
     }
     if (delta > 0) drawColumns(L, m_cacheLast + 1, last);
-    else drawColumns(L, last - L.visibleCols + 1, m_cacheLast - L.visibleCols + 1);
+    else
+        drawColumns(L, last - L.visibleCols + 1, m_cacheLast - L.visibleCols + 1);
     m_cacheLast = last;
 }
 
@@ -48,7 +50,8 @@ void TimelineCanvas::hatchRaw(QRect r, QRgb color, int period) {
     uchar* row = m_bits + qsizetype(r.top()) * m_bpl;
     for (int y = r.top(); y <= r.bottom(); ++y, row += m_bpl) {
         QRgb* line = reinterpret_cast<QRgb*>(row);
-        for (int x = r.left() + ((period - (r.left() + y) % period) % period); x <= r.right(); x += period) line[x] = color;
+        for (int x = r.left() + ((period - (r.left() + y) % period) % period); x <= r.right(); x += period)
+            line[x] = color;
     }
 }
 
@@ -88,7 +91,10 @@ void TimelineCanvas::drawColumns(const Layout& L, qint64 from, qint64 to) {
                 if (row < L.firstRow || row > L.firstRow + L.rowsFit) continue;
                 const int y = (row - L.firstRow) * L.rh;
                 int left = x, w = L.cw - gapX;
-                if (seats && c.seatChange && L.cw >= 3) { left += px; w -= px; }  // a new occupant
+                if (seats && c.seatChange && L.cw >= 3) {
+                    left += px;
+                    w -= px;
+                }  // a new occupant
                 const QRect r(left, y, std::max(1, w), std::max(1, L.rh - gapY));
                 fillRaw(r, colors[c.state]);
                 if (c.state == quint8(SlotState::Padding)) hatchRaw(r, hatch, hatchPeriod);
@@ -162,7 +168,8 @@ void TimelineCanvas::drawOverlay(QPainter& p, const Layout& L) {
             const SlotTimelineModel& m = v->d->model;
             for (auto it = m.firstColumnFrom(first); it != m.columns().end() && it->point.step <= v->m_viewLast; ++it)
                 for (const Cell& cell : it->cells)
-                    if (cell.id == v->m_selected && cell.seat >= 0) p.fillRect(cellRectF(L, it->point.step, cell.seat), band);
+                    if (cell.id == v->m_selected && cell.seat >= 0)
+                        p.fillRect(cellRectF(L, it->point.step, cell.seat), band);
         }
     }
     p.setClipping(false);
@@ -224,22 +231,23 @@ void TimelineCanvas::wheelEvent(QWheelEvent* ev) {
     const bool horizontal = a.x() != 0 || (ev->modifiers() & Qt::ShiftModifier) || !rowsOverflow;
     const int notches = (a.x() != 0 ? a.x() : a.y()) / 40;  // 3 per wheel notch
     if (horizontal) v->scrollBy(-notches * std::max(1, L.visibleCols / 30));
-    else v->m_vscroll->setValue(v->m_vscroll->value() - notches);
+    else
+        v->m_vscroll->setValue(v->m_vscroll->value() - notches);
     ev->accept();
 }
 
 void TimelineCanvas::keyPressEvent(QKeyEvent* ev) {
     const Layout L = layout();
     switch (ev->key()) {
-    case Qt::Key_Left: v->scrollBy(-1); break;
-    case Qt::Key_Right: v->scrollBy(1); break;
-    case Qt::Key_PageUp: v->scrollBy(-L.visibleCols); break;
-    case Qt::Key_PageDown: v->scrollBy(L.visibleCols); break;
-    case Qt::Key_Home: v->scrollToStep(v->oldestStep() + L.visibleCols - 1); break;
-    case Qt::Key_End: v->setFollowing(true); break;
-    case Qt::Key_Up: v->m_vscroll->setValue(v->m_vscroll->value() - 1); break;
-    case Qt::Key_Down: v->m_vscroll->setValue(v->m_vscroll->value() + 1); break;
-    default: QWidget::keyPressEvent(ev); return;
+        case Qt::Key_Left: v->scrollBy(-1); break;
+        case Qt::Key_Right: v->scrollBy(1); break;
+        case Qt::Key_PageUp: v->scrollBy(-L.visibleCols); break;
+        case Qt::Key_PageDown: v->scrollBy(L.visibleCols); break;
+        case Qt::Key_Home: v->scrollToStep(v->oldestStep() + L.visibleCols - 1); break;
+        case Qt::Key_End: v->setFollowing(true); break;
+        case Qt::Key_Up: v->m_vscroll->setValue(v->m_vscroll->value() - 1); break;
+        case Qt::Key_Down: v->m_vscroll->setValue(v->m_vscroll->value() + 1); break;
+        default: QWidget::keyPressEvent(ev); return;
     }
 }
 

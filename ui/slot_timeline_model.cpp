@@ -89,7 +89,8 @@ int SlotTimelineModel::rowFor(const RequestRow& r, bool* rowsMoved) {
         m_rowOf.insert(r.id, ri);
         return ri;
     }
-    auto it = std::lower_bound(m_rows.begin(), m_rows.end(), r.id, [](const TimelineRow& a, qint64 id) { return a.id < id; });
+    auto it =
+        std::lower_bound(m_rows.begin(), m_rows.end(), r.id, [](const TimelineRow& a, qint64 id) { return a.id < id; });
     ri = int(it - m_rows.begin());
     m_rows.insert(ri, row);
     rebuildRowIndex();
@@ -119,8 +120,9 @@ bool SlotTimelineModel::dropDeadRows() {
     if (dead == 0 || (dead < 8 && dead * 4 < m_rows.size())) return false;
     for (const TimelineRow& r : m_rows)
         if (r.lastStep < oldest) m_lastSeat.remove(r.id);
-    m_rows.erase(std::remove_if(m_rows.begin(), m_rows.end(), [oldest](const TimelineRow& r) { return r.lastStep < oldest; }),
-                 m_rows.end());
+    m_rows.erase(
+        std::remove_if(m_rows.begin(), m_rows.end(), [oldest](const TimelineRow& r) { return r.lastStep < oldest; }),
+        m_rows.end());
     rebuildRowIndex();
     return true;
 }

@@ -11,8 +11,8 @@
 #include <QPainter>
 #include <QScrollBar>
 #include <QSplitter>
-#include <QToolButton>
 #include <QTimer>
+#include <QToolButton>
 #include <QToolTip>
 #include <QVBoxLayout>
 #include <algorithm>
@@ -38,7 +38,8 @@ inline bool holdsSeat(SlotState s) { return SlotTimelineModel::holdsSeat(s); }
 inline QFont smallFont(const QFont& f) {
     QFont s = f;
     if (f.pointSizeF() > 0) s.setPointSizeF(f.pointSizeF() * 0.85);
-    else if (f.pixelSize() > 0) s.setPixelSize(std::max(8, f.pixelSize() * 85 / 100));
+    else if (f.pixelSize() > 0)
+        s.setPixelSize(std::max(8, f.pixelSize() * 85 / 100));
     return s;
 }
 
@@ -61,7 +62,7 @@ struct PlotParts {
 using namespace timeline_detail;
 
 struct SlotTimelineView::Data {
-    SlotTimelineModel model;      // steps, rows, seats, utilization and throughput
+    SlotTimelineModel model;  // steps, rows, seats, utilization and throughput
     PlotParts plots;
 };
 
@@ -75,8 +76,9 @@ public:
         setAttribute(Qt::WA_OpaquePaintEvent);
         setObjectName("slotTimelineCanvas");
         setAccessibleName(tr("Batch slot timeline cells"));
-        setAccessibleDescription(tr("Rows are requests or batch seats, columns engine steps. Left/Right and Page "
-                                    "Up/Down scroll, Home/End jump, Ctrl+wheel zooms, a click selects a request."));
+        setAccessibleDescription(
+            tr("Rows are requests or batch seats, columns engine steps. Left/Right and Page "
+               "Up/Down scroll, Home/End jump, Ctrl+wheel zooms, a click selects a request."));
     }
 
     // Geometry: the cell area in logical pixels; columns and rows in device pixels so the
@@ -85,7 +87,7 @@ public:
         int gutter = 0, right = 0;
         QRect cells;
         qreal dpr = 1;
-        int cw = 1, rh = 1;            // device px per column / row
+        int cw = 1, rh = 1;  // device px per column / row
         int wDev = 1, hDev = 1;
         int visibleCols = 1, rowsFit = 1, firstRow = 0, nRows = 0;
     };
@@ -148,14 +150,20 @@ public:
     }
 
     void invalidate() { m_cacheValid = false; }
-    void paletteChanged() { ++m_paletteVersion; m_cacheValid = false; }
+    void paletteChanged() {
+        ++m_paletteVersion;
+        m_cacheValid = false;
+    }
     int paintCount = 0, fullRedraws = 0;
 
 protected:
     void paintEvent(QPaintEvent* ev) override;
     void mouseMoveEvent(QMouseEvent* ev) override;
     void mousePressEvent(QMouseEvent* ev) override;
-    void leaveEvent(QEvent*) override { v->setHoverStep(-1); m_hoverRow = -1; }
+    void leaveEvent(QEvent*) override {
+        v->setHoverStep(-1);
+        m_hoverRow = -1;
+    }
     void wheelEvent(QWheelEvent* ev) override;
     void keyPressEvent(QKeyEvent* ev) override;
     void resizeEvent(QResizeEvent*) override { v->syncView(); }
@@ -171,7 +179,8 @@ protected:
             const QPoint inView = mapTo(v, he->pos());
             const QString text = v->toolTipAt(inView);
             if (text.isEmpty()) QToolTip::hideText();
-            else QToolTip::showText(he->globalPos(), text, this);
+            else
+                QToolTip::showText(he->globalPos(), text, this);
             return true;
         }
         return QWidget::event(ev);
@@ -191,11 +200,11 @@ private:
     void drawOverlay(QPainter& p, const Layout& L);
 
     SlotTimelineView* v;
-    QImage m_cache;          // [hDev, wDev] the cell area, device pixels
-    uchar* m_bits = nullptr; // m_cache.bits() while drawing columns
+    QImage m_cache;           // [hDev, wDev] the cell area, device pixels
+    uchar* m_bits = nullptr;  // m_cache.bits() while drawing columns
     qsizetype m_bpl = 0;
     CacheKey m_key;
-    qint64 m_cacheLast = -1; // step at the cache's right edge
+    qint64 m_cacheLast = -1;  // step at the cache's right edge
     bool m_cacheValid = false;
     int m_paletteVersion = 0;
     int m_hoverRow = -1;

@@ -16,13 +16,13 @@ enum class BlockState { Free, Used, Cached, Swapped };  // Cached: free but find
 struct BlockCell {
     int id = 0;
     BlockState state = BlockState::Free;
-    int refCount = 0;             // > 1: shared (prefix or copy-on-write fork)
-    QVector<qint64> owners;       // request ids whose block table holds it, sorted
-    int filled = 0;               // token slots written (0..blockSize)
-    bool hashed = false;          // registered in the prefix cache
+    int refCount = 0;        // > 1: shared (prefix or copy-on-write fork)
+    QVector<qint64> owners;  // request ids whose block table holds it, sorted
+    int filled = 0;          // token slots written (0..blockSize)
+    bool hashed = false;     // registered in the prefix cache
 };
 
-struct HostCell {                 // one occupied block of the CPU swap tier
+struct HostCell {  // one occupied block of the CPU swap tier
     int hostBlock = 0;
     qint64 owner = 0;
 };
@@ -34,33 +34,33 @@ enum class SlotState { Waiting, Prefill, Decode, Padding, Preempted, Swapped, Fi
 
 struct RequestRow {
     qint64 id = 0;
-    QString label;                // e.g. "chat 2" or "req 17"
-    QString status;               // "waiting", "running", "swapped", "finished"
+    QString label;                        // e.g. "chat 2" or "req 17"
+    QString status;                       // "waiting", "running", "swapped", "finished"
     SlotState slot = SlotState::Waiting;  // this step's activity
     int priority = 0;
     int promptTokens = 0;
     int outputTokens = 0;
     int maxTokens = 0;
-    int computedTokens = 0;       // tokens whose KV is cached
-    int cachedTokens = -1;        // prefix-cache hit when first scheduled (-1: not yet)
-    QVector<int> blockIds;        // block table, in position order
-    int hostBlocks = 0;           // while swapped
+    int computedTokens = 0;  // tokens whose KV is cached
+    int cachedTokens = -1;   // prefix-cache hit when first scheduled (-1: not yet)
+    QVector<int> blockIds;   // block table, in position order
+    int hostBlocks = 0;      // while swapped
     int preemptions = 0;
-    int scheduledTokens = 0;      // tokens run for it this step
+    int scheduledTokens = 0;  // tokens run for it this step
 };
 
 // ---- one engine step ----------------------------------------------------------------
 
 struct StepPoint {
     qint64 step = 0;
-    double tStartMs = 0;          // since engine start
+    double tStartMs = 0;  // since engine start
     double durationMs = 0;
     int prefillTokens = 0;
     int decodeTokens = 0;
-    int paddingTokens = 0;        // static batching: seats of finished requests
+    int paddingTokens = 0;  // static batching: seats of finished requests
     int tokenBudget = 0;
-    int nSeqs = 0;                // requests in the batch
-    int maxSeqs = 0;              // seats (max_num_seqs)
+    int nSeqs = 0;    // requests in the batch
+    int maxSeqs = 0;  // seats (max_num_seqs)
     int preemptions = 0;
     int swapOutBlocks = 0;
     int swapInBlocks = 0;
@@ -68,8 +68,8 @@ struct StepPoint {
     int prefixHitTokens = 0;
     int running = 0, waiting = 0, swapped = 0;
     int blocksUsed = 0, blocksCached = 0, nBlocks = 0;
-    double kvUsage = 0;           // blocksUsed / nBlocks
-    double internalWaste = 0;     // 1 - tokens in KV / slots of used blocks
+    double kvUsage = 0;        // blocksUsed / nBlocks
+    double internalWaste = 0;  // 1 - tokens in KV / slots of used blocks
     int batchTokens() const { return prefillTokens + decodeTokens + paddingTokens; }
 };
 
@@ -78,11 +78,11 @@ struct StepPoint {
 struct EngineFrame {
     StepPoint step;
     int blockSize = 16;
-    int maxModelLen = 0;          // the contiguous baseline reserves this per request
-    QVector<BlockCell> blocks;    // [nBlocks], by id
-    QVector<HostCell> hostBlocks; // occupied host blocks
+    int maxModelLen = 0;           // the contiguous baseline reserves this per request
+    QVector<BlockCell> blocks;     // [nBlocks], by id
+    QVector<HostCell> hostBlocks;  // occupied host blocks
     int nHostBlocks = 0;
-    QVector<RequestRow> requests; // every known request, by id
+    QVector<RequestRow> requests;  // every known request, by id
     double prefixHitRate = 0;
     qint64 totalPreemptions = 0;
     qint64 totalGeneratedTokens = 0;
@@ -91,8 +91,8 @@ struct EngineFrame {
 // ---- metrics over time ----------------------------------------------------------------
 
 struct MetricsPoint {
-    double tMs = 0;               // since engine start
-    double tokPerS = 0;           // output tokens per second over the window
+    double tMs = 0;      // since engine start
+    double tokPerS = 0;  // output tokens per second over the window
     double ttftP50Ms = 0, ttftP99Ms = 0;
     double tpotP50Ms = 0, tpotP99Ms = 0;
     qint64 weightBytes = 0, kvBytes = 0, scratchBytes = 0;
@@ -111,30 +111,30 @@ enum class TokenFate {
 };
 
 struct FateToken {
-    QString text;                 // the token's piece of text
+    QString text;  // the token's piece of text
     TokenFate fate = TokenFate::Plain;
-    int draftPos = 0;             // 1..k for draft tokens, 0 otherwise
-    qint64 step = 0;              // engine step
+    int draftPos = 0;  // 1..k for draft tokens, 0 otherwise
+    qint64 step = 0;   // engine step
 };
 
 // One speculative request. Counts as in engine/telemetry/spec_stats.h: evaluated = drafts
 // the acceptance rule judged (up to and including the first rejection).
 struct SpecRequestFrame {
     qint64 id = 0;
-    QString label;                // e.g. "chat 2"
-    QString proposer;             // "prompt lookup", "layer-skip:10", "int4", ...
-    int k = 0;                    // drafts per step asked for (the start when adaptive)
+    QString label;     // e.g. "chat 2"
+    QString proposer;  // "prompt lookup", "layer-skip:10", "int4", ...
+    int k = 0;         // drafts per step asked for (the start when adaptive)
     bool adaptive = false;
     bool finished = false;
     qint64 verifySteps = 0, drafted = 0, evaluated = 0, accepted = 0, discarded = 0, bonus = 0, emitted = 0;
-    qint64 sumK = 0;              // drafts summed over verify steps
-    QVector<qint64> posEvaluated; // [k_max] by draft position (index 0 = position 1)
-    QVector<qint64> posAccepted;  // [k_max]
+    qint64 sumK = 0;                  // drafts summed over verify steps
+    QVector<qint64> posEvaluated;     // [k_max] by draft position (index 0 = position 1)
+    QVector<qint64> posAccepted;      // [k_max]
     QVector<qint64> acceptedLenHist;  // [k_max + 1] verify steps by drafts accepted
     double draftMs = 0, verifyMs = 0;
-    QVector<FateToken> tokens;    // in order, the newest few thousand
-    double decodeTokPerS = 0;     // 0: not measured yet
-    bool decodeSolo = true;       // no other request shared its decode steps
+    QVector<FateToken> tokens;  // in order, the newest few thousand
+    double decodeTokPerS = 0;   // 0: not measured yet
+    bool decodeSolo = true;     // no other request shared its decode steps
 
     double alpha() const { return evaluated ? double(accepted) / double(evaluated) : 0.0; }
     double meanAccepted() const { return verifySteps ? double(accepted) / double(verifySteps) : 0.0; }
@@ -155,29 +155,29 @@ struct SpecFrame {
 
 // What the user asked the quantization compare view to run.
 struct QuantCompareRequest {
-    QString scheme;               // a QuantScheme spelling: "q4_0", "int8", "int4-awq", ...
-    QString prompt;               // the user message (the chat template is applied to it)
+    QString scheme;  // a QuantScheme spelling: "q4_0", "int8", "int4-awq", ...
+    QString prompt;  // the user message (the chat template is applied to it)
     int maxTokens = 64;
-    double temperature = 0;       // 0: greedy; > 0: both sides sample with the same seed
+    double temperature = 0;  // 0: greedy; > 0: both sides sample with the same seed
     qint64 seed = 1;
 };
 
 // One model of the comparison: its honest label and its memory.
 struct QuantSideInfo {
-    QString label;                // e.g. "reference (Q4_1 dequantized to F32)", "Q4_0 (RTN)"
-    qint64 weightBytes = 0;       // all weights as held in memory
-    double bitsPerWeight = 0;     // the per-layer linears only (what a scheme changes)
+    QString label;             // e.g. "reference (Q4_1 dequantized to F32)", "Q4_0 (RTN)"
+    qint64 weightBytes = 0;    // all weights as held in memory
+    double bitsPerWeight = 0;  // the per-layer linears only (what a scheme changes)
 };
 
 // One generated position of both models (engine/quant/side_by_side.h SideBySideEvent).
 struct QuantTokenEvent {
-    int index = 0;                // 0-based generated position
+    int index = 0;  // 0-based generated position
     qint32 refToken = -1, variantToken = -1;
-    QString refPiece, variantPiece;  // text that became safe to show at this position
-    double kl = 0;                // KL(reference || variant) in nats
-    bool top1Agree = false;       // the two argmaxes are the same token
-    bool diverged = false;        // the picks differ here or earlier
-    bool teacherForced = false;   // the variant was fed reference tokens it did not pick
+    QString refPiece, variantPiece;   // text that became safe to show at this position
+    double kl = 0;                    // KL(reference || variant) in nats
+    bool top1Agree = false;           // the two argmaxes are the same token
+    bool diverged = false;            // the picks differ here or earlier
+    bool teacherForced = false;       // the variant was fed reference tokens it did not pick
     double refMs = 0, variantMs = 0;  // the forward pass that made this position's logits (index 0: the prompt's)
 };
 

@@ -12,13 +12,14 @@ namespace kvs::app {
 int run_main(int argc, char** argv) {
     if (argc <= 1) return run_gui(argc, argv);
 
-    CLI::App app{"KV Scope: run language models locally and watch the inference engine work.\n"
-                 "Without a subcommand, opens the desktop program."};
+    CLI::App app{
+        "KV Scope: run language models locally and watch the inference engine work.\n"
+        "Without a subcommand, opens the desktop program."};
     app.require_subcommand(0, 1);
     app.set_version_flag("--version", "kvscope 0.1.0");
     const std::string kDefaultModel = Session::default_model_name();
-    const std::string model_help = "model: a .gguf file, a safetensors folder, or an installed name (default " +
-                                   kDefaultModel + ")";
+    const std::string model_help =
+        "model: a .gguf file, a safetensors folder, or an installed name (default " + kDefaultModel + ")";
 
     GenerateOptions gen;
     gen.model = kDefaultModel;
@@ -73,16 +74,20 @@ int run_main(int argc, char** argv) {
     b->add_option("--host-blocks", bench.host_blocks, "CPU swap tier size in blocks (with --preemption swap)")
         ->check(CLI::Range(0, 1 << 24));
     b->add_flag("--no-prefix-cache", bench.no_prefix_cache, "turn prefix caching off");
-    b->add_option("--trace", bench.trace, "with --workload: write the step timeline, last snapshot and requests as JSON");
+    b->add_option("--trace", bench.trace,
+                  "with --workload: write the step timeline, last snapshot and requests as JSON");
     b->add_option("--sweep", bench.sweep, "aggregate decode tok/s per batch size, e.g. 1,2,4,8,16,32,64");
-    b->add_option("--sweep-prompt", bench.sweep_prompt, "prompt tokens per request in --sweep")->check(CLI::Range(1, kMaxTokens));
-    b->add_option("--sweep-gen", bench.sweep_gen, "generated tokens per request in --sweep")->check(CLI::Range(1, kMaxTokens));
+    b->add_option("--sweep-prompt", bench.sweep_prompt, "prompt tokens per request in --sweep")
+        ->check(CLI::Range(1, kMaxTokens));
+    b->add_option("--sweep-gen", bench.sweep_gen, "generated tokens per request in --sweep")
+        ->check(CLI::Range(1, kMaxTokens));
     b->add_option("--spec", bench.spec,
                   "speculative decoding against plain: proposers, e.g. ngram,layer-skip:8,int4 or a draft model path");
     b->add_option("--spec-k", bench.spec_k, "draft lengths for --spec, e.g. 2,4,8");
     b->add_option("--spec-workload", bench.spec_workload, "repetitive, chat or both")
         ->check(CLI::IsMember({"repetitive", "chat", "both"}));
-    b->add_option("--spec-gen", bench.spec_gen, "tokens generated per request in --spec")->check(CLI::Range(1, kMaxTokens));
+    b->add_option("--spec-gen", bench.spec_gen, "tokens generated per request in --spec")
+        ->check(CLI::Range(1, kMaxTokens));
     add_runner_options(b, bench.runner);
 
     QuantizeOptions quant;
@@ -91,8 +96,7 @@ int run_main(int argc, char** argv) {
     q->add_option("-m,--model", quant.model, model_help);
     q->add_option("-s,--scheme", quant.scheme, "quantization scheme (ref, f16, q8_0, q4_k, ...)")->required();
     q->add_option("-o,--out", quant.out, "output: a .gguf file, or a folder for INT4 (AutoAWQ format)")->required();
-    q->add_option("--calib", quant.calib,
-                  "calibration text for AWQ (default /usr/share/common-licenses/Apache-2.0)");
+    q->add_option("--calib", quant.calib, "calibration text for AWQ (default /usr/share/common-licenses/Apache-2.0)");
     q->add_option("--calib-tokens", quant.calib_tokens, "calibration tokens taken from --calib (at most 1024)")
         ->check(CLI::Range(1, 1024));
     EvalCommandOptions eval;

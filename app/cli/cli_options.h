@@ -8,9 +8,9 @@
 namespace kvs::app {
 
 // Limits of the numeric options (one place, so help texts and checks agree).
-inline constexpr int kMaxCtx = 1 << 20;        // tokens of context (the KV memory check refuses what does not fit)
-inline constexpr int kMaxTokens = 1 << 20;     // tokens of a prompt, a generation, a benchmark test
-inline constexpr int kMaxBatch = 1 << 16;      // tokens per forward pass, sequences per step
+inline constexpr int kMaxCtx = 1 << 20;     // tokens of context (the KV memory check refuses what does not fit)
+inline constexpr int kMaxTokens = 1 << 20;  // tokens of a prompt, a generation, a benchmark test
+inline constexpr int kMaxBatch = 1 << 16;   // tokens per forward pass, sequences per step
 
 // The --simd spellings: auto, avx2, scalar; "avx512" is refused by name (this build has no
 // AVX-512 kernels), anything else is named as unknown.

@@ -173,8 +173,10 @@ int cmd_bench(const BenchOptions& o) {
     j["kv_type"] = kv_type_name(runner.kv_type());
     j["kv_bytes_per_token"] = session->kv_bytes_per_token(runner.kv_type());
     j["kv_pool_bytes"] = runner.kv_bytes();
-    if (!pp.empty()) j["pp"] = {{"n_prompt", o.n_prompt}, {"avg_ts", spp.mean}, {"stddev_ts", spp.sd}, {"samples_ts", spp.values}};
-    if (!tg.empty()) j["tg"] = {{"n_gen", o.n_gen}, {"avg_ts", stg.mean}, {"stddev_ts", stg.sd}, {"samples_ts", stg.values}};
+    if (!pp.empty())
+        j["pp"] = {{"n_prompt", o.n_prompt}, {"avg_ts", spp.mean}, {"stddev_ts", spp.sd}, {"samples_ts", spp.values}};
+    if (!tg.empty())
+        j["tg"] = {{"n_gen", o.n_gen}, {"avg_ts", stg.mean}, {"stddev_ts", stg.sd}, {"samples_ts", stg.values}};
     if (host) j["memory_read_bandwidth_gbs"] = bw;
     j["decode_bytes_per_token"] = bytes_tok;
     j["decode_effective_gbs"] = decode_gbs;
@@ -195,11 +197,13 @@ int cmd_bench(const BenchOptions& o) {
     if (!pp.empty()) row("pp", o.n_prompt, spp);
     if (!tg.empty()) row("tg", o.n_gen, stg);
     if (!tg.empty() && !host)
-        std::printf("\ndecode reads %.1f MB/token -> %.1f GB/s effective (device memory)\n", bytes_tok / 1e6, decode_gbs);
+        std::printf("\ndecode reads %.1f MB/token -> %.1f GB/s effective (device memory)\n", bytes_tok / 1e6,
+                    decode_gbs);
     else if (!tg.empty())
-        std::printf("\ndecode reads %.1f MB/token -> %.1f GB/s effective; machine read bandwidth (%d threads) %.1f GB/s "
-                    "(%.0f%%)\n",
-                    bytes_tok / 1e6, decode_gbs, threads, bw, 100.0 * decode_gbs / bw);
+        std::printf(
+            "\ndecode reads %.1f MB/token -> %.1f GB/s effective; machine read bandwidth (%d threads) %.1f GB/s "
+            "(%.0f%%)\n",
+            bytes_tok / 1e6, decode_gbs, threads, bw, 100.0 * decode_gbs / bw);
     return 0;
 }
 

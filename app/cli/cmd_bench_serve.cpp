@@ -33,11 +33,11 @@ struct PolicyRun {
     LatencySummary lat;
     int64_t steps = 0;
     double wall_s = 0;
-    double total_tok_per_s = 0;   // (prompt + output tokens computed) / wall
+    double total_tok_per_s = 0;  // (prompt + output tokens computed) / wall
     double kv_util_mean = 0, kv_util_peak = 0;
-    double waste_paged = 0;       // 1 - tokens in KV / slots of used blocks, over all steps
-    double waste_max_len = 0;     // 1 - tokens in KV / (holders x max_model_len)
-    double waste_request = 0;     // 1 - tokens in KV / (sum of holders' prompt + max_tokens)
+    double waste_paged = 0;    // 1 - tokens in KV / slots of used blocks, over all steps
+    double waste_max_len = 0;  // 1 - tokens in KV / (holders x max_model_len)
+    double waste_request = 0;  // 1 - tokens in KV / (sum of holders' prompt + max_tokens)
     double prefix_hit_rate = 0;
     int64_t preemptions = 0, swapped_blocks = 0, padding_tokens = 0;
     int64_t kv_pool_bytes = 0;
@@ -91,7 +91,8 @@ Result<PolicyRun> run_policy(const Session& session, const BenchOptions& o, cons
             g.params.ignore_eos = true;
             g.priority = work[next].priority;
             g.arrival_ms = t0 + work[next].arrival_s * 1000.0;
-            if (auto id = e.submit(g); !id) return R::error("workload request " + std::to_string(next) + ": " + id.message());
+            if (auto id = e.submit(g); !id)
+                return R::error("workload request " + std::to_string(next) + ": " + id.message());
         }
         if (!e.has_work()) {
             if (next < work.size()) {
@@ -123,7 +124,8 @@ Result<PolicyRun> run_policy(const Session& session, const BenchOptions& o, cons
     }
     run.wall_s = (e.ms_since_start() - t0) / 1000.0;
     run.records = e.telemetry()->recent_steps(static_cast<size_t>(run.steps));
-    run.snapshots.push_back(std::make_shared<const EngineSnapshot>(e.snapshot(run.records.empty() ? StepRecord{} : run.records.back())));
+    run.snapshots.push_back(
+        std::make_shared<const EngineSnapshot>(e.snapshot(run.records.empty() ? StepRecord{} : run.records.back())));
     run.metrics = e.finished_metrics();
     for (const auto& m : e.request_metrics()) run.metrics.push_back(m);
     run.lat = summarize(run.metrics);
@@ -181,12 +183,14 @@ int run_sweep(const Session& session, const BenchOptions& o) {
     const Model* model = &session.model();
     const std::vector<int> sizes = parse_int_list(o.sweep);
     if (sizes.empty()) {
-        std::fprintf(stderr, "error: --sweep wants batch sizes like 1,2,4,8 (positive integers), got '%s'\n", o.sweep.c_str());
+        std::fprintf(stderr, "error: --sweep wants batch sizes like 1,2,4,8 (positive integers), got '%s'\n",
+                     o.sweep.c_str());
         return 1;
     }
     nlohmann::json rows = nlohmann::json::array();
     if (!o.json) {
-        std::printf("| batch | decode tok/s (aggregate) | per sequence tok/s | ms / step | vs batch %d |\n", sizes.front());
+        std::printf("| batch | decode tok/s (aggregate) | per sequence tok/s | ms / step | vs batch %d |\n",
+                    sizes.front());
         std::printf("| ---: | ---: | ---: | ---: | ---: |\n");
     }
     double base = 0;
@@ -237,14 +241,20 @@ int run_sweep(const Session& session, const BenchOptions& o) {
         }
         const double tps = decode_ms > 0 ? decode_tokens * 1000.0 / decode_ms : 0;
         if (base == 0) base = tps;
-        rows.push_back({{"batch", b}, {"decode_tok_per_s", tps}, {"decode_steps", decode_steps},
-                        {"ms_per_step", decode_steps ? decode_ms / decode_steps : 0}, {"vs_first", base > 0 ? tps / base : 0}});
+        rows.push_back({{"batch", b},
+                        {"decode_tok_per_s", tps},
+                        {"decode_steps", decode_steps},
+                        {"ms_per_step", decode_steps ? decode_ms / decode_steps : 0},
+                        {"vs_first", base > 0 ? tps / base : 0}});
         if (!o.json)
-            std::printf("| %d | %.1f | %.1f | %.2f | %.2fx |\n", b, tps, tps / b, decode_steps ? decode_ms / decode_steps : 0,
-                        base > 0 ? tps / base : 0);
+            std::printf("| %d | %.1f | %.1f | %.2f | %.2fx |\n", b, tps, tps / b,
+                        decode_steps ? decode_ms / decode_steps : 0, base > 0 ? tps / base : 0);
         std::fflush(stdout);
     }
-    nlohmann::json j = {{"model", model->path}, {"sweep", rows}, {"prompt_tokens", o.sweep_prompt}, {"gen_tokens", o.sweep_gen},
+    nlohmann::json j = {{"model", model->path},
+                        {"sweep", rows},
+                        {"prompt_tokens", o.sweep_prompt},
+                        {"gen_tokens", o.sweep_gen},
                         {"kv_type", kv_type_name(o.runner.kv_type)},
                         {"kv_bytes_per_token", session.kv_bytes_per_token(o.runner.kv_type)}};
     if (!o.json_out.empty()) std::ofstream(o.json_out) << j.dump(2) << "\n";
@@ -274,12 +284,14 @@ int cmd_bench_serve(const BenchOptions& o) {
     }
     std::vector<std::string> policies;
     if (o.policy == "both") policies = {"continuous", "static"};
-    else policies = {o.policy};
+    else
+        policies = {o.policy};
 
     std::vector<PolicyRun> runs;
     for (const auto& p : policies) {
-        if (!o.json) std::fprintf(stderr, "running %s batching on %s (%zu requests)...\n", p.c_str(),
-                                  workload_spec_string(*spec).c_str(), work->size());
+        if (!o.json)
+            std::fprintf(stderr, "running %s batching on %s (%zu requests)...\n", p.c_str(),
+                         workload_spec_string(*spec).c_str(), work->size());
         auto r = run_policy(*session, o, p, *work);
         if (!r) {
             std::fprintf(stderr, "error: %s batching: %s\n", p.c_str(), r.message().c_str());
@@ -320,16 +332,19 @@ int cmd_bench_serve(const BenchOptions& o) {
                 kv_type_name(o.runner.kv_type).c_str(),
                 static_cast<long long>(session->kv_bytes_per_token(o.runner.kv_type)), runs.front().kv_blocks,
                 runs.front().kv_pool_bytes / 1048576.0);
-    std::printf("| policy | out tok/s | total tok/s | TTFT p50 / p99 ms | TPOT p50 / p99 ms | ITL p99 ms | KV util mean / peak "
-                "| waste paged | waste max-len | waste per-request | prefix hits | preemptions |\n");
+    std::printf(
+        "| policy | out tok/s | total tok/s | TTFT p50 / p99 ms | TPOT p50 / p99 ms | ITL p99 ms | KV util mean / peak "
+        "| waste paged | waste max-len | waste per-request | prefix hits | preemptions |\n");
     std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     for (const auto& r : runs)
-        std::printf("| %s | %.1f | %.1f | %.0f / %.0f | %.1f / %.1f | %.1f | %.0f%% / %.0f%% | %.2f%% | %.1f%% | %.1f%% | %.1f%% "
-                    "| %lld |\n",
-                    r.policy.c_str(), r.lat.output_tok_per_s, r.total_tok_per_s, r.lat.ttft_ms.p50, r.lat.ttft_ms.p99,
-                    r.lat.tpot_ms.p50, r.lat.tpot_ms.p99, r.lat.itl_ms.p99, 100 * r.kv_util_mean, 100 * r.kv_util_peak,
-                    100 * r.waste_paged, 100 * r.waste_max_len, 100 * r.waste_request, 100 * r.prefix_hit_rate,
-                    static_cast<long long>(r.preemptions));
+        std::printf(
+            "| %s | %.1f | %.1f | %.0f / %.0f | %.1f / %.1f | %.1f | %.0f%% / %.0f%% | %.2f%% | %.1f%% | %.1f%% | "
+            "%.1f%% "
+            "| %lld |\n",
+            r.policy.c_str(), r.lat.output_tok_per_s, r.total_tok_per_s, r.lat.ttft_ms.p50, r.lat.ttft_ms.p99,
+            r.lat.tpot_ms.p50, r.lat.tpot_ms.p99, r.lat.itl_ms.p99, 100 * r.kv_util_mean, 100 * r.kv_util_peak,
+            100 * r.waste_paged, 100 * r.waste_max_len, 100 * r.waste_request, 100 * r.prefix_hit_rate,
+            static_cast<long long>(r.preemptions));
     if (runs.size() == 2 && runs[1].lat.output_tok_per_s > 0)
         std::printf("\ncontinuous / static output throughput: %.2fx\n",
                     runs[0].lat.output_tok_per_s / runs[1].lat.output_tok_per_s);

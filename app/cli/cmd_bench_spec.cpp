@@ -128,7 +128,8 @@ int cmd_bench_spec(const BenchOptions& o) {
         return 1;
     }
     if (o.spec_workload == "both") workloads = {"repetitive", "chat"};
-    else workloads = {o.spec_workload};
+    else
+        workloads = {o.spec_workload};
     EngineOptions eo = engine_options_from(o.runner);
     eo.max_model_len = 1024;
     eo.kv_blocks = 1024 / o.runner.block_size * 2;
@@ -147,10 +148,13 @@ int cmd_bench_spec(const BenchOptions& o) {
         return 1;
     }
     Engine& e = **created;
-    std::fprintf(stderr, "%s | greedy, %d tokens per request, one request at a time\n", e.backend_note().c_str(), o.spec_gen);
+    std::fprintf(stderr, "%s | greedy, %d tokens per request, one request at a time\n", e.backend_note().c_str(),
+                 o.spec_gen);
 
     nlohmann::json rows = nlohmann::json::array();
-    std::printf("| workload | proposer | k | decode tok/s | speedup | alpha | mean accepted | tokens/pass | theory tokens/pass | draft ms / token | identical |\n");
+    std::printf(
+        "| workload | proposer | k | decode tok/s | speedup | alpha | mean accepted | tokens/pass | theory tokens/pass "
+        "| draft ms / token | identical |\n");
     std::printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
     for (const auto& w : workloads) {
         std::vector<std::vector<int32_t>> prompts;
@@ -179,23 +183,39 @@ int cmd_bench_spec(const BenchOptions& o) {
             std::printf("| %s | %s | %d | %.1f | %.2fx | %.3f | %.2f | %.2f | %.2f | %.2f | %s |\n", w.c_str(),
                         r.proposer.c_str(), r.k, r.decode_tps, speedup, r.stats.alpha(), r.stats.mean_accepted(),
                         r.k ? r.stats.tokens_per_pass() : 1.0, theory, draft_per_tok, r.identical ? "yes" : "NO");
-            rows.push_back({{"workload", w}, {"proposer", r.proposer}, {"k", r.k}, {"decode_tok_per_s", r.decode_tps},
-                            {"speedup", speedup}, {"alpha", r.stats.alpha()}, {"mean_accepted", r.stats.mean_accepted()},
-                            {"tokens_per_pass", r.k ? r.stats.tokens_per_pass() : 1.0}, {"theory_tokens_per_pass", theory},
-                            {"drafted", r.stats.drafted}, {"accepted", r.stats.accepted}, {"evaluated", r.stats.evaluated},
-                            {"bonus", r.stats.bonus}, {"draft_ms", r.stats.draft_ms}, {"verify_ms", r.stats.verify_ms},
-                            {"tokens", r.tokens}, {"decode_s", r.decode_s}, {"identical_to_plain", r.identical},
+            rows.push_back({{"workload", w},
+                            {"proposer", r.proposer},
+                            {"k", r.k},
+                            {"decode_tok_per_s", r.decode_tps},
+                            {"speedup", speedup},
+                            {"alpha", r.stats.alpha()},
+                            {"mean_accepted", r.stats.mean_accepted()},
+                            {"tokens_per_pass", r.k ? r.stats.tokens_per_pass() : 1.0},
+                            {"theory_tokens_per_pass", theory},
+                            {"drafted", r.stats.drafted},
+                            {"accepted", r.stats.accepted},
+                            {"evaluated", r.stats.evaluated},
+                            {"bonus", r.stats.bonus},
+                            {"draft_ms", r.stats.draft_ms},
+                            {"verify_ms", r.stats.verify_ms},
+                            {"tokens", r.tokens},
+                            {"decode_s", r.decode_s},
+                            {"identical_to_plain", r.identical},
                             {"token_fates", r.fates}});
         }
         std::fflush(stdout);
     }
     if (!o.json_out.empty()) {
-        nlohmann::json j = {{"model", session->model().path}, {"backend", e.backend_note()}, {"n_gen", o.spec_gen},
-                            {"sampling", "greedy"},
-                            {"token_fates_format", "per row, per request: [token, fate, draft position (1..k, 0 for "
-                                                   "non-drafts), engine step] for every token the request streamed (plain, accepted, "
-                                                   "corrected, bonus) and every refused draft (rejected, discarded: not in the output), in order"},
-                            {"rows", rows}};
+        nlohmann::json j = {
+            {"model", session->model().path},
+            {"backend", e.backend_note()},
+            {"n_gen", o.spec_gen},
+            {"sampling", "greedy"},
+            {"token_fates_format",
+             "per row, per request: [token, fate, draft position (1..k, 0 for "
+             "non-drafts), engine step] for every token the request streamed (plain, accepted, "
+             "corrected, bonus) and every refused draft (rejected, discarded: not in the output), in order"},
+            {"rows", rows}};
         std::ofstream(o.json_out) << j.dump(2) << "\n";
     }
     return 0;

@@ -119,8 +119,10 @@ json awq_vs_rtn(const std::vector<Row>& rows) {
     // the share of the gap means something only when RTN raised the perplexity
     const json gap = rtn->quality.delta_ppl > 0 ? json(1.0 - awq->quality.delta_ppl / rtn->quality.delta_ppl) : json();
     return {{"ppl_gap_closed", gap},
-            {"delta_ppl_rtn", rtn->quality.delta_ppl}, {"delta_ppl_rtn_err", rtn->quality.delta_ppl_err},
-            {"delta_ppl_awq", awq->quality.delta_ppl}, {"delta_ppl_awq_err", awq->quality.delta_ppl_err},
+            {"delta_ppl_rtn", rtn->quality.delta_ppl},
+            {"delta_ppl_rtn_err", rtn->quality.delta_ppl_err},
+            {"delta_ppl_awq", awq->quality.delta_ppl},
+            {"delta_ppl_awq_err", awq->quality.delta_ppl_err},
             {"mean_kl_reduced", 1.0 - awq->quality.kl.mean / rtn->quality.kl.mean}};
 }
 
@@ -233,7 +235,8 @@ CLI::App* add_eval_command(CLI::App& app, EvalCommandOptions& o) {
         ->check(CLI::Range(3, 1 << 20));
     e->add_option("--max-tokens", o.max_tokens, "most text tokens evaluated")->check(CLI::Range(1, kMaxTokens));
     e->add_option("--prompts", o.prompts_file, "prompts for the first greedy divergence, one per line");
-    e->add_option("--divergence-tokens", o.divergence_tokens, "greedy tokens per prompt")->check(CLI::Range(1, kMaxTokens));
+    e->add_option("--divergence-tokens", o.divergence_tokens, "greedy tokens per prompt")
+        ->check(CLI::Range(1, kMaxTokens));
     e->add_option("--json", o.json_out, "write the report as JSON to this file");
     e->add_flag("--no-speed", o.no_speed, "skip the pp512 / tg128 speed runs");
     e->add_option("--repeat", o.repeat, "speed runs per model")->check(CLI::Range(1, 1000));

@@ -54,8 +54,9 @@ int generate_speculative(const GenerateOptions& o, Session& session, const std::
         return 1;
     }
     Engine& e = **engine;
-    if (!o.quiet_stats) std::fprintf(stderr, "%s | speculative: %s, k %d%s\n", e.backend_note().c_str(), o.spec.c_str(),
-                                     o.spec_k, o.spec_adaptive ? " (adaptive)" : "");
+    if (!o.quiet_stats)
+        std::fprintf(stderr, "%s | speculative: %s, k %d%s\n", e.backend_note().c_str(), o.spec.c_str(), o.spec_k,
+                     o.spec_adaptive ? " (adaptive)" : "");
     GenerationRequest g;
     g.prompt = prompt;
     g.params = o.sampling;
@@ -82,18 +83,20 @@ int generate_speculative(const GenerateOptions& o, Session& session, const std::
     for (const RequestMetrics& m : e.request_metrics()) {
         if (m.id != *id) continue;
         const double decode_s = m.n_output > 1 ? (m.token_times_ms.back() - m.first_token_ms) / 1000.0 : 0.0;
-        std::fprintf(stderr, "\nload %.0f ms | prompt %d tok | TTFT %.1f ms | decode %d tok, %.1f tok/s | stop: %s | "
-                             "peak memory %.1f MiB\n",
-                     session.load_ms(), m.n_prompt, m.ttft_ms(), m.n_output, decode_s > 0 ? (m.n_output - 1) / decode_s : 0.0,
-                     finish_reason_name(why), peak_rss_bytes() / 1048576.0);
+        std::fprintf(stderr,
+                     "\nload %.0f ms | prompt %d tok | TTFT %.1f ms | decode %d tok, %.1f tok/s | stop: %s | "
+                     "peak memory %.1f MiB\n",
+                     session.load_ms(), m.n_prompt, m.ttft_ms(), m.n_output,
+                     decode_s > 0 ? (m.n_output - 1) / decode_s : 0.0, finish_reason_name(why),
+                     peak_rss_bytes() / 1048576.0);
     }
     const SpecStats& s = e.spec_totals();
     std::fprintf(stderr,
                  "speculative: %lld target passes with drafts | drafted %lld, judged %lld, accepted %lld, bonus %lld | "
                  "alpha %.3f | %.2f tokens per pass (theory %.2f) | draft %.0f ms, verify %.0f ms\n",
                  (long long)s.verify_steps, (long long)s.drafted, (long long)s.evaluated, (long long)s.accepted,
-                 (long long)s.bonus, s.alpha(), s.tokens_per_pass(),
-                 theoretical_tokens_per_pass(s.alpha(), s.mean_k()), s.draft_ms, s.verify_ms);
+                 (long long)s.bonus, s.alpha(), s.tokens_per_pass(), theoretical_tokens_per_pass(s.alpha(), s.mean_k()),
+                 s.draft_ms, s.verify_ms);
     return 0;
 }
 

@@ -8,8 +8,10 @@ namespace {
 std::string human_bytes(double b) {
     char buf[64];
     if (b >= 1024.0 * 1024 * 1024) std::snprintf(buf, sizeof buf, "%.2f GiB", b / (1024.0 * 1024 * 1024));
-    else if (b >= 1024.0 * 1024) std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024));
-    else std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+    else if (b >= 1024.0 * 1024)
+        std::snprintf(buf, sizeof buf, "%.1f MiB", b / (1024.0 * 1024));
+    else
+        std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
     return buf;
 }
 }  // namespace
@@ -62,7 +64,8 @@ int cmd_inspect(const InspectOptions& o) {
     std::printf("vocabulary     %d tokens (%s tokenizer)\n", c.n_vocab, model->vocab.model.c_str());
     std::printf("context        %d tokens trained; RoPE base %.0f, %s\n", c.n_ctx_train, c.rope_freq_base,
                 c.rope_style == RopeStyle::Neox ? "neox" : "normal");
-    std::printf("embeddings     %s\n", c.tied_embeddings ? "tied (output head = token embedding)" : "separate output head");
+    std::printf("embeddings     %s\n",
+                c.tied_embeddings ? "tied (output head = token embedding)" : "separate output head");
     std::printf("parameters     %.1f M\n", model->n_params / 1e6);
     std::printf("weights        %s in %lld tensors (file type %s)\n", human_bytes(double(model->weight_bytes)).c_str(),
                 static_cast<long long>(model->n_tensors), model->file_type.c_str());

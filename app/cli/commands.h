@@ -32,7 +32,7 @@ int cmd_generate(const GenerateOptions& o);
 
 struct InspectOptions {
     std::string model;
-    int ctx = 0;     // 0: the model's training context
+    int ctx = 0;  // 0: the model's training context
     int batch = 1;
     bool tensors = false;
     bool json = false;
@@ -43,7 +43,7 @@ struct BenchOptions {
     std::string model;
     int n_prompt = 512;
     int n_gen = 128;
-    int depth = 0;                // context tokens filled (untimed) before each pp / tg run
+    int depth = 0;  // context tokens filled (untimed) before each pp / tg run
     int repetitions = 5;
     bool json = false;
     std::string json_out;
@@ -56,10 +56,10 @@ struct BenchOptions {
     int kv_blocks = 0;            // KV pool in blocks (0: from kv_mib)
     double kv_mib = 0;            // KV pool in MiB (0: the engine's default, 1 GiB)
     std::string preemption = "recompute";
-    int host_blocks = 256;        // swap tier size with --preemption swap
+    int host_blocks = 256;  // swap tier size with --preemption swap
     bool no_prefix_cache = false;
-    std::string trace;            // write the first policy's steps, last snapshot and requests here
-    std::string sweep;            // batch sizes, e.g. "1,2,4,8,16,32,64"
+    std::string trace;  // write the first policy's steps, last snapshot and requests here
+    std::string sweep;  // batch sizes, e.g. "1,2,4,8,16,32,64"
     int sweep_prompt = 32, sweep_gen = 64;
     // Speculative decoding (app/cli/cmd_bench_spec.cpp): --spec ngram,layer-skip:8,int4
     std::string spec;

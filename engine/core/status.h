@@ -30,7 +30,7 @@ private:
 template <typename T>
 class [[nodiscard]] Result {
 public:
-    Result(T value) : m_v(std::move(value)) {}                                  // NOLINT: implicit by design
+    Result(T value) : m_v(std::move(value)) {}  // NOLINT: implicit by design
     // An ok Status is no value: it becomes an error that says so rather than a Result
     // that is neither (which value() would throw on).
     Result(Status error)  // NOLINT
@@ -59,8 +59,8 @@ private:
 }  // namespace kvs
 
 // Propagate an error Status/Result from an expression returning Status.
-#define KVS_RETURN_IF_ERROR(expr)              \
-    do {                                        \
-        ::kvs::Status kvs_status__ = (expr);    \
+#define KVS_RETURN_IF_ERROR(expr)                       \
+    do {                                                \
+        ::kvs::Status kvs_status__ = (expr);            \
         if (!kvs_status__.is_ok()) return kvs_status__; \
     } while (0)

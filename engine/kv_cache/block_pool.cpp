@@ -17,8 +17,7 @@ void FreeBlockQueue::push_back(int32_t id) {
     b.in_free_queue = true;
     b.prev_free = m_tail;
     b.next_free = -1;
-    if (m_tail >= 0)
-        at(m_tail).next_free = id;
+    if (m_tail >= 0) at(m_tail).next_free = id;
     else
         m_head = id;
     m_tail = id;
@@ -31,8 +30,7 @@ void FreeBlockQueue::push_front(int32_t id) {
     b.in_free_queue = true;
     b.prev_free = -1;
     b.next_free = m_head;
-    if (m_head >= 0)
-        at(m_head).prev_free = id;
+    if (m_head >= 0) at(m_head).prev_free = id;
     else
         m_tail = id;
     m_head = id;
@@ -42,12 +40,10 @@ void FreeBlockQueue::push_front(int32_t id) {
 void FreeBlockQueue::remove(int32_t id) {
     auto& b = at(id);
     assert(b.in_free_queue);
-    if (b.prev_free >= 0)
-        at(b.prev_free).next_free = b.next_free;
+    if (b.prev_free >= 0) at(b.prev_free).next_free = b.next_free;
     else
         m_head = b.next_free;
-    if (b.next_free >= 0)
-        at(b.next_free).prev_free = b.prev_free;
+    if (b.next_free >= 0) at(b.next_free).prev_free = b.prev_free;
     else
         m_tail = b.prev_free;
     b.prev_free = b.next_free = -1;
@@ -105,8 +101,7 @@ void BlockPool::release(const std::vector<int32_t>& block_ids) {
         }
         auto& b = m_blocks[static_cast<size_t>(id)];
         if (--b.ref_cnt == 0) {
-            if (b.block_hash)
-                m_free.push_back(id);
+            if (b.block_hash) m_free.push_back(id);
             else
                 m_free.push_front(id);
         }

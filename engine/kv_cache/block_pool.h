@@ -90,8 +90,8 @@ public:
 private:
     void evict_hash(KVCacheBlock& b);
 
-    std::vector<KVCacheBlock> m_blocks;           // [n_blocks]
-    FreeBlockQueue m_free;                        // head = next to allocate, tail = most recently freed cached
+    std::vector<KVCacheBlock> m_blocks;              // [n_blocks]
+    FreeBlockQueue m_free;                           // head = next to allocate, tail = most recently freed cached
     std::unordered_map<uint64_t, int32_t> m_cached;  // block hash -> block id
     PrefixCacheCounters m_counters;
 };

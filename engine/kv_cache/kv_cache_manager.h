@@ -31,13 +31,13 @@ struct CopyOp {
 };
 
 struct SlotAllocation {
-    bool no_room = false;                 // not enough free blocks: nothing changed
-    std::vector<int32_t> new_block_ids;   // blocks appended to the table (not counting prefix hits)
+    bool no_room = false;                // not enough free blocks: nothing changed
+    std::vector<int32_t> new_block_ids;  // blocks appended to the table (not counting prefix hits)
 };
 
 struct AppendPrep {
-    bool no_room = false;         // the shared last block needs a copy and no block is free
-    std::optional<CopyOp> copy;   // the copy the caller must perform before writing
+    bool no_room = false;        // the shared last block needs a copy and no block is free
+    std::optional<CopyOp> copy;  // the copy the caller must perform before writing
 };
 
 enum class BlockState { free, used, cached };  // cached = free but still findable by hash
@@ -53,8 +53,8 @@ struct BlockInfo {
 };
 
 struct KVCacheStats {
-    int64_t query_tokens = 0;  // prompt tokens looked up in the prefix cache
-    int64_t hit_tokens = 0;    // of those, found cached
+    int64_t query_tokens = 0;    // prompt tokens looked up in the prefix cache
+    int64_t hit_tokens = 0;      // of those, found cached
     PrefixCacheCounters blocks;  // block-level queries, hits, evictions
 };
 
@@ -81,8 +81,8 @@ public:
     // num_lookahead_tokens: slots for that many more tokens after the new ones (speculative
     // draft tokens, vLLM's lookahead slots): they get slots but are never hashed into the
     // prefix cache, and truncate() gives back the ones that were rejected.
-    Result<SlotAllocation> allocate_slots(RequestId id, const std::vector<int32_t>& token_ids_total,
-                                          int num_new_tokens, int num_lookahead_tokens = 0);
+    Result<SlotAllocation> allocate_slots(RequestId id, const std::vector<int32_t>& token_ids_total, int num_new_tokens,
+                                          int num_lookahead_tokens = 0);
 
     // Rolls the request back to its first num_tokens tokens (rejected draft tokens): the
     // blocks past them are released, last first. Refuses to cut into a block registered in
@@ -101,12 +101,12 @@ public:
     void free(RequestId id);
 
     bool has_request(RequestId id) const { return m_requests.count(id) != 0; }
-    std::vector<RequestId> request_ids() const;  // sorted
+    std::vector<RequestId> request_ids() const;                   // sorted
     const std::vector<int32_t>& block_table(RequestId id) const;  // empty if unknown
     int num_tokens(RequestId id) const;                           // tokens with slots
     int num_free_blocks() const { return m_pool.n_free(); }
     int n_blocks() const { return m_pool.n_blocks(); }
-    double usage() const;  // fraction of blocks held by requests
+    double usage() const;                      // fraction of blocks held by requests
     std::vector<BlockInfo> block_map() const;  // [n_blocks]
     KVCacheStats stats() const;
     const BlockPool& pool() const { return m_pool; }
@@ -117,11 +117,11 @@ public:
 private:
     struct RequestState {
         std::vector<int32_t> block_table;
-        int num_tokens = 0;                // tokens with slots
+        int num_tokens = 0;                  // tokens with slots
         std::vector<uint64_t> block_hashes;  // chain hashes of the full blocks so far
         std::vector<int32_t> pending_hits;   // from get_computed_blocks, taken by allocate_slots
         std::vector<uint64_t> pending_hashes;
-        int pending_query_tokens = 0;        // prompt length looked up, counted when the hits are taken
+        int pending_query_tokens = 0;  // prompt length looked up, counted when the hits are taken
     };
     void hash_full_blocks(RequestState& r, const std::vector<int32_t>& token_ids, int n_full) const;
 

@@ -87,8 +87,8 @@ Result<std::unique_ptr<KvTensors>> KvTensors::create(Backend& backend, const Mod
 
 KvTensors::KvTensors(Backend& backend, const ModelConfig& c, int n_blocks, int block_size, DType kv_type)
     : m_backend(backend), m_kv_type(kv_type), m_n_blocks(n_blocks), m_block_size(block_size) {
-    m_layer_block_bytes =
-        static_cast<int64_t>(block_size) * static_cast<int64_t>(row_bytes(kv_type, static_cast<int64_t>(c.n_kv_head) * c.head_dim));
+    m_layer_block_bytes = static_cast<int64_t>(block_size) *
+                          static_cast<int64_t>(row_bytes(kv_type, static_cast<int64_t>(c.n_kv_head) * c.head_dim));
     const size_t layer_bytes = static_cast<size_t>(std::max(0, n_blocks)) * static_cast<size_t>(m_layer_block_bytes);
     m_bytes = static_cast<int64_t>(layer_bytes) * 2 * c.n_layer;
     m_k.assign(static_cast<size_t>(c.n_layer), nullptr);

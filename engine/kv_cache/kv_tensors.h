@@ -42,8 +42,7 @@ public:
     static Result<std::unique_ptr<KvTensors>> create(Backend& backend, const ModelConfig& config, int n_blocks,
                                                      int block_size, DType kv_type = DType::F16);
     // Allocates without reporting: check allocated() before use (create() does).
-    KvTensors(Backend& backend, const ModelConfig& config, int n_blocks, int block_size,
-              DType kv_type = DType::F16);
+    KvTensors(Backend& backend, const ModelConfig& config, int n_blocks, int block_size, DType kv_type = DType::F16);
     ~KvTensors();
     KvTensors(const KvTensors&) = delete;
     KvTensors& operator=(const KvTensors&) = delete;

@@ -105,7 +105,8 @@ Result<std::optional<AwqConfig>> read_awq_config(const std::string& dir) {
     if (!old) return old.status();
     if (!old.value()) return std::optional<AwqConfig>();
     const json& q = *old.value();
-    if (const json* method = field(q, {"quant_method"}); method && (!method->is_string() || method->get<std::string>() != "awq"))
+    if (const json* method = field(q, {"quant_method"});
+        method && (!method->is_string() || method->get<std::string>() != "awq"))
         return R::error(old_path.string() + ": quant_method is not \"awq\" (KV Scope loads AWQ checkpoints only)");
     auto c = parse_awq_settings(q, old_path.string());
     if (!c) return c.status();
@@ -121,7 +122,8 @@ Status check_awq_config(const AwqConfig& c) {
                              " is not supported (KV Scope runs AWQ weights as I4_G128 or I4_G64, groups of 128 "
                              "or 64 inputs; only group_size 128 or 64 fits)");
     if (!c.zero_point)
-        return Status::error(c.source + ": zero_point = false is not supported (expected asymmetric AWQ, "
+        return Status::error(c.source +
+                             ": zero_point = false is not supported (expected asymmetric AWQ, "
                              "zero_point true)");
     if (c.version != "gemm")
         return Status::error(c.source + ": version '" + c.version +
@@ -153,9 +155,8 @@ namespace {
 
 // The tensor `name`, present with dtype `dtype` and shape `shape` (`layout` says what the
 // dimensions mean); errors name the tensor, what was found and what was expected.
-Result<const SafetensorsTensor*> packed_tensor(const SafetensorsSet& set, const std::string& name,
-                                               const char* dtype, const std::vector<int64_t>& shape,
-                                               const char* layout) {
+Result<const SafetensorsTensor*> packed_tensor(const SafetensorsSet& set, const std::string& name, const char* dtype,
+                                               const std::vector<int64_t>& shape, const char* layout) {
     const SafetensorsTensor* t = set.find(name);
     const std::string want = std::string(dtype) + " " + shape_str(shape) + " " + layout;
     if (!t) {
@@ -178,8 +179,8 @@ int32_t load_i32(const uint8_t* p, int64_t i) {
 
 }  // namespace
 
-Result<AwqLinear> unpack_awq_linear(const SafetensorsSet& set, const std::string& module, int64_t n_in,
-                                    int64_t n_out, int group_size) {
+Result<AwqLinear> unpack_awq_linear(const SafetensorsSet& set, const std::string& module, int64_t n_in, int64_t n_out,
+                                    int group_size) {
     if (n_out % 8 != 0 || n_in % group_size != 0)
         return Status::error("AWQ linear '" + module + "': [in " + std::to_string(n_in) + ", out " +
                              std::to_string(n_out) + "] needs out divisible by 8 and in divisible by the group size " +
@@ -190,7 +191,8 @@ Result<AwqLinear> unpack_awq_linear(const SafetensorsSet& set, const std::string
     auto qz = packed_tensor(set, module + ".qzeros", "I32", {n_groups, n_words},
                             "[in_features / group_size, out_features / 8]");
     if (!qz) return qz.status();
-    auto sc = packed_tensor(set, module + ".scales", "F16", {n_groups, n_out}, "[in_features / group_size, out_features]");
+    auto sc =
+        packed_tensor(set, module + ".scales", "F16", {n_groups, n_out}, "[in_features / group_size, out_features]");
     if (!sc) return sc.status();
 
     AwqLinear l;
@@ -247,7 +249,8 @@ AwqPacked pack_awq_linear(const AwqLinear& l) {
 Result<std::vector<uint8_t>> awq_linear_to_i4(const AwqLinear& l) {
     const std::optional<DType> t = i4_type_for_group(l.group_size);
     if (!t || l.n_in % l.group_size != 0)
-        return Status::error("AWQ linear '" + l.module + "': I4_G128 / I4_G64 need groups of 128 or 64 inputs (group size " +
+        return Status::error("AWQ linear '" + l.module +
+                             "': I4_G128 / I4_G64 need groups of 128 or 64 inputs (group size " +
                              std::to_string(l.group_size) + ", " + std::to_string(l.n_in) + " inputs)");
     const int64_t n_groups = l.n_in / l.group_size;
     const size_t rb = row_bytes(*t, l.n_in);
@@ -317,7 +320,9 @@ Result<std::vector<AwqTensor>> convert_awq_linears(const SafetensorsSet& set, co
         if (!linear) return linear.status();
         auto rows = awq_linear_to_i4(linear.value());
         if (!rows) return rows.status();
-        out.push_back(AwqTensor{module + ".weight", {dims->first, dims->second}, *i4_type_for_group(awq.group_size),
+        out.push_back(AwqTensor{module + ".weight",
+                                {dims->first, dims->second},
+                                *i4_type_for_group(awq.group_size),
                                 std::move(rows).value()});
         for (const char* suffix : {".qweight", ".qzeros", ".scales"}) consumed.push_back(module + suffix);
     }

@@ -54,13 +54,13 @@ Status check_awq_config(const AwqConfig& c);
 
 // One quantized linear, unpacked, in KV Scope's [n_out rows, n_in] order.
 struct AwqLinear {
-    std::string module;          // e.g. model.layers.0.self_attn.q_proj
-    int64_t n_in = 0;            // in_features
-    int64_t n_out = 0;           // out_features
+    std::string module;  // e.g. model.layers.0.self_attn.q_proj
+    int64_t n_in = 0;    // in_features
+    int64_t n_out = 0;   // out_features
     int group_size = kAwqGroupSize;
-    std::vector<uint8_t> q;      // [n_out, n_in] 0..15
-    std::vector<int> zeros;      // [n_out, n_in / group_size] 0..15
-    std::vector<float> scales;   // [n_out, n_in / group_size] fp16 values
+    std::vector<uint8_t> q;     // [n_out, n_in] 0..15
+    std::vector<int> zeros;     // [n_out, n_in / group_size] 0..15
+    std::vector<float> scales;  // [n_out, n_in / group_size] fp16 values
 };
 
 // Expected (n_in, n_out) of a Llama/qwen2 module by its Hugging Face name, nullopt for
@@ -70,15 +70,15 @@ std::optional<std::pair<int64_t, int64_t>> awq_module_dims(const ModelConfig& c,
 // Unpacks `module` from the checkpoint, checking dtypes (I32, I32, F16) and shapes.
 // n_in / n_out are the expected sizes (from the config); errors name the tensor, the
 // shape found and the shape expected.
-Result<AwqLinear> unpack_awq_linear(const SafetensorsSet& set, const std::string& module, int64_t n_in,
-                                    int64_t n_out, int group_size);
+Result<AwqLinear> unpack_awq_linear(const SafetensorsSet& set, const std::string& module, int64_t n_in, int64_t n_out,
+                                    int group_size);
 
 // The packed tensors of an AwqLinear (the inverse of unpack_awq_linear), row-major in
 // the shapes listed at the top of this file.
 struct AwqPacked {
-    std::vector<int32_t> qweight;   // [n_in, n_out / 8]
-    std::vector<int32_t> qzeros;    // [n_in / group, n_out / 8]
-    std::vector<uint16_t> scales;   // [n_in / group, n_out] fp16 bits
+    std::vector<int32_t> qweight;  // [n_in, n_out / 8]
+    std::vector<int32_t> qzeros;   // [n_in / group, n_out / 8]
+    std::vector<uint16_t> scales;  // [n_in / group, n_out] fp16 bits
 };
 AwqPacked pack_awq_linear(const AwqLinear& l);
 
@@ -96,10 +96,10 @@ Result<AwqLinear> awq_linear_from_i4(const std::string& module, const WeightView
 // `consumed` gets the names of the packed tensors (qweight / qzeros / scales) that the
 // result replaces.
 struct AwqTensor {
-    std::string name;               // <module>.weight
-    std::vector<int64_t> ne;        // [n_in, n_out]
-    DType dtype = DType::I4_G128;   // I4_G128 or I4_G64
-    std::vector<uint8_t> data;      // [n_out, row_bytes(dtype, n_in)]
+    std::string name;              // <module>.weight
+    std::vector<int64_t> ne;       // [n_in, n_out]
+    DType dtype = DType::I4_G128;  // I4_G128 or I4_G64
+    std::vector<uint8_t> data;     // [n_out, row_bytes(dtype, n_in)]
 };
 Result<std::vector<AwqTensor>> convert_awq_linears(const SafetensorsSet& set, const ModelConfig& config,
                                                    const AwqConfig& awq, const std::string& dir,

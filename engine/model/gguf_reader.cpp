@@ -10,7 +10,7 @@ namespace kvs {
 namespace {
 
 constexpr int kMaxArrayDepth = 8;
-constexpr uint32_t kMaxDims = 4;            // GGML_MAX_DIMS
+constexpr uint32_t kMaxDims = 4;  // GGML_MAX_DIMS
 constexpr uint32_t kMaxAlignment = 1u << 20;
 
 bool mul_overflows(uint64_t a, uint64_t b, uint64_t* out) { return __builtin_mul_overflow(a, b, out); }
@@ -74,8 +74,7 @@ private:
 
 bool GgufFile::Parser::read_value(uint32_t type_id, GgufValue& v, int depth, const std::string& what) {
     const auto size = gguf_scalar_size(type_id);
-    if (!size)
-        return fail(what + ": unknown GGUF value type " + std::to_string(type_id) + " (expected 0..12)");
+    if (!size) return fail(what + ": unknown GGUF value type " + std::to_string(type_id) + " (expected 0..12)");
     v.type = static_cast<GgufType>(type_id);
     if (v.type == GgufType::String) return read_string(v.str, what);
     if (v.type == GgufType::Array) return read_array(v, depth, what);
@@ -215,7 +214,8 @@ Status GgufFile::read_metadata(Parser& in, uint64_t n_kv) {
         uint32_t type = 0;
         GgufValue v;
         const std::string what = "metadata key " + quoted(key);
-        if (!in.read(type, what + " (value type)") || !in.read_value(type, v, 0, what)) return Status::error(in.error());
+        if (!in.read(type, what + " (value type)") || !in.read_value(type, v, 0, what))
+            return Status::error(in.error());
         if (m_kv_index.count(key)) return Status::error(m_path + ": duplicate " + what);
         m_kv_index.emplace(key, m_kv.size());
         m_kv.emplace_back(std::move(key), std::move(v));
@@ -268,7 +268,8 @@ Status GgufFile::place_tensors(size_t end_of_infos) {
                                  ", not a multiple of the alignment " + std::to_string(al));
         if (t.offset > data_bytes || t.n_bytes > data_bytes - t.offset)
             return Status::error(what + " (" + std::to_string(t.n_bytes) + " bytes at data offset " +
-                                 std::to_string(t.offset) + ") extends past the end of the file (the data section holds " +
+                                 std::to_string(t.offset) +
+                                 ") extends past the end of the file (the data section holds " +
                                  std::to_string(data_bytes) + " bytes; is the file truncated?)");
         t.data = m_data + m_data_offset + t.offset;
     }
@@ -294,8 +295,8 @@ const GgufTensorInfo* GgufFile::tensor(std::string_view name) const {
 
 namespace {
 std::string wrong_type(const std::string& file, std::string_view key, const GgufValue& v, const char* expected) {
-    return file + ": metadata key " + quoted(key) + " is a " + std::string(gguf_type_name(v.type)) +
-           " (expected " + expected + ")";
+    return file + ": metadata key " + quoted(key) + " is a " + std::string(gguf_type_name(v.type)) + " (expected " +
+           expected + ")";
 }
 }  // namespace
 

@@ -28,12 +28,12 @@ inline constexpr uint32_t kGgufDefaultAlignment = 32;
 
 struct GgufTensorInfo {
     std::string name;
-    std::vector<int64_t> ne;           // [n_dims] ne[0] is the contiguous dimension
+    std::vector<int64_t> ne;  // [n_dims] ne[0] is the contiguous dimension
     DType type = DType::F32;
-    uint64_t offset = 0;               // from the start of the data section
+    uint64_t offset = 0;  // from the start of the data section
     int64_t n_elements = 0;
     uint64_t n_bytes = 0;
-    const uint8_t* data = nullptr;     // [n_bytes] inside the mapping
+    const uint8_t* data = nullptr;  // [n_bytes] inside the mapping
 };
 
 class GgufFile {
@@ -47,7 +47,7 @@ public:
     const std::string& path() const { return m_path; }
     uint32_t version() const { return m_version; }
     uint32_t alignment() const { return m_alignment; }
-    uint64_t data_offset() const { return m_data_offset; }   // start of the tensor data section
+    uint64_t data_offset() const { return m_data_offset; }  // start of the tensor data section
     size_t file_size() const { return m_size; }
 
     // Metadata in file order.

@@ -13,8 +13,19 @@ namespace kvs {
 
 // GGUF value type ids, as the file stores them (uint32).
 enum class GgufType : uint32_t {
-    UInt8 = 0, Int8 = 1, UInt16 = 2, Int16 = 3, UInt32 = 4, Int32 = 5, Float32 = 6,
-    Bool = 7, String = 8, Array = 9, UInt64 = 10, Int64 = 11, Float64 = 12,
+    UInt8 = 0,
+    Int8 = 1,
+    UInt16 = 2,
+    Int16 = 3,
+    UInt32 = 4,
+    Int32 = 5,
+    Float32 = 6,
+    Bool = 7,
+    String = 8,
+    Array = 9,
+    UInt64 = 10,
+    Int64 = 11,
+    Float64 = 12,
 };
 
 // Size in bytes of a fixed-size type; 0 for String and Array; nullopt for an unknown id.
@@ -29,7 +40,7 @@ struct GgufValue {
     GgufType type = GgufType::UInt8;
     // Scalars: the little-endian bytes of a fixed-size value (1..8 bytes used).
     uint8_t scalar[8] = {};
-    std::string str;                   // String
+    std::string str;  // String
     // Arrays
     GgufType elem_type = GgufType::UInt8;
     uint64_t n_elems = 0;
@@ -93,17 +104,28 @@ struct GgufValue {
     template <typename T>
     static constexpr GgufType type_of() {
         if constexpr (std::is_same_v<T, uint8_t>) return GgufType::UInt8;
-        else if constexpr (std::is_same_v<T, int8_t>) return GgufType::Int8;
-        else if constexpr (std::is_same_v<T, uint16_t>) return GgufType::UInt16;
-        else if constexpr (std::is_same_v<T, int16_t>) return GgufType::Int16;
-        else if constexpr (std::is_same_v<T, uint32_t>) return GgufType::UInt32;
-        else if constexpr (std::is_same_v<T, int32_t>) return GgufType::Int32;
-        else if constexpr (std::is_same_v<T, float>) return GgufType::Float32;
-        else if constexpr (std::is_same_v<T, bool>) return GgufType::Bool;
-        else if constexpr (std::is_same_v<T, uint64_t>) return GgufType::UInt64;
-        else if constexpr (std::is_same_v<T, int64_t>) return GgufType::Int64;
-        else if constexpr (std::is_same_v<T, double>) return GgufType::Float64;
-        else static_assert(sizeof(T) == 0, "not a GGUF scalar type");
+        else if constexpr (std::is_same_v<T, int8_t>)
+            return GgufType::Int8;
+        else if constexpr (std::is_same_v<T, uint16_t>)
+            return GgufType::UInt16;
+        else if constexpr (std::is_same_v<T, int16_t>)
+            return GgufType::Int16;
+        else if constexpr (std::is_same_v<T, uint32_t>)
+            return GgufType::UInt32;
+        else if constexpr (std::is_same_v<T, int32_t>)
+            return GgufType::Int32;
+        else if constexpr (std::is_same_v<T, float>)
+            return GgufType::Float32;
+        else if constexpr (std::is_same_v<T, bool>)
+            return GgufType::Bool;
+        else if constexpr (std::is_same_v<T, uint64_t>)
+            return GgufType::UInt64;
+        else if constexpr (std::is_same_v<T, int64_t>)
+            return GgufType::Int64;
+        else if constexpr (std::is_same_v<T, double>)
+            return GgufType::Float64;
+        else
+            static_assert(sizeof(T) == 0, "not a GGUF scalar type");
     }
 };
 

@@ -74,8 +74,11 @@ Status check_value(const std::string& key, const GgufValue& v) {
     const bool ok = v.elem_type == GgufType::String  ? v.strings.size() == v.n_elems
                     : v.elem_type == GgufType::Array ? v.items.size() == v.n_elems
                                                      : v.raw.size() == v.n_elems * elem;
-    if (!ok) return Status::error("GGUF writer: metadata key '" + key + "': array holds a different number of "
-                                  "elements than n_elems = " + std::to_string(v.n_elems));
+    if (!ok)
+        return Status::error("GGUF writer: metadata key '" + key +
+                             "': array holds a different number of "
+                             "elements than n_elems = " +
+                             std::to_string(v.n_elems));
     for (const auto& item : v.items) KVS_RETURN_IF_ERROR(check_value(key, item));
     return Status::ok();
 }

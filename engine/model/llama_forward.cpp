@@ -1,34 +1,34 @@
 #include "engine/model/llama_forward.h"
 
-#include <cmath>
-#include <algorithm>
-#include <cstring>
 #include <sys/mman.h>
 #include <unistd.h>
+#include <algorithm>
+#include <cmath>
+#include <cstring>
 
 namespace kvs {
 
 // Activation scratch on the backend, sized for max_tokens tokens.
 struct LlamaForward::Buffers {
-    float* x = nullptr;       // [T, n_embd] residual stream
-    float* h = nullptr;       // [T, n_embd] normed input / projection output
-    float* q = nullptr;       // [T, n_head * head_dim]
-    float* k = nullptr;       // [T, n_kv_head * head_dim]
-    float* v = nullptr;       // [T, n_kv_head * head_dim]
-    float* attn = nullptr;    // [T, n_head * head_dim]
-    float* gate = nullptr;    // [T, n_ff]
-    float* up = nullptr;      // [T, n_ff]
-    float* qkv = nullptr;     // [T, q_dim + 2 kv_dim] fused projection output (fused only)
-    float* gate_up = nullptr; // [T, 2 n_ff] fused projection output (fused only)
-    float* out_x = nullptr;   // [T, n_embd] rows picked for logits
-    float* logits = nullptr;  // [logits_capacity, n_vocab], grown on demand
+    float* x = nullptr;        // [T, n_embd] residual stream
+    float* h = nullptr;        // [T, n_embd] normed input / projection output
+    float* q = nullptr;        // [T, n_head * head_dim]
+    float* k = nullptr;        // [T, n_kv_head * head_dim]
+    float* v = nullptr;        // [T, n_kv_head * head_dim]
+    float* attn = nullptr;     // [T, n_head * head_dim]
+    float* gate = nullptr;     // [T, n_ff]
+    float* up = nullptr;       // [T, n_ff]
+    float* qkv = nullptr;      // [T, q_dim + 2 kv_dim] fused projection output (fused only)
+    float* gate_up = nullptr;  // [T, 2 n_ff] fused projection output (fused only)
+    float* out_x = nullptr;    // [T, n_embd] rows picked for logits
+    float* logits = nullptr;   // [logits_capacity, n_vocab], grown on demand
     int logits_capacity = 0;
-    int32_t* ids = nullptr;   // [T]
-    int32_t* pos = nullptr;   // [T]
-    int32_t* seq = nullptr;   // [T]
-    int32_t* slots = nullptr; // [T]
-    int32_t* rows = nullptr;  // [T]
-    int32_t* tables = nullptr;// [table_capacity]
+    int32_t* ids = nullptr;     // [T]
+    int32_t* pos = nullptr;     // [T]
+    int32_t* seq = nullptr;     // [T]
+    int32_t* slots = nullptr;   // [T]
+    int32_t* rows = nullptr;    // [T]
+    int32_t* tables = nullptr;  // [table_capacity]
     size_t table_capacity = 0;
 };
 
@@ -126,8 +126,8 @@ Status LlamaForward::alloc_status() const {
 
 float* LlamaForward::scratch(size_t n_floats, const char* what) {
     const size_t bytes = n_floats * sizeof(float);
-    void* p = alloc(bytes, std::string("activation scratch (") + what + ", " + std::to_string(m_max_tokens) +
-                               " tokens)");
+    void* p =
+        alloc(bytes, std::string("activation scratch (") + what + ", " + std::to_string(m_max_tokens) + " tokens)");
     if (p) m_scratch_bytes += static_cast<int64_t>(bytes);
     return static_cast<float*>(p);
 }
@@ -154,7 +154,9 @@ void LlamaForward::upload_weights_if_needed() {
     const auto& c = m_model->config;
     const bool tied = m_output.data == m_token_embd.data;
     up_w(m_token_embd, "the token embedding");
-    if (tied) m_output.data = m_token_embd.data; else up_w(m_output, "the output head");
+    if (tied) m_output.data = m_token_embd.data;
+    else
+        up_w(m_output, "the output head");
     up_v(m_output_norm, c.n_embd, "the output norm");
     for (size_t il = 0; il < m_layers.size() && m_alloc_error.empty(); ++il) {
         auto& l = m_layers[il];
@@ -329,8 +331,8 @@ Status LlamaForward::check_batch(const ForwardBatch& batch, std::vector<int32_t>
                              std::to_string(batch.token_seq.size()) + " sequence rows");
     if (batch.n_seqs < 1 || batch.max_blocks_per_seq < 1 ||
         batch.block_tables.size() < static_cast<size_t>(batch.n_seqs) * static_cast<size_t>(batch.max_blocks_per_seq))
-        return Status::error("forward: block tables of " + std::to_string(batch.block_tables.size()) +
-                             " entries for " + std::to_string(batch.n_seqs) + " sequences of " +
+        return Status::error("forward: block tables of " + std::to_string(batch.block_tables.size()) + " entries for " +
+                             std::to_string(batch.n_seqs) + " sequences of " +
                              std::to_string(batch.max_blocks_per_seq) + " blocks");
     if (n_rows > m_max_tokens)
         return Status::error("forward: " + std::to_string(n_rows) + " logit rows exceed the maximum of " +

@@ -23,17 +23,17 @@ struct ForwardBatch {
     std::vector<int32_t> block_tables;  // [n_seqs, max_blocks_per_seq], padded with -1
     int n_seqs = 0;
     int max_blocks_per_seq = 0;
-    std::vector<int32_t> logit_rows;    // token rows whose next-token logits are wanted
+    std::vector<int32_t> logit_rows;  // token rows whose next-token logits are wanted
 
     int n_tokens() const { return static_cast<int>(tokens.size()); }
 };
 
 // Where an activation observer sees a layer's activations (the inputs of its linears).
 enum class ActivationSite {
-    AttnInput,  // attn-norm output, the input of q/k/v  [n_tokens, n_embd]
-    AttnOutput, // attention output, the input of o      [n_tokens, n_head * head_dim]
-    FfnInput,   // ffn-norm output, the input of gate/up [n_tokens, n_embd]
-    DownInput,  // SwiGLU output, the input of down      [n_tokens, n_ff]
+    AttnInput,   // attn-norm output, the input of q/k/v  [n_tokens, n_embd]
+    AttnOutput,  // attention output, the input of o      [n_tokens, n_head * head_dim]
+    FfnInput,    // ffn-norm output, the input of gate/up [n_tokens, n_embd]
+    DownInput,   // SwiGLU output, the input of down      [n_tokens, n_ff]
 };
 // x: [n_tokens, n] host memory, valid only during the call.
 using ActivationObserver = std::function<void(int layer, ActivationSite site, const float* x, int n_tokens, int n)>;
@@ -86,7 +86,7 @@ private:
     Backend& m_backend;
     KvTensors& m_kv;
     int m_max_tokens;
-    std::vector<LayerWeights> m_layers;   // weight views as the backend sees them
+    std::vector<LayerWeights> m_layers;  // weight views as the backend sees them
     // On host-visible backends the Q/K/V and gate/up matrices of a layer are packed into
     // one matrix each, so a decode step streams them in one parallel region:
     // qkv [q_dim + 2 kv_dim, n_embd], gate_up [2 n_ff, n_embd]. Empty when not fused.
@@ -97,10 +97,10 @@ private:
     std::vector<FusedLayer> m_fused;
     WeightView m_token_embd, m_output;
     const float* m_output_norm = nullptr;
-    std::vector<void*> m_owned;           // backend allocations to release
+    std::vector<void*> m_owned;  // backend allocations to release
     std::unique_ptr<Buffers> m_buf;
     int64_t m_scratch_bytes = 0;
-    std::string m_alloc_error;            // the first allocation the backend refused
+    std::string m_alloc_error;  // the first allocation the backend refused
     ActivationObserver m_observer;
 };
 

@@ -14,15 +14,15 @@
 namespace kvs {
 
 struct ModelConfig {
-    std::string arch;            // "llama" or "qwen2"
-    std::string name;            // general.name or the folder name
+    std::string arch;  // "llama" or "qwen2"
+    std::string name;  // general.name or the folder name
     int n_layer = 0;
     int n_embd = 0;
     int n_ff = 0;
     int n_head = 0;
     int n_kv_head = 0;
-    int head_dim = 0;            // n_embd / n_head unless the file says otherwise
-    int n_rot = 0;               // rotated dims per head (head_dim for these families)
+    int head_dim = 0;  // n_embd / n_head unless the file says otherwise
+    int n_rot = 0;     // rotated dims per head (head_dim for these families)
     int n_vocab = 0;
     int n_ctx_train = 0;
     float rms_eps = 1e-5f;
@@ -50,25 +50,25 @@ struct LayerWeights {
 
 struct Model {
     ModelConfig config;
-    WeightView token_embd;             // [n_vocab, n_embd]
-    const float* output_norm = nullptr;// [n_embd]
-    WeightView output;                 // [n_vocab, n_embd] (== token_embd when tied)
-    std::vector<LayerWeights> layers;  // [n_layer]
+    WeightView token_embd;               // [n_vocab, n_embd]
+    const float* output_norm = nullptr;  // [n_embd]
+    WeightView output;                   // [n_vocab, n_embd] (== token_embd when tied)
+    std::vector<LayerWeights> layers;    // [n_layer]
     VocabData vocab;
 
-    std::string path;                  // file or folder it came from
-    std::string format;                // "gguf" or "safetensors"
-    std::string file_type;             // dominant weight type, e.g. "Q4_1"
+    std::string path;                         // file or folder it came from
+    std::string format;                       // "gguf" or "safetensors"
+    std::string file_type;                    // dominant weight type, e.g. "Q4_1"
     std::map<std::string, int> tensor_types;  // type name -> tensor count
     int64_t n_params = 0;
-    int64_t weight_bytes = 0;          // bytes of all weight tensors as stored
+    int64_t weight_bytes = 0;  // bytes of all weight tensors as stored
     int64_t n_tensors = 0;
 
     // Things the file asks for that this engine loads but does not apply (e.g. RoPE
     // scaling); the CLI and GUI show them so nobody mistakes the output for exact.
     std::vector<std::string> warnings;
 
-    std::shared_ptr<void> storage;     // keeps the mapping / owned buffers alive
+    std::shared_ptr<void> storage;  // keeps the mapping / owned buffers alive
 };
 
 // Loads a GGUF file or a Hugging Face safetensors folder (config.json,

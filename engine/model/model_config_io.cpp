@@ -19,8 +19,10 @@ constexpr int64_t kMaxDim = 1 << 20;
 // Checks the config's numbers are sane and consistent; `where` names the source.
 Status validate_config(const ModelConfig& c, const std::string& where) {
     auto bad = [&](const std::string& what) { return Status::error(where + ": " + what); };
-    if (c.n_layer <= 0 || c.n_layer > 4096) return bad("layer count " + std::to_string(c.n_layer) + " (expected 1..4096)");
-    if (c.n_embd <= 0 || c.n_embd > kMaxDim) return bad("embedding length " + std::to_string(c.n_embd) + " out of range");
+    if (c.n_layer <= 0 || c.n_layer > 4096)
+        return bad("layer count " + std::to_string(c.n_layer) + " (expected 1..4096)");
+    if (c.n_embd <= 0 || c.n_embd > kMaxDim)
+        return bad("embedding length " + std::to_string(c.n_embd) + " out of range");
     if (c.n_ff <= 0 || c.n_ff > kMaxDim) return bad("feed-forward length " + std::to_string(c.n_ff) + " out of range");
     if (c.n_head <= 0 || c.n_head > 4096) return bad("head count " + std::to_string(c.n_head) + " out of range");
     if (c.n_kv_head <= 0 || c.n_kv_head > c.n_head || c.n_head % c.n_kv_head != 0)
@@ -31,7 +33,8 @@ Status validate_config(const ModelConfig& c, const std::string& where) {
     if (c.n_rot <= 0 || c.n_rot > c.head_dim || c.n_rot % 2 != 0)
         return bad("rope dimension count " + std::to_string(c.n_rot) + " (expected even, 1.." +
                    std::to_string(c.head_dim) + ")");
-    if (c.n_vocab <= 0 || c.n_vocab > (1 << 24)) return bad("vocabulary size " + std::to_string(c.n_vocab) + " out of range");
+    if (c.n_vocab <= 0 || c.n_vocab > (1 << 24))
+        return bad("vocabulary size " + std::to_string(c.n_vocab) + " out of range");
     if (c.n_ctx_train <= 0) return bad("context length " + std::to_string(c.n_ctx_train) + " (expected > 0)");
     if (!(c.rms_eps > 0.0f) || !std::isfinite(c.rms_eps) || c.rms_eps > 1.0f)
         return bad("RMS norm epsilon " + std::to_string(c.rms_eps) + " (expected in (0, 1])");
@@ -44,7 +47,8 @@ Status validate_config(const ModelConfig& c, const std::string& where) {
 Status gguf_int(const GgufFile& f, const std::string& key, bool required, int64_t lo, int64_t hi, int& out) {
     const GgufValue* v = f.find(key);
     if (v && v->is_array())
-        return Status::error(f.path() + ": metadata key '" + key + "' is an array (per-layer values are not supported)");
+        return Status::error(f.path() + ": metadata key '" + key +
+                             "' is an array (per-layer values are not supported)");
     auto r = f.get_int(key);
     if (!r) return r.status();
     if (!r.value()) {
@@ -79,7 +83,8 @@ Result<ModelConfig> read_gguf_config(const GgufFile& f) {
     ModelConfig c;
     auto arch = f.get_string("general.architecture");
     if (!arch) return arch.status();
-    if (!arch.value()) return Status::error(f.path() + ": missing metadata key 'general.architecture' (expected a string)");
+    if (!arch.value())
+        return Status::error(f.path() + ": missing metadata key 'general.architecture' (expected a string)");
     c.arch = *arch.value();
     if (c.arch != "llama" && c.arch != "qwen2")
         return Status::error(f.path() + ": unsupported architecture " + quote_untrusted(c.arch) +
@@ -107,7 +112,8 @@ Result<ModelConfig> read_gguf_config(const GgufFile& f) {
     KVS_RETURN_IF_ERROR(gguf_int(f, a + "vocab_size", false, 1, 1 << 24, c.n_vocab));
     c.rope_style = c.arch == "qwen2" ? RopeStyle::Neox : RopeStyle::Normal;
     if (f.tensor("rope_freqs.weight")) c.rope_scaling = "rope_freqs";
-    else if (f.find(a + "rope.scaling.type")) c.rope_scaling = a + "rope.scaling.type";
+    else if (f.find(a + "rope.scaling.type"))
+        c.rope_scaling = a + "rope.scaling.type";
     KVS_RETURN_IF_ERROR(validate_config(c, f.path()));
     return c;
 }
@@ -143,7 +149,8 @@ Result<VocabData> read_gguf_vocab(const GgufFile& f, int n_vocab) {
     VocabData v;
     auto model = f.get_string("tokenizer.ggml.model");
     if (!model) return model.status();
-    if (!model.value()) return Status::error(f.path() + ": missing metadata key 'tokenizer.ggml.model' (expected a string)");
+    if (!model.value())
+        return Status::error(f.path() + ": missing metadata key 'tokenizer.ggml.model' (expected a string)");
     v.model = *model.value();
     auto pre = f.get_string("tokenizer.ggml.pre");
     if (!pre) return pre.status();
@@ -166,8 +173,8 @@ Result<VocabData> read_gguf_vocab(const GgufFile& f, int n_vocab) {
         for (int i = 0; i < n; ++i) {
             const int64_t x = t->int_at(i).value_or(-1);
             if (x < 0 || x > 6)
-                return Status::error(f.path() + ": tokenizer.ggml.token_type[" + std::to_string(i) + "] = " +
-                                     std::to_string(x) + " (expected 0..6)");
+                return Status::error(f.path() + ": tokenizer.ggml.token_type[" + std::to_string(i) +
+                                     "] = " + std::to_string(x) + " (expected 0..6)");
             v.token_types[i] = static_cast<TokenType>(x);
         }
     }
@@ -197,7 +204,8 @@ Result<VocabData> read_gguf_vocab(const GgufFile& f, int n_vocab) {
 namespace {
 
 // A required (or defaulted) integer field of config.json within [lo, hi].
-Status hf_int(const json& j, const std::string& path, const char* key, bool required, int64_t lo, int64_t hi, int& out) {
+Status hf_int(const json& j, const std::string& path, const char* key, bool required, int64_t lo, int64_t hi,
+              int& out) {
     auto it = j.find(key);
     if (it == j.end() || it->is_null()) {
         if (required) return Status::error(path + ": missing field '" + key + "' (expected an integer)");
@@ -233,7 +241,8 @@ Result<ModelConfig> read_hf_config(const std::string& path) {
     const std::string type = mt != j.end() && mt->is_string() ? mt->get<std::string>() : std::string();
     ModelConfig c;
     if (type == "llama" || type == "mistral") c.arch = "llama";
-    else if (type == "qwen2") c.arch = "qwen2";
+    else if (type == "qwen2")
+        c.arch = "qwen2";
     else
         return Status::error(path + ": unsupported model_type '" + type + "' (supported: llama, mistral, qwen2)");
     KVS_RETURN_IF_ERROR(hf_int(j, path, "num_hidden_layers", true, 1, 4096, c.n_layer));

@@ -28,7 +28,7 @@ namespace {
 
 struct RawTensor {
     DType type = DType::F32;
-    std::vector<int64_t> ne;           // [n_dims] ne[0] contiguous
+    std::vector<int64_t> ne;  // [n_dims] ne[0] contiguous
     const uint8_t* data = nullptr;
     uint64_t n_bytes = 0;
     int64_t n_elements = 0;
@@ -47,15 +47,26 @@ struct Names {
     std::string attn_norm, wq, wk, wv, wo, bq, bk, bv, ffn_norm, w_gate, w_up, w_down;
 };
 
-const Names kGgufNames{"token_embd.weight", "output_norm.weight", "output.weight", "blk.",
-                       ".attn_norm.weight", ".attn_q.weight", ".attn_k.weight", ".attn_v.weight",
-                       ".attn_output.weight", ".attn_q.bias", ".attn_k.bias", ".attn_v.bias",
-                       ".ffn_norm.weight", ".ffn_gate.weight", ".ffn_up.weight", ".ffn_down.weight"};
-const Names kHfNames{"model.embed_tokens.weight", "model.norm.weight", "lm_head.weight", "model.layers.",
-                     ".input_layernorm.weight", ".self_attn.q_proj.weight", ".self_attn.k_proj.weight",
-                     ".self_attn.v_proj.weight", ".self_attn.o_proj.weight", ".self_attn.q_proj.bias",
-                     ".self_attn.k_proj.bias", ".self_attn.v_proj.bias", ".post_attention_layernorm.weight",
-                     ".mlp.gate_proj.weight", ".mlp.up_proj.weight", ".mlp.down_proj.weight"};
+const Names kGgufNames{"token_embd.weight",   "output_norm.weight", "output.weight",  "blk.",
+                       ".attn_norm.weight",   ".attn_q.weight",     ".attn_k.weight", ".attn_v.weight",
+                       ".attn_output.weight", ".attn_q.bias",       ".attn_k.bias",   ".attn_v.bias",
+                       ".ffn_norm.weight",    ".ffn_gate.weight",   ".ffn_up.weight", ".ffn_down.weight"};
+const Names kHfNames{"model.embed_tokens.weight",
+                     "model.norm.weight",
+                     "lm_head.weight",
+                     "model.layers.",
+                     ".input_layernorm.weight",
+                     ".self_attn.q_proj.weight",
+                     ".self_attn.k_proj.weight",
+                     ".self_attn.v_proj.weight",
+                     ".self_attn.o_proj.weight",
+                     ".self_attn.q_proj.bias",
+                     ".self_attn.k_proj.bias",
+                     ".self_attn.v_proj.bias",
+                     ".post_attention_layernorm.weight",
+                     ".mlp.gate_proj.weight",
+                     ".mlp.up_proj.weight",
+                     ".mlp.down_proj.weight"};
 
 std::string shape_str(const std::vector<int64_t>& ne) {
     std::string s = "[";
@@ -123,8 +134,7 @@ Status WeightBuilder::vector(const std::string& name, int64_t n, const float*& o
         return Status::error(m_file + ": tensor '" + name + "' has type " + std::string(dtype_name(t->type)) +
                              " (expected F32, F16 or BF16 for a norm or bias vector)");
     auto buf = std::make_unique<float[]>(static_cast<size_t>(n));  // [n]
-    if (t->type == DType::F32)
-        std::memcpy(buf.get(), t->data, static_cast<size_t>(n) * sizeof(float));
+    if (t->type == DType::F32) std::memcpy(buf.get(), t->data, static_cast<size_t>(n) * sizeof(float));
     else
         cpu::dequantize_row(t->type, t->data, buf.get(), n);
     out = buf.get();
@@ -294,7 +304,8 @@ Result<std::shared_ptr<Model>> load_model(const std::string& path) {
         if (fs::is_directory(path, ec)) r = load_safetensors_folder(path);
         else if (fs::path(path).extension() == ".safetensors" || fs::path(path).filename() == "config.json")
             r = load_safetensors_folder(fs::path(path).parent_path().string());
-        else r = load_gguf(path);
+        else
+            r = load_gguf(path);
         if (r && !r.value()->config.rope_scaling.empty())
             r.value()->warnings.push_back(path + ": RoPE scaling (" + r.value()->config.rope_scaling +
                                           ") is not applied by this engine; output differs from the reference "

@@ -20,9 +20,9 @@ namespace {
 constexpr uint64_t kMaxHeaderBytes = 100u << 20;  // the format's own limit is 100 MB
 
 struct ElemType {
-    DType type;       // F32 for the integer types (unused there)
+    DType type;  // F32 for the integer types (unused there)
     bool integer;
-    uint64_t bytes;   // per element
+    uint64_t bytes;  // per element
 };
 
 std::optional<ElemType> dtype_from_safetensors(const std::string& s) {
@@ -70,8 +70,8 @@ Status parse_entry(const std::string& file, const std::string& name, const json&
         return Status::error(what + ": data_offsets [" + std::to_string(begin) + ", " + std::to_string(end) +
                              "] are not inside the " + std::to_string(data_bytes) + "-byte data section");
     if (n > std::numeric_limits<uint64_t>::max() / elem || end - begin != n * elem)
-        return Status::error(what + ": data_offsets span " + std::to_string(end - begin) + " bytes but shape and dtype need " +
-                             std::to_string(n * elem));
+        return Status::error(what + ": data_offsets span " + std::to_string(end - begin) +
+                             " bytes but shape and dtype need " + std::to_string(n * elem));
     t.n_elements = static_cast<int64_t>(n);
     t.n_bytes = end - begin;
     t.data = data + begin;
@@ -129,10 +129,12 @@ Result<std::shared_ptr<SafetensorsSet>> SafetensorsSet::open_folder(const std::s
             return R::error(index.string() + ": expected a JSON object with a 'weight_map' object");
         std::set<std::string> names;
         for (const auto& [tensor, file] : j["weight_map"].items()) {
-            if (!file.is_string()) return R::error(index.string() + ": weight_map['" + tensor + "'] is not a file name");
+            if (!file.is_string())
+                return R::error(index.string() + ": weight_map['" + tensor + "'] is not a file name");
             const std::string f = file.get<std::string>();
             if (f.find('/') != std::string::npos || f.find("..") != std::string::npos)
-                return R::error(index.string() + ": weight_map['" + tensor + "'] = '" + f + "' is not a plain file name");
+                return R::error(index.string() + ": weight_map['" + tensor + "'] = '" + f +
+                                "' is not a plain file name");
             names.insert(f);
         }
         for (const auto& f : names) shards.push_back((fs::path(dir) / f).string());

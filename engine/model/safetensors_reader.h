@@ -19,14 +19,14 @@ namespace kvs {
 
 struct SafetensorsTensor {
     std::string name;
-    std::string dtype;                 // the file's spelling: "F32", "F16", "BF16", "I32" or "I8"
-    bool integer = false;              // I32 / I8: `type` is not meaningful, read `dtype`
-    DType type = DType::F32;           // float tensors: F32, F16 or BF16
-    std::vector<int64_t> shape;        // [n_dims] row-major, outermost first (PyTorch order)
+    std::string dtype;           // the file's spelling: "F32", "F16", "BF16", "I32" or "I8"
+    bool integer = false;        // I32 / I8: `type` is not meaningful, read `dtype`
+    DType type = DType::F32;     // float tensors: F32, F16 or BF16
+    std::vector<int64_t> shape;  // [n_dims] row-major, outermost first (PyTorch order)
     int64_t n_elements = 0;
     uint64_t n_bytes = 0;
-    const uint8_t* data = nullptr;     // [n_bytes] inside the mapping
-    std::string file;                  // the shard it lives in
+    const uint8_t* data = nullptr;  // [n_bytes] inside the mapping
+    std::string file;               // the shard it lives in
 };
 
 class SafetensorsSet {

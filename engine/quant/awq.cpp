@@ -82,8 +82,8 @@ std::vector<float> search_qkv(Backend& be, const ModelConfig& c, const FloatLaye
     const int g = group_of(opt, E);
     if (opt.loss == AwqLoss::Linear)
         return awq_search_scale(be, ws, n_out, E, x, n_rows, opt.n_grid, st, g, opt.duo_scaling);
-    const AttnBlockWeights ref_w{f.wq.data(), f.wk.data(), f.wv.data(), f.wo.data(), f.bq, f.bk,
-                                 f.bv.empty() ? nullptr : f.bv.data()};
+    const AttnBlockWeights ref_w{
+        f.wq.data(), f.wk.data(), f.wv.data(), f.wo.data(), f.bq, f.bk, f.bv.empty() ? nullptr : f.bv.data()};
     std::vector<float> ref(static_cast<size_t>(n_rows * E)), out(ref.size());  // [n_rows, n_embd] each
     attention_block_forward(be, c, ref_w, x, n_rows, ref.data(), seq_len);
     auto loss = [&](const float* s) {
@@ -122,14 +122,15 @@ std::vector<float> search_gate_up(Backend& be, const ModelConfig& c, const Float
 
 // Search every group on the unmodified layer, then fold all scales (AutoAWQ's order);
 // the activations are divided by the scales too, for the clipping search.
-void search_and_fold(Backend& be, const ModelConfig& c, FloatLayer& f, LayerActivations& a, int n_rows,
-                     int seq_len, const AwqOptions& opt, AwqLayerStats& st) {
+void search_and_fold(Backend& be, const ModelConfig& c, FloatLayer& f, LayerActivations& a, int n_rows, int seq_len,
+                     const AwqOptions& opt, AwqLayerStats& st) {
     const int64_t E = c.n_embd, F = c.n_ff, QD = int64_t(c.n_head) * c.head_dim;
     const bool fold_o = c.n_head == c.n_kv_head;
     auto s_qkv = search_qkv(be, c, f, a.attn_in.data(), n_rows, seq_len, opt, &st.qkv);
     std::vector<float> s_o;
-    if (fold_o) s_o = awq_search_scale(be, {f.wo.data()}, {E}, QD, a.attn_out.data(), n_rows, opt.n_grid, &st.o,
-                                       group_of(opt, QD), opt.duo_scaling);
+    if (fold_o)
+        s_o = awq_search_scale(be, {f.wo.data()}, {E}, QD, a.attn_out.data(), n_rows, opt.n_grid, &st.o,
+                               group_of(opt, QD), opt.duo_scaling);
     auto s_gu = search_gate_up(be, c, f, a.ffn_in.data(), n_rows, opt, &st.gate_up);
     // the down group's loss leaves out the first down_loss_skip rows of every sequence
     // (x_mean keeps them)
@@ -137,15 +138,15 @@ void search_and_fold(Backend& be, const ModelConfig& c, FloatLayer& f, LayerActi
     const int skip = std::clamp(opt.down_loss_skip, 0, L - 1);
     std::vector<float> down_x;  // [kept rows, n_ff]
     for (int r = 0; r < n_rows; ++r)
-        if (r % L >= skip) down_x.insert(down_x.end(), a.down_in.begin() + int64_t(r) * F, a.down_in.begin() + int64_t(r + 1) * F);
+        if (r % L >= skip)
+            down_x.insert(down_x.end(), a.down_in.begin() + int64_t(r) * F, a.down_in.begin() + int64_t(r + 1) * F);
     const int n_down = int(down_x.size() / size_t(F));
     const int g_down = group_of(opt, F);
     const auto w_mean = opt.duo_scaling ? awq_weight_mean({f.down.data()}, {E}, F, g_down) : std::vector<float>{};
-    auto s_down = awq_search_scale_by(awq_channel_mean_abs(a.down_in.data(), n_rows, F), w_mean, opt.n_grid,
-                                      [&](const float* s) {
-                                          return awq_group_loss(be, {f.down.data()}, {E}, F, down_x.data(), n_down,
-                                                                s, g_down);
-                                      }, &st.down);
+    auto s_down = awq_search_scale_by(
+        awq_channel_mean_abs(a.down_in.data(), n_rows, F), w_mean, opt.n_grid,
+        [&](const float* s) { return awq_group_loss(be, {f.down.data()}, {E}, F, down_x.data(), n_down, s, g_down); },
+        &st.down);
 
     divide(f.attn_norm, s_qkv);
     for (auto* w : {&f.wq, &f.wk, &f.wv}) scale_columns(*w, E, s_qkv);
@@ -191,17 +192,19 @@ WeightView encode(std::vector<float>& w, int64_t n_out, int64_t n_in, const AwqO
 
 Status check_awq_input(const Model& m, const std::vector<int32_t>& tokens, const AwqOptions& opt) {
     if (tokens.empty())
-        return Status::error("AWQ needs calibration tokens (QuantOptions.calibration_tokens is empty): give it a "
-                             "calibration text, e.g. " + std::string(default_calibration_text_path()));
+        return Status::error(
+            "AWQ needs calibration tokens (QuantOptions.calibration_tokens is empty): give it a "
+            "calibration text, e.g. " +
+            std::string(default_calibration_text_path()));
     if (opt.group_size < 1 || (opt.output == AwqOutput::Int4 && !i4_type_for_group(opt.group_size)))
         return Status::error("AWQ: INT4 storage has groups of 128 (I4_G128) or 64 (I4_G64) weights, not " +
                              std::to_string(opt.group_size));
     if (opt.n_grid < 1) return Status::error("AWQ: n_grid must be at least 1, got " + std::to_string(opt.n_grid));
     for (size_t l = 0; l < m.layers.size(); ++l) {
         const LayerWeights& L = m.layers[l];
-        const std::pair<const WeightView*, const char*> ws[] = {{&L.wq, "attn_q"}, {&L.wk, "attn_k"},
-            {&L.wv, "attn_v"}, {&L.wo, "attn_output"}, {&L.w_gate, "ffn_gate"}, {&L.w_up, "ffn_up"},
-            {&L.w_down, "ffn_down"}};
+        const std::pair<const WeightView*, const char*> ws[] = {
+            {&L.wq, "attn_q"},       {&L.wk, "attn_k"},   {&L.wv, "attn_v"},      {&L.wo, "attn_output"},
+            {&L.w_gate, "ffn_gate"}, {&L.w_up, "ffn_up"}, {&L.w_down, "ffn_down"}};
         for (const auto& [w, name] : ws)
             if (group_of(opt, w->n_in) == 0)
                 return Status::error("cannot quantize layer " + std::to_string(l) + " " + name + " to INT4 groups of " +

@@ -58,11 +58,11 @@ enum class AwqLoss {
 };
 
 struct AwqOptions {
-    int n_grid = 20;                     // alpha grid size; also the clipping grid's step 1/n_grid
-    float max_shrink = 0.5f;             // clipping tries shrink ratios below this
-    bool search_scales = true;           // false: s = 1 (RTN + clipping)
-    bool clip = true;                    // run the clipping search
-    bool duo_scaling = true;             // s = x_mean^a / w_mean^(1-a) (AutoAWQ's default), else x_mean^a
+    int n_grid = 20;            // alpha grid size; also the clipping grid's step 1/n_grid
+    float max_shrink = 0.5f;    // clipping tries shrink ratios below this
+    bool search_scales = true;  // false: s = 1 (RTN + clipping)
+    bool clip = true;           // run the clipping search
+    bool duo_scaling = true;    // s = x_mean^a / w_mean^(1-a) (AutoAWQ's default), else x_mean^a
     AwqLoss loss = AwqLoss::Block;
     // Calibration rows left out of the down group's loss (its mean |x| keeps them). The
     // first token is an attention sink whose down inputs are 100-1000x the others': in the
@@ -70,8 +70,8 @@ struct AwqOptions {
     // doubling the error on every other token).
     int down_loss_skip = 1;
     AwqOutput output = AwqOutput::Int4;
-    int group_size = 128;                // INT4 group; rows it does not divide use 64 (rows of 576)
-    int n_threads = 2;                   // layers are searched in parallel
+    int group_size = 128;  // INT4 group; rows it does not divide use 64 (rows of 576)
+    int n_threads = 2;     // layers are searched in parallel
     CalibrationOptions calibration;
 };
 
@@ -88,7 +88,7 @@ struct AwqReport {
     std::vector<AwqLayerStats> layers;  // [n_layer]
     int n_calibration_rows = 0;
     double seconds_calibration = 0.0;
-    double seconds_search = 0.0;        // scale search + clipping + encoding
+    double seconds_search = 0.0;  // scale search + clipping + encoding
 };
 
 // The AWQ variant of `source`. Errors: no calibration tokens, a linear whose row length is

@@ -41,8 +41,8 @@ void one_sequence(Backend& be, const ModelConfig& c, const AttnBlockWeights& w, 
     be.rope(k.data(), pos.data(), T, HK, D, c.n_rot, c.rope_freq_base, c.rope_style);
 
     std::vector<float> qh(size_t(T) * D), kh(size_t(T) * D), vt(size_t(D) * T);  // [T, D], [T, D], [D, T]
-    std::vector<float> p(size_t(T) * T), oh(size_t(T) * D);                       // [T, T], [T, D]
-    std::vector<float> attn(size_t(T) * QD);                                      // [T, QD]
+    std::vector<float> p(size_t(T) * T), oh(size_t(T) * D);                      // [T, T], [T, D]
+    std::vector<float> attn(size_t(T) * QD);                                     // [T, QD]
     const float scale = 1.0f / std::sqrt(static_cast<float>(D));
     for (int h = 0; h < H; ++h) {
         const int g = h / (H / HK);
@@ -63,8 +63,8 @@ void one_sequence(Backend& be, const ModelConfig& c, const AttnBlockWeights& w, 
 
 }  // namespace
 
-void attention_block_forward(Backend& be, const ModelConfig& c, const AttnBlockWeights& w, const float* x,
-                             int n_rows, float* out, int seq_len) {
+void attention_block_forward(Backend& be, const ModelConfig& c, const AttnBlockWeights& w, const float* x, int n_rows,
+                             float* out, int seq_len) {
     const int L = seq_len > 0 ? seq_len : n_rows;
     for (int r0 = 0; r0 < n_rows; r0 += L)
         one_sequence(be, c, w, x + size_t(r0) * size_t(c.n_embd), std::min(L, n_rows - r0),

@@ -26,8 +26,8 @@ struct AttnBlockWeights {
 // out = o(attention(rope(x wq^T), rope(x wk^T), x wv^T)) for the rows of x [n_rows, n_embd],
 // which are sequences of seq_len rows (the last may be shorter; 0: one sequence), each at
 // positions 0, 1, ... (causal within its sequence). out [n_rows, n_embd].
-void attention_block_forward(Backend& be, const ModelConfig& c, const AttnBlockWeights& w, const float* x,
-                             int n_rows, float* out, int seq_len = 0);
+void attention_block_forward(Backend& be, const ModelConfig& c, const AttnBlockWeights& w, const float* x, int n_rows,
+                             float* out, int seq_len = 0);
 
 // out = down(silu(x gate^T) * (x up^T)); x [n_rows, n_embd], gate/up [n_ff, n_embd],
 // down [n_embd, n_ff], out [n_rows, n_embd].

@@ -19,7 +19,8 @@ std::vector<float> mean_abs(const float* x, int n_rows, int64_t n) {
     for (int r = 0; r < n_rows; ++r)
         for (int64_t i = 0; i < n; ++i) acc[static_cast<size_t>(i)] += std::fabs(x[r * n + i]);
     std::vector<float> out(static_cast<size_t>(n));
-    for (int64_t i = 0; i < n; ++i) out[static_cast<size_t>(i)] = static_cast<float>(acc[static_cast<size_t>(i)] / std::max(1, n_rows));
+    for (int64_t i = 0; i < n; ++i)
+        out[static_cast<size_t>(i)] = static_cast<float>(acc[static_cast<size_t>(i)] / std::max(1, n_rows));
     return out;
 }
 
@@ -125,20 +126,20 @@ std::vector<float> awq_search_scale(Backend& backend, const std::vector<const fl
                                     const std::vector<int64_t>& n_out, int64_t n_in, const float* x, int n_rows,
                                     int n_grid, AwqGroupStats* stats, int group, bool duo_scaling) {
     const std::vector<float> w_mean = duo_scaling ? awq_weight_mean(linears, n_out, n_in, group) : std::vector<float>{};
-    return awq_search_scale_by(mean_abs(x, n_rows, n_in), w_mean, n_grid, [&](const float* s) {
-        return awq_group_loss(backend, linears, n_out, n_in, x, n_rows, s, group);
-    }, stats);
+    return awq_search_scale_by(
+        mean_abs(x, n_rows, n_in), w_mean, n_grid,
+        [&](const float* s) { return awq_group_loss(backend, linears, n_out, n_in, x, n_rows, s, group); }, stats);
 }
 
 void awq_clip(Backend& backend, float* w, int64_t n_out, int64_t n_in, const float* x, int n_rows, int n_grid,
               float max_shrink, int group) {
     const int G = group;
     const int n_cand = std::max(1, static_cast<int>(max_shrink * static_cast<float>(n_grid)));
-    std::vector<float> xt(static_cast<size_t>(G) * n_rows);          // [G, n_rows] the group's inputs, transposed
-    std::vector<float> gram(static_cast<size_t>(G) * G);             // [G, G] X_g^T X_g
-    std::vector<float> e(static_cast<size_t>(n_cand * n_out) * G);   // [n_cand * n_out, G] error of each candidate
-    std::vector<float> eg(e.size());                                 // [n_cand * n_out, G] E G
-    std::vector<float> maxv(static_cast<size_t>(n_cand * n_out));    // [n_cand, n_out] the candidate's clamp
+    std::vector<float> xt(static_cast<size_t>(G) * n_rows);         // [G, n_rows] the group's inputs, transposed
+    std::vector<float> gram(static_cast<size_t>(G) * G);            // [G, G] X_g^T X_g
+    std::vector<float> e(static_cast<size_t>(n_cand * n_out) * G);  // [n_cand * n_out, G] error of each candidate
+    std::vector<float> eg(e.size());                                // [n_cand * n_out, G] E G
+    std::vector<float> maxv(static_cast<size_t>(n_cand * n_out));   // [n_cand, n_out] the candidate's clamp
     std::vector<float> tmp(G);
     for (int64_t g0 = 0; g0 < n_in; g0 += G) {
         for (int r = 0; r < n_rows; ++r)
@@ -158,7 +159,8 @@ void awq_clip(Backend& backend, float* w, int64_t n_out, int64_t n_in, const flo
                 for (int i = 0; i < G; ++i) er[i] = wr[i] - tmp[i];
             }
         }
-        backend.matmul(WeightView{DType::F32, gram.data(), G, G}, e.data(), eg.data(), static_cast<int>(n_cand * n_out));
+        backend.matmul(WeightView{DType::F32, gram.data(), G, G}, e.data(), eg.data(),
+                       static_cast<int>(n_cand * n_out));
         for (int64_t r = 0; r < n_out; ++r) {
             double best_err = std::numeric_limits<double>::infinity();
             float best_m = maxv[static_cast<size_t>(r)];

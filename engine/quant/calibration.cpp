@@ -16,10 +16,10 @@ namespace {
 
 // Copies the sampled rows of one observed activation into the layer's buffer.
 struct RowSampler {
-    int skip = 0;        // positions before this are not kept
-    int stride = 1;      // keep tokens whose position - skip is a multiple of stride
-    int n_rows = 0;      // rows the buffers hold
-    int chunk_start = 0; // position of the current chunk's first token
+    int skip = 0;         // positions before this are not kept
+    int stride = 1;       // keep tokens whose position - skip is a multiple of stride
+    int n_rows = 0;       // rows the buffers hold
+    int chunk_start = 0;  // position of the current chunk's first token
 
     void keep(const float* x, int n_tokens, int n, std::vector<float>& dst) const {
         if (dst.empty()) dst.assign(static_cast<size_t>(n_rows) * n, 0.0f);

@@ -21,19 +21,19 @@ struct LayerActivations {
 };
 
 struct CalibrationData {
-    int n_rows = 0;                       // sampled token rows per buffer
-    int n_tokens = 0;                     // tokens run through the model
-    int seq_len = 0;                      // tokens per calibration sequence (the last may be shorter)
-    std::vector<LayerActivations> layers; // [n_layer]
+    int n_rows = 0;                        // sampled token rows per buffer
+    int n_tokens = 0;                      // tokens run through the model
+    int seq_len = 0;                       // tokens per calibration sequence (the last may be shorter)
+    std::vector<LayerActivations> layers;  // [n_layer]
 };
 
 struct CalibrationOptions {
-    int max_rows = 1024;   // keep at most this many token rows (every k-th token)
+    int max_rows = 1024;  // keep at most this many token rows (every k-th token)
     // The tokens are cut into independent sequences of seq_len tokens, each run from
     // position 0 (AutoAWQ calibrates on many samples, not one long text); 0: one sequence.
     int seq_len = 256;
-    int n_threads = 2;     // CPU threads of the forward pass
-    int chunk = 256;       // tokens per forward pass
+    int n_threads = 2;  // CPU threads of the forward pass
+    int chunk = 256;    // tokens per forward pass
     // Tokens at the start of the sequence run but not sampled (the first token is an
     // attention sink with activations orders of magnitude above the rest). 0 like AutoAWQ;
     // skipping it did not help AWQ on SmolLM2-135M.
@@ -41,8 +41,8 @@ struct CalibrationOptions {
 };
 
 // Runs `tokens` through `model` as sequences of options.seq_len on the CPU backend and samples every
-// ceil((n - skip_first) / max_rows)-th token's activations after the first skip_first. Errors: no tokens, a token outside the
-// vocabulary, more tokens than the model's training context.
+// ceil((n - skip_first) / max_rows)-th token's activations after the first skip_first. Errors: no tokens, a token
+// outside the vocabulary, more tokens than the model's training context.
 Result<CalibrationData> collect_activations(std::shared_ptr<const Model> model, const std::vector<int32_t>& tokens,
                                             const CalibrationOptions& options = {});
 

@@ -16,11 +16,11 @@
 namespace kvs {
 
 struct QuantVariant {
-    std::string scheme;                 // QuantScheme::name ("ref", "int8", "int4-awq", "q4_k", ...)
-    std::string label;                  // what the source became, honestly labelled (quant_label)
+    std::string scheme;  // QuantScheme::name ("ref", "int8", "int4-awq", "q4_k", ...)
+    std::string label;   // what the source became, honestly labelled (quant_label)
     std::shared_ptr<const Model> model;
     int64_t weight_bytes = 0;
-    double bits_per_weight = 0;         // of the linear layers
+    double bits_per_weight = 0;  // of the linear layers
 };
 
 // Every scheme name a picker offers: QuantScheme::spellings() without the reference and

@@ -68,9 +68,9 @@ Status check_fit(const Model& m, const QuantScheme& scheme) {
             if (!target_type(*w, scheme))
                 return Status::error("cannot quantize layer " + std::to_string(l) + " to " + scheme.name +
                                      ": a row has " + std::to_string(w->n_in) + " elements, not a multiple of " +
-                                     (is_int4(scheme) ? std::string("128 or 64 (the INT4 group sizes)")
-                                                      : "the block size " +
-                                                            std::to_string(dtype_info(scheme.dtype).block_size)));
+                                     (is_int4(scheme)
+                                          ? std::string("128 or 64 (the INT4 group sizes)")
+                                          : "the block size " + std::to_string(dtype_info(scheme.dtype).block_size)));
     }
     return Status::ok();
 }

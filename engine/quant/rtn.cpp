@@ -50,8 +50,7 @@ void fake_quant_int4(const float* w, float* out, int64_t n, int group) {
 void parallel_ranges(int64_t n, int n_threads, const std::function<void(int64_t, int64_t)>& fn) {
     n_threads = static_cast<int>(std::clamp<int64_t>(n_threads, 1, std::max<int64_t>(1, n)));
     std::vector<std::thread> helpers;
-    for (int t = 0; t + 1 < n_threads; ++t)
-        helpers.emplace_back(fn, n * t / n_threads, n * (t + 1) / n_threads);
+    for (int t = 0; t + 1 < n_threads; ++t) helpers.emplace_back(fn, n * t / n_threads, n * (t + 1) / n_threads);
     fn(n * (n_threads - 1) / n_threads, n);
     for (auto& h : helpers) h.join();
 }

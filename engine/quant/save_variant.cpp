@@ -60,9 +60,9 @@ struct Linear {
     const WeightView LayerWeights::*view;
 };
 constexpr Linear kLinears[] = {
-    {"attn_q", "self_attn.q_proj", &LayerWeights::wq},       {"attn_k", "self_attn.k_proj", &LayerWeights::wk},
-    {"attn_v", "self_attn.v_proj", &LayerWeights::wv},       {"attn_output", "self_attn.o_proj", &LayerWeights::wo},
-    {"ffn_gate", "mlp.gate_proj", &LayerWeights::w_gate},    {"ffn_up", "mlp.up_proj", &LayerWeights::w_up},
+    {"attn_q", "self_attn.q_proj", &LayerWeights::wq},    {"attn_k", "self_attn.k_proj", &LayerWeights::wk},
+    {"attn_v", "self_attn.v_proj", &LayerWeights::wv},    {"attn_output", "self_attn.o_proj", &LayerWeights::wo},
+    {"ffn_gate", "mlp.gate_proj", &LayerWeights::w_gate}, {"ffn_up", "mlp.up_proj", &LayerWeights::w_up},
     {"ffn_down", "mlp.down_proj", &LayerWeights::w_down},
 };
 
@@ -139,8 +139,10 @@ Result<SavedModel> save_gguf(const Model& m, const std::string& out) {
                                  "(save to a folder for an AWQ checkpoint, or pick a GGML scheme such as q4_k)");
     std::error_code ec;
     if (!fs::is_regular_file(m.path, ec))
-        return Status::error(out + ": saving as GGUF needs a model loaded from a GGUF file (its metadata and "
-                             "tokenizer are copied); '" + m.path + "' is a " + m.format + " model");
+        return Status::error(out +
+                             ": saving as GGUF needs a model loaded from a GGUF file (its metadata and "
+                             "tokenizer are copied); '" +
+                             m.path + "' is a " + m.format + " model");
     if (same_path(m.path, out)) return Status::error(out + ": is the source model itself; pick another path");
     auto src = GgufFile::open(m.path);
     if (!src) return src.status();
@@ -177,8 +179,8 @@ Result<SavedModel> save_gguf(const Model& m, const std::string& out) {
 
 struct StTensor {
     std::string name;
-    std::string dtype;            // "F32", "F16", "BF16", "I32"
-    std::vector<int64_t> shape;   // PyTorch order
+    std::string dtype;           // "F32", "F16", "BF16", "I32"
+    std::vector<int64_t> shape;  // PyTorch order
     const void* data = nullptr;
     size_t n_bytes = 0;
 };
@@ -223,10 +225,13 @@ Status write_awq_config(const fs::path& src_dir, const fs::path& out, int group_
 Result<SavedModel> save_awq_folder(const Model& m, const std::string& out) {
     std::error_code ec;
     if (!fs::is_directory(m.path, ec) || !fs::exists(fs::path(m.path) / "tokenizer.json", ec))
-        return Status::error(out + ": an INT4 (I4_G128 / I4_G64) model is saved as an AutoAWQ safetensors folder, "
-                             "which needs the source's config.json and tokenizer.json; '" + m.path +
-                             "' is not a Hugging Face folder (save a GGUF model's INT4 variant to a path ending in .gguf: its "
-                             "groups become Q4_1 blocks of 32 with the same scale and zero point)");
+        return Status::error(
+            out +
+            ": an INT4 (I4_G128 / I4_G64) model is saved as an AutoAWQ safetensors folder, "
+            "which needs the source's config.json and tokenizer.json; '" +
+            m.path +
+            "' is not a Hugging Face folder (save a GGUF model's INT4 variant to a path ending in .gguf: its "
+            "groups become Q4_1 blocks of 32 with the same scale and zero point)");
     // AutoAWQ's config has one group_size: 128 when every linear is I4_G128, else 64 (an
     // I4_G128 group is written as two groups of 64 with its scale and zero, the same weights)
     int group_size = kAwqGroupSize;
@@ -253,7 +258,8 @@ Result<SavedModel> save_awq_folder(const Model& m, const std::string& out) {
     std::vector<AwqPacked> packed;  // keeps the packed words alive until the write
     packed.reserve(m.layers.size() * std::size(kLinears));
     auto add_matrix = [&](const std::string& name, const WeightView& w) {
-        st.push_back({name, st_dtype(w.dtype), {w.n_out, w.n_in}, w.data, row_bytes(w.dtype, w.n_in) * size_t(w.n_out)});
+        st.push_back(
+            {name, st_dtype(w.dtype), {w.n_out, w.n_in}, w.data, row_bytes(w.dtype, w.n_in) * size_t(w.n_out)});
     };
     auto add_vector = [&](const std::string& name, const float* p, int64_t n) {
         st.push_back({name, "F32", {n}, p, size_t(n) * sizeof(float)});
@@ -285,7 +291,8 @@ Result<SavedModel> save_awq_folder(const Model& m, const std::string& out) {
         }
     }
     KVS_RETURN_IF_ERROR(write_awq_config(m.path, out, group_size));
-    for (const char* f : {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"})
+    for (const char* f :
+         {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"})
         if (fs::exists(fs::path(m.path) / f, ec)) {
             fs::copy_file(fs::path(m.path) / f, fs::path(out) / f, fs::copy_options::overwrite_existing, ec);
             if (ec) return Status::error(out + ": cannot copy " + f + ": " + ec.message());
@@ -302,7 +309,8 @@ Result<SavedModel> save_variant(const Model& model, const std::string& out) {
     for (const LayerWeights& l : model.layers)
         for (const Linear& lin : kLinears)
             if ((l.*lin.view).dtype == DType::I8_ROW)
-                return Status::error(out + ": an INT8 per-channel (I8_ROW) variant is saved as GGUF (its rows "
+                return Status::error(out +
+                                     ": an INT8 per-channel (I8_ROW) variant is saved as GGUF (its rows "
                                      "become Q8_0 blocks with the row's scale): give a path ending in .gguf");
     if (i4_group_size(dominant_linear_type(model)) != 0) return save_awq_folder(model, out);
     return Status::error(out + ": a " + std::string(dtype_name(dominant_linear_type(model))) +

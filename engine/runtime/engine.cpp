@@ -24,14 +24,15 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> mode
     e->m_tok = std::move(tokenizer);
     const ModelConfig& c = e->m_model->config;
 
-    e->m_max_model_len = opt.max_model_len > 0 ? opt.max_model_len
-                                               : std::min(4096, c.n_ctx_train > 0 ? c.n_ctx_train : 4096);
+    e->m_max_model_len =
+        opt.max_model_len > 0 ? opt.max_model_len : std::min(4096, c.n_ctx_train > 0 ? c.n_ctx_train : 4096);
     const int64_t per_token = kv_cache_bytes_per_token(c, opt.kv_type);
     const int64_t per_block = per_token * opt.block_size;
     int64_t n_blocks = opt.kv_blocks;
     if (n_blocks <= 0) {
         int64_t bytes = opt.kv_bytes;
-        if (bytes <= 0 && opt.kv_ram_fraction > 0) bytes = static_cast<int64_t>(opt.kv_ram_fraction * physical_ram_bytes());
+        if (bytes <= 0 && opt.kv_ram_fraction > 0)
+            bytes = static_cast<int64_t>(opt.kv_ram_fraction * physical_ram_bytes());
         if (bytes <= 0) bytes = 1LL << 30;
         n_blocks = bytes / per_block;
     }
@@ -103,7 +104,8 @@ Result<RequestId> Engine::submit(GenerationRequest req, RequestId want_id) {
                             std::to_string(m_model->config.n_vocab) + " tokens");
     if (n_prompt >= m_max_model_len)
         return R::error("the prompt is " + std::to_string(n_prompt) + " tokens, which leaves no room to generate in " +
-                        "the context of " + std::to_string(m_max_model_len) + " tokens (shorten it or raise the context)");
+                        "the context of " + std::to_string(m_max_model_len) +
+                        " tokens (shorten it or raise the context)");
     int max_tokens = req.params.max_tokens;
     if (max_tokens < 0 || n_prompt + max_tokens > m_max_model_len) max_tokens = m_max_model_len - n_prompt;
     if (max_tokens == 0) return R::error("max_tokens is 0: nothing to generate");
@@ -116,8 +118,10 @@ Result<RequestId> Engine::submit(GenerationRequest req, RequestId want_id) {
     KVS_RETURN_IF_ERROR(m_sched->add_request(id, req.prompt, max_tokens, req.priority));
     m_next_id = std::max(m_next_id, id + 1);
     const double arrival = req.arrival_ms >= 0 ? req.arrival_ms : ms_since_start();
-    auto& r = *m_reqs.emplace(id, std::make_unique<Req>(id, req.params, m_tok.get(), std::move(req.on_event),
-                                                      std::move(req.prompt))).first->second;
+    auto& r = *m_reqs
+                   .emplace(id, std::make_unique<Req>(id, req.params, m_tok.get(), std::move(req.on_event),
+                                                      std::move(req.prompt)))
+                   .first->second;
     r.metrics.id = id;
     r.metrics.arrival_ms = arrival;
     r.metrics.n_prompt = n_prompt;
@@ -227,7 +231,8 @@ Status Engine::build_batch(const SchedulerOutput& out, StepTokens& t) {
     b.n_seqs = static_cast<int>(out.chunks.size());
     b.max_blocks_per_seq = 1;
     for (const auto& ch : out.chunks)
-        b.max_blocks_per_seq = std::max<int>(b.max_blocks_per_seq, static_cast<int>(m_kv_mgr->block_table(ch.id).size()));
+        b.max_blocks_per_seq =
+            std::max<int>(b.max_blocks_per_seq, static_cast<int>(m_kv_mgr->block_table(ch.id).size()));
     b.block_tables.assign(static_cast<size_t>(b.n_seqs) * b.max_blocks_per_seq, -1);
     t.first_logit.assign(out.chunks.size(), -1);
     for (int i = 0; i < b.n_seqs; ++i) {
@@ -235,7 +240,8 @@ Status Engine::build_batch(const SchedulerOutput& out, StepTokens& t) {
         const SchedRequest* r = m_sched->request(ch.id);
         if (!r) return Status::error("scheduled request " + std::to_string(ch.id) + " is unknown");
         const auto& table = m_kv_mgr->block_table(ch.id);
-        std::copy(table.begin(), table.end(), b.block_tables.begin() + static_cast<ptrdiff_t>(i) * b.max_blocks_per_seq);
+        std::copy(table.begin(), table.end(),
+                  b.block_tables.begin() + static_cast<ptrdiff_t>(i) * b.max_blocks_per_seq);
         for (int p = ch.start_pos; p < ch.start_pos + ch.num_tokens; ++p) {
             b.tokens.push_back(r->token_at(p));
             b.positions.push_back(p);
@@ -303,7 +309,8 @@ void Engine::cut_at_stops(const SchedulerOutput& out, StepTokens& t) {
             t.events[i].push_back(std::move(ev));
         }
         if (t.verified[i]) record_fates(r, out.chunks[i], *t.verified[i], emitted.size(), out.step);
-        else if (r.spec.enabled() && !emitted.empty()) r.add_fate({emitted[0], TokenFate::plain, 0, out.step});
+        else if (r.spec.enabled() && !emitted.empty())
+            r.add_fate({emitted[0], TokenFate::plain, 0, out.step});
     }
 }
 
@@ -388,8 +395,10 @@ void Engine::publish(StepResult& res, double t_start_ms) {
     rec.prefix_hit_tokens = out.num_prefix_hit_tokens;
     for (const SchedRequest* r : m_sched->requests()) {
         if (r->status == RequestStatus::waiting) ++rec.n_waiting;
-        else if (r->status == RequestStatus::running) ++rec.n_running;
-        else if (r->status == RequestStatus::swapped) ++rec.n_swapped;
+        else if (r->status == RequestStatus::running)
+            ++rec.n_running;
+        else if (r->status == RequestStatus::swapped)
+            ++rec.n_swapped;
     }
     rec.n_finished_this_step = static_cast<int>(res.finished.size());
     const bool full = m_snapshot_every > 0 && out.step % m_snapshot_every == 0;

@@ -45,13 +45,13 @@ struct EngineOptions {
     int kv_blocks = 0;
     int64_t kv_bytes = 0;
     double kv_ram_fraction = 0.0;
-    int block_size = 16;                // 8, 16 or 32
-    DType kv_type = DType::F16;         // KV cache elements: F16, or Q8_0 (INT8, one fp16 scale per 32 values)
+    int block_size = 16;         // 8, 16 or 32
+    DType kv_type = DType::F16;  // KV cache elements: F16, or Q8_0 (INT8, one fp16 scale per 32 values)
     bool prefix_caching = true;
-    int max_model_len = 0;              // prompt + output limit; 0: the model's context, at most 4096
-    SchedulerConfig scheduler;          // its max_model_len is set from the field above
-    int n_threads = 0;                  // CPU threads, 0: one per core
-    std::string backend = "auto";       // "auto", "cpu", "cuda"
+    int max_model_len = 0;         // prompt + output limit; 0: the model's context, at most 4096
+    SchedulerConfig scheduler;     // its max_model_len is set from the field above
+    int n_threads = 0;             // CPU threads, 0: one per core
+    std::string backend = "auto";  // "auto", "cpu", "cuda"
     std::string simd = "auto";
     // Telemetry: a full snapshot (block map, request table) every this many steps (0:
     // never; step records are kept every step either way), and the ring sizes.
@@ -69,11 +69,11 @@ struct EngineOptions {
 // One event of a request's stream, delivered on the engine's thread.
 struct TokenEvent {
     RequestId id = 0;
-    int32_t token = -1;         // the new token, -1 on a final event that carries none
-    std::string text;           // text that became safe to show (may be empty)
+    int32_t token = -1;  // the new token, -1 on a final event that carries none
+    std::string text;    // text that became safe to show (may be empty)
     bool finished = false;
     FinishReason finish_reason = FinishReason::none;
-    std::string error;          // why, when the request was rejected
+    std::string error;  // why, when the request was rejected
     // On the final event: the request's milestones (TTFT, TPOT: the one measurement the
     // window, bench and /metrics report); valid only during the callback.
     const RequestMetrics* metrics = nullptr;
@@ -92,7 +92,7 @@ struct GenerationRequest {
     // Speculative decoding (not with beam search): drafts verified by the target in the
     // same batched pass; output distributed exactly as without it.
     SpecParams spec;
-    TokenCallback on_event;       // may be empty
+    TokenCallback on_event;  // may be empty
     // When the request arrived, in ms on the engine's clock (ms_since_start()); < 0: now.
     // A benchmark replaying a workload passes the scheduled arrival time.
     double arrival_ms = -1;
@@ -106,19 +106,18 @@ struct BeamHypothesis {
 
 // What one step did, for callers that drive step() themselves (bench, tests).
 struct StepResult {
-    bool ran = false;             // false: nothing was schedulable
-    SchedulerOutput out;          // the schedule that ran
+    bool ran = false;     // false: nothing was schedulable
+    SchedulerOutput out;  // the schedule that ran
     std::vector<RequestId> finished;
     double schedule_ms = 0, kv_move_ms = 0, forward_ms = 0, sample_ms = 0, total_ms = 0;
-    StepRecord record;            // what the telemetry ring got for this step
+    StepRecord record;  // what the telemetry ring got for this step
 };
 
 class Engine {
 public:
     // tokenizer may be null (ids only: no text, no end-of-generation detection).
     static Result<std::unique_ptr<Engine>> create(std::shared_ptr<const Model> model,
-                                                  std::shared_ptr<const Tokenizer> tokenizer,
-                                                  const EngineOptions& opt);
+                                                  std::shared_ptr<const Tokenizer> tokenizer, const EngineOptions& opt);
     ~Engine();
 
     // Queues a request; the id it returns names it from now on (id > 0 asks for that id,
@@ -219,10 +218,10 @@ private:
     std::unique_ptr<KVCacheManager> m_kv_mgr;
     std::unique_ptr<Scheduler> m_sched;
     std::unique_ptr<LlamaForward> m_forward;
-    std::vector<uint8_t> m_host_blocks;   // swap tier: [n_host_blocks, block_bytes]
+    std::vector<uint8_t> m_host_blocks;  // swap tier: [n_host_blocks, block_bytes]
     std::unordered_map<RequestId, std::unique_ptr<Req>> m_reqs;
     RequestId m_next_id = 1;
-    RequestId m_next_beam_id = -1;       // beams other than the first get ids -1, -2, ...
+    RequestId m_next_beam_id = -1;  // beams other than the first get ids -1, -2, ...
     int m_max_model_len = 0;
     std::shared_ptr<SnapshotRing> m_ring;
     int m_snapshot_every = 1;

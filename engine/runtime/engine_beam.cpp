@@ -23,7 +23,8 @@ void Engine::init_beam(Req& r, int width, int max_tokens, bool ignore_eos) {
 
 std::vector<BeamHypothesis> Engine::beam_hypotheses(RequestId id) const {
     auto it = m_reqs.find(id);
-    if (it == m_reqs.end() || !it->second->beam || it->second->beam->root != id || !it->second->beam->finished) return {};
+    if (it == m_reqs.end() || !it->second->beam || it->second->beam->root != id || !it->second->beam->finished)
+        return {};
     return it->second->beam->done;
 }
 
@@ -37,12 +38,12 @@ void Engine::beam_collect(Req& r, const float* logits) {
     const int w = std::min(r.beam->width, n);
     std::vector<int32_t> idx(static_cast<size_t>(n));
     std::iota(idx.begin(), idx.end(), 0);
-    std::partial_sort(idx.begin(), idx.begin() + w, idx.end(), [&](int32_t a, int32_t b) {
-        return logits[a] != logits[b] ? logits[a] > logits[b] : a < b;
-    });
+    std::partial_sort(idx.begin(), idx.begin() + w, idx.end(),
+                      [&](int32_t a, int32_t b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
     auto& cand = r.beam->pending[r.id];
     cand.clear();
-    for (int i = 0; i < w; ++i) cand.emplace_back(static_cast<double>(logits[idx[static_cast<size_t>(i)]]) - lse, idx[static_cast<size_t>(i)]);
+    for (int i = 0; i < w; ++i)
+        cand.emplace_back(static_cast<double>(logits[idx[static_cast<size_t>(i)]]) - lse, idx[static_cast<size_t>(i)]);
 }
 
 // After the scheduler's update: every group whose live beams all ran this step advances.

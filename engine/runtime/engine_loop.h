@@ -23,17 +23,17 @@ namespace kvs {
 class EngineLoop {
 public:
     explicit EngineLoop(std::unique_ptr<Engine> engine);  // starts the thread, running
-    ~EngineLoop();                                       // stops it and joins
+    ~EngineLoop();                                        // stops it and joins
     EngineLoop(const EngineLoop&) = delete;
     EngineLoop& operator=(const EngineLoop&) = delete;
 
     // Returns the request's id at once. A request the engine rejects gets one final
     // event with FinishReason::rejected and the reason in TokenEvent::error.
     RequestId submit(GenerationRequest req);
-    void cancel(RequestId id);       // unknown ids are ignored
-    void pause();                    // finish the current step, then wait
+    void cancel(RequestId id);  // unknown ids are ignored
+    void pause();               // finish the current step, then wait
     void resume();
-    void single_step();              // while paused: run exactly one step
+    void single_step();  // while paused: run exactly one step
     // Slow motion for lessons: wait this long after each step (0: none).
     void set_step_delay_ms(int ms) { m_step_delay_ms = ms; }
     // Runs fn on the engine thread between steps.
@@ -58,8 +58,8 @@ private:
     using Command = std::function<void(Engine&)>;
 
     std::unique_ptr<Engine> m_engine;
-    SpecTracker m_spec;                                   // engine thread only
-    std::shared_ptr<const SpecSnapshot> m_spec_snap;      // its newest snapshot, guarded by m_mu
+    SpecTracker m_spec;                               // engine thread only
+    std::shared_ptr<const SpecSnapshot> m_spec_snap;  // its newest snapshot, guarded by m_mu
     mutable std::mutex m_mu;
     std::condition_variable m_cv;       // wakes the engine thread
     std::condition_variable m_idle_cv;  // wakes wait_idle()
@@ -67,7 +67,7 @@ private:
     bool m_stop = false;
     bool m_idle = false;
     std::atomic<bool> m_paused{false};
-    int m_pending_steps = 0;            // single_step() requests while paused
+    int m_pending_steps = 0;  // single_step() requests while paused
     std::atomic<int> m_step_delay_ms{0};
     std::atomic<int64_t> m_steps{0};
     std::atomic<RequestId> m_next_id{1};

@@ -38,16 +38,16 @@ struct Engine::Req {
     Sampler sampler;
     TextStream text;
     TokenCallback on_event;
-    std::vector<int32_t> history;  // prompt + output, for the penalties
+    std::vector<int32_t> history;     // prompt + output, for the penalties
     std::shared_ptr<BeamGroup> beam;  // set for every beam of a beam-search request
     RequestMetrics metrics;
     // Speculative decoding.
     SpecParams spec;
-    int spec_k = 0;                      // drafts to ask for next (adaptive k moves it)
-    DraftRunner* runner = nullptr;       // the draft model, null for prompt lookup
-    std::vector<DraftToken> drafts;      // proposed for this step
+    int spec_k = 0;                  // drafts to ask for next (adaptive k moves it)
+    DraftRunner* runner = nullptr;   // the draft model, null for prompt lookup
+    std::vector<DraftToken> drafts;  // proposed for this step
     SpecStats spec_stats;
-    std::deque<SpecTokenEvent> fates;    // the last kMaxFates token fates
+    std::deque<SpecTokenEvent> fates;  // the last kMaxFates token fates
     static constexpr size_t kMaxFates = 4096;
     void add_fate(SpecTokenEvent e) {
         fates.push_back(e);
@@ -65,8 +65,8 @@ struct Engine::BeamGroup {
     int width = 1;
     int max_tokens = 0;
     bool ignore_eos = false;
-    std::vector<RequestId> live;                    // rank order (best first)
-    std::unordered_map<RequestId, double> score;    // sum of log-probs of a live beam
+    std::vector<RequestId> live;                  // rank order (best first)
+    std::unordered_map<RequestId, double> score;  // sum of log-probs of a live beam
     // This position's best `width` (log-prob, token) of each live beam that has run.
     std::unordered_map<RequestId, std::vector<std::pair<double, int32_t>>> pending;
     std::vector<BeamHypothesis> done;
@@ -76,11 +76,11 @@ struct Engine::BeamGroup {
 
 // One step's sampling, per chunk of the schedule (index = chunk).
 struct Engine::StepTokens {
-    std::vector<int> first_logit;                    // its first logit row, -1 when it does not sample
-    std::vector<std::vector<int32_t>> emitted;       // tokens it produced (cut at a stop after sampling)
+    std::vector<int> first_logit;                       // its first logit row, -1 when it does not sample
+    std::vector<std::vector<int32_t>> emitted;          // tokens it produced (cut at a stop after sampling)
     std::vector<std::optional<VerifyResult>> verified;  // its drafts' verification, when it had drafts
-    std::vector<std::vector<TokenEvent>> events;     // what it streams
-    std::vector<BeamGroup*> groups;                  // beam groups with a beam in this step
+    std::vector<std::vector<TokenEvent>> events;        // what it streams
+    std::vector<BeamGroup*> groups;                     // beam groups with a beam in this step
 };
 
 // Buffers every step reuses.

@@ -17,7 +17,8 @@ Result<DraftRunner*> Engine::draft_runner_for(const GenerationRequest& req) cons
     using R = Result<DraftRunner*>;
     if (!req.spec.enabled()) return static_cast<DraftRunner*>(nullptr);
     if (req.beam_width > 1) return R::error("speculative decoding does not combine with beam search");
-    if (req.spec.k < 1 || req.spec.k > 16 || req.spec.k_min < 1 || req.spec.k_max > 16 || req.spec.k_min > req.spec.k_max)
+    if (req.spec.k < 1 || req.spec.k > 16 || req.spec.k_min < 1 || req.spec.k_max > 16 ||
+        req.spec.k_min > req.spec.k_max)
         return R::error("draft length k must be 1 to 16 (k_min <= k <= k_max), got k = " + std::to_string(req.spec.k) +
                         " in [" + std::to_string(req.spec.k_min) + ", " + std::to_string(req.spec.k_max) + "]");
     if (req.spec.proposer == "ngram") return static_cast<DraftRunner*>(nullptr);
@@ -56,7 +57,8 @@ double Engine::propose_drafts() {
             continue;
         }
         if (!r.runner) {
-            for (int32_t t : propose_ngram(r.history, k, r.spec.ngram_max, r.spec.ngram_min)) r.drafts.push_back({t, {}});
+            for (int32_t t : propose_ngram(r.history, k, r.spec.ngram_max, r.spec.ngram_min))
+                r.drafts.push_back({t, {}});
             continue;
         }
         jobs.push_back({id, {}, k, &r.params});

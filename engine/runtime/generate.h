@@ -17,14 +17,14 @@ namespace kvs {
 struct GenerationStats {
     int n_prompt = 0;
     int n_generated = 0;
-    double prompt_ms = 0;       // prompt processing (prefill)
-    double ttft_ms = 0;         // from start to the first generated token
-    double decode_ms = 0;       // all generation steps after the first token
+    double prompt_ms = 0;  // prompt processing (prefill)
+    double ttft_ms = 0;    // from start to the first generated token
+    double decode_ms = 0;  // all generation steps after the first token
     double prompt_tps() const { return prompt_ms > 0 ? n_prompt * 1000.0 / prompt_ms : 0; }
     double decode_tps() const { return decode_ms > 0 && n_generated > 1 ? (n_generated - 1) * 1000.0 / decode_ms : 0; }
-    std::string stop_reason;    // "eos", "stop string", "max tokens", "context full", "cancelled"
-    std::vector<int32_t> tokens;// generated ids
-    std::string text;           // generated text (stop string excluded)
+    std::string stop_reason;      // "eos", "stop string", "max tokens", "context full", "cancelled"
+    std::vector<int32_t> tokens;  // generated ids
+    std::string text;             // generated text (stop string excluded)
 };
 
 // Called once per generated token with the text that became safe to show (may be

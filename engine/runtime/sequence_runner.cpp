@@ -7,13 +7,13 @@
 namespace kvs {
 
 Result<std::unique_ptr<SequenceRunner>> SequenceRunner::create(std::shared_ptr<const Model> model,
-                                                              const RunnerOptions& opt) {
+                                                               const RunnerOptions& opt) {
     return create(std::move(model), opt, nullptr);
 }
 
 Result<std::unique_ptr<SequenceRunner>> SequenceRunner::create(std::shared_ptr<const Model> model,
-                                                              const RunnerOptions& opt,
-                                                              std::shared_ptr<Backend> shared_backend) {
+                                                               const RunnerOptions& opt,
+                                                               std::shared_ptr<Backend> shared_backend) {
     using R = Result<std::unique_ptr<SequenceRunner>>;
     if (opt.n_ctx < 1) return R::error("context size must be at least 1 token, got " + std::to_string(opt.n_ctx));
     if (opt.n_batch < 1) return R::error("batch size must be at least 1 token, got " + std::to_string(opt.n_batch));

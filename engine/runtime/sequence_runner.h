@@ -18,13 +18,13 @@
 namespace kvs {
 
 struct RunnerOptions {
-    int n_ctx = 4096;            // longest sequence (prompt + generated) in tokens
-    int n_batch = 512;           // most tokens per forward pass (prompt chunk size)
-    int block_size = 16;         // tokens per KV block
-    int n_threads = 0;           // 0: one per core
-    std::string backend = "auto";// "auto", "cpu", "cuda"
-    std::string simd = "auto";   // CPU kernel level: "auto", "avx2", "scalar" (no AVX-512 kernels)
-    DType kv_type = DType::F16;  // KV cache elements: F16, or Q8_0 (INT8 with per-32-value scales)
+    int n_ctx = 4096;              // longest sequence (prompt + generated) in tokens
+    int n_batch = 512;             // most tokens per forward pass (prompt chunk size)
+    int block_size = 16;           // tokens per KV block
+    int n_threads = 0;             // 0: one per core
+    std::string backend = "auto";  // "auto", "cpu", "cuda"
+    std::string simd = "auto";     // CPU kernel level: "auto", "avx2", "scalar" (no AVX-512 kernels)
+    DType kv_type = DType::F16;    // KV cache elements: F16, or Q8_0 (INT8 with per-32-value scales)
 };
 
 class SequenceRunner {

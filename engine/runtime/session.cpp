@@ -50,7 +50,8 @@ void Session::make_self_drafts(const SessionOptions& opt) {
     if (n_layer >= 2) {
         const std::string name = "layer-skip:" + std::to_string(std::max(1, n_layer / 3));
         if (Status st = add_draft(name)) m_layer_skip = name;
-        else m_draft_note += st.message() + "; ";
+        else
+            m_draft_note += st.message() + "; ";
     } else {
         m_draft_note += "layer-skip needs a model of at least 2 layers; ";
     }

@@ -52,7 +52,8 @@ public:
     // Resolves a name (`smollm2-135m`) or path, loads the model and its tokenizer.
     static Result<std::shared_ptr<Session>> open(const std::string& name_or_path, const SessionOptions& opt = {});
     // A session around a model already in memory (a quantized variant, a test model).
-    static Result<std::shared_ptr<Session>> from_model(std::shared_ptr<const Model> model, const SessionOptions& opt = {});
+    static Result<std::shared_ptr<Session>> from_model(std::shared_ptr<const Model> model,
+                                                       const SessionOptions& opt = {});
 
     static std::vector<InstalledModel> installed_models();
     static std::string default_model_name();  // what `kvscope` and every command open by default

@@ -16,10 +16,9 @@ Status check_weight_support(const Model& model, const Backend& backend) {
     for (size_t l = 0; l < model.layers.size(); ++l) {
         const LayerWeights& L = model.layers[l];
         const std::pair<const WeightView*, const char*> mats[] = {
-            {&L.wq, "attn_q"}, {&L.wk, "attn_k"},      {&L.wv, "attn_v"},    {&L.wo, "attn_output"},
+            {&L.wq, "attn_q"},       {&L.wk, "attn_k"},   {&L.wv, "attn_v"},      {&L.wo, "attn_output"},
             {&L.w_gate, "ffn_gate"}, {&L.w_up, "ffn_up"}, {&L.w_down, "ffn_down"}};
-        for (const auto& [w, name] : mats)
-            KVS_RETURN_IF_ERROR(check(*w, "blk." + std::to_string(l) + "." + name));
+        for (const auto& [w, name] : mats) KVS_RETURN_IF_ERROR(check(*w, "blk." + std::to_string(l) + "." + name));
     }
     return Status::ok();
 }

@@ -199,8 +199,7 @@ std::string workload_spec_string(const WorkloadSpec& s) {
 
 Status validate_workload_spec(const WorkloadSpec& s) {
     auto fail = [](const std::string& what) { return Status::error("workload spec: " + what); };
-    if (!is_known_kind(s.kind))
-        return fail("unknown kind \"" + s.kind + "\" (expected one of " + kinds_list() + ")");
+    if (!is_known_kind(s.kind)) return fail("unknown kind \"" + s.kind + "\" (expected one of " + kinds_list() + ")");
     if (s.n_requests < 1) return fail("n=" + std::to_string(s.n_requests) + " must be at least 1");
     if (std::isnan(s.rate_rps) || s.rate_rps < 0)
         return fail("rate=" + number_string(s.rate_rps) + " must be >= 0 (0 or inf: all at t=0)");
@@ -212,8 +211,8 @@ Status validate_workload_spec(const WorkloadSpec& s) {
                     " needs 1 <= min <= max");
     if (s.shared_prefix_len < 0) return fail("prefix=" + std::to_string(s.shared_prefix_len) + " must be >= 0");
     if (s.first_token_id < 0 || s.first_token_id >= s.n_vocab)
-        return fail("first_token=" + std::to_string(s.first_token_id) + " must be in [0, vocab=" +
-                    std::to_string(s.n_vocab) + ")");
+        return fail("first_token=" + std::to_string(s.first_token_id) +
+                    " must be in [0, vocab=" + std::to_string(s.n_vocab) + ")");
     if (s.n_priorities < 1) return fail("priorities=" + std::to_string(s.n_priorities) + " must be at least 1");
     return Status::ok();
 }

@@ -53,14 +53,14 @@ struct WorkloadRequest {
 struct WorkloadSpec {
     std::string kind = "mixed";  // "mixed", "poisson", "shared-prefix", "uniform"
     int n_requests = 64;
-    double rate_rps = 0;         // Poisson arrival rate; 0 or inf = all at t=0
+    double rate_rps = 0;                    // Poisson arrival rate; 0 or inf = all at t=0
     int prompt_min = 16, prompt_max = 512;  // each prompt's own tokens (after the shared prefix)
     int output_min = 16, output_max = 256;
-    int shared_prefix_len = 0;   // tokens every prompt starts with
-    int n_vocab = 49152;         // SmolLM2's vocabulary
-    int32_t first_token_id = 32; // lowest id drawn (skips special tokens)
+    int shared_prefix_len = 0;    // tokens every prompt starts with
+    int n_vocab = 49152;          // SmolLM2's vocabulary
+    int32_t first_token_id = 32;  // lowest id drawn (skips special tokens)
     uint64_t seed = 1;
-    int n_priorities = 1;        // priorities drawn in [0, n_priorities)
+    int n_priorities = 1;  // priorities drawn in [0, n_priorities)
 };
 
 // The defaults of a kind (see the table above); error for an unknown kind.

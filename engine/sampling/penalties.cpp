@@ -7,8 +7,8 @@
 namespace kvs {
 
 void apply_penalties(float* logits, int n_vocab, std::span<const int32_t> history, const SamplingParams& params) {
-    const bool off = params.repeat_penalty == 1.0f && params.presence_penalty == 0.0f &&
-                     params.frequency_penalty == 0.0f;
+    const bool off =
+        params.repeat_penalty == 1.0f && params.presence_penalty == 0.0f && params.frequency_penalty == 0.0f;
     if (off || params.penalty_last_n == 0 || history.empty()) return;
     const size_t n_window = params.penalty_last_n < 0
                                 ? history.size()

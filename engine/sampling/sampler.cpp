@@ -164,7 +164,8 @@ void Sampler::select_from_vocab(const float* logits, int n_vocab) {
         if (w <= 0.0f) continue;
         const uint32_t b = bucket_of(w);
         if (b > boundary) m_cand.push_back({i, (logits[i] - max_l) * inv_t, w});
-        else if (b == boundary) edge.push_back({i, (logits[i] - max_l) * inv_t, w});
+        else if (b == boundary)
+            edge.push_back({i, (logits[i] - max_l) * inv_t, w});
     }
     std::sort(edge.begin(), edge.end(), ranks_before<Candidate>);
     for (const auto& c : edge) {

@@ -66,11 +66,11 @@ private:
 
     SamplingParams m_params;
     std::mt19937_64 m_rng;
-    std::vector<Candidate> m_cand;      // [n_candidates] best first, or in id order when m_sorted is false
+    std::vector<Candidate> m_cand;  // [n_candidates] best first, or in id order when m_sorted is false
     bool m_sorted = true;
-    std::vector<float> m_weights;       // [n_vocab] exp((logit - max) / T) when top-k is off
-    std::vector<Candidate> m_edge;      // [n_edge] tokens of the top-p boundary bucket
-    std::vector<TokenProb> m_dist;      // [n_candidates] result of distribution()
+    std::vector<float> m_weights;   // [n_vocab] exp((logit - max) / T) when top-k is off
+    std::vector<Candidate> m_edge;  // [n_edge] tokens of the top-p boundary bucket
+    std::vector<TokenProb> m_dist;  // [n_candidates] result of distribution()
 };
 
 // Index of the largest logit, the lowest index among equals. -inf everywhere gives 0.

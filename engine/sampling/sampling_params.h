@@ -10,19 +10,19 @@
 namespace kvs {
 
 struct SamplingParams {
-    float temperature = 0.8f;        // 0: greedy (argmax, lowest id wins a tie)
-    int32_t top_k = 40;              // keep the k highest logits; 0: off
-    float top_p = 0.95f;             // nucleus: smallest top set with this much mass; 1: off
-    float min_p = 0.05f;             // drop tokens below min_p * p(best token); 0: off
-    float repeat_penalty = 1.0f;     // >1 discourages tokens seen in the window; 1: off
-    float presence_penalty = 0.0f;   // subtracted once from the logit of every seen token
-    float frequency_penalty = 0.0f;  // subtracted count times (count = occurrences in window)
-    int32_t penalty_last_n = 64;     // window of the penalties in tokens; 0: off, -1: whole history
+    float temperature = 0.8f;          // 0: greedy (argmax, lowest id wins a tie)
+    int32_t top_k = 40;                // keep the k highest logits; 0: off
+    float top_p = 0.95f;               // nucleus: smallest top set with this much mass; 1: off
+    float min_p = 0.05f;               // drop tokens below min_p * p(best token); 0: off
+    float repeat_penalty = 1.0f;       // >1 discourages tokens seen in the window; 1: off
+    float presence_penalty = 0.0f;     // subtracted once from the logit of every seen token
+    float frequency_penalty = 0.0f;    // subtracted count times (count = occurrences in window)
+    int32_t penalty_last_n = 64;       // window of the penalties in tokens; 0: off, -1: whole history
     int32_t no_repeat_ngram_size = 0;  // ban a token that would repeat an n-gram of history; 0: off
-    uint64_t seed = 0xFFFFFFFFu;     // llama.cpp's LLAMA_DEFAULT_SEED value, used as is
-    int32_t max_tokens = -1;         // tokens to generate; -1: until end-of-generation or context full
-    std::vector<std::string> stop;   // generation ends before the first occurrence of any of these
-    bool ignore_eos = false;         // keep generating past end-of-generation tokens
+    uint64_t seed = 0xFFFFFFFFu;       // llama.cpp's LLAMA_DEFAULT_SEED value, used as is
+    int32_t max_tokens = -1;           // tokens to generate; -1: until end-of-generation or context full
+    std::vector<std::string> stop;     // generation ends before the first occurrence of any of these
+    bool ignore_eos = false;           // keep generating past end-of-generation tokens
 };
 
 }  // namespace kvs

@@ -9,10 +9,10 @@
 namespace kvs {
 
 enum class RequestStatus {
-    waiting,    // queued, holds no blocks (new, or preempted by recompute)
-    running,    // holds device blocks, scheduled every step it fits the budget
-    swapped,    // preempted by swap: its KV sits in host blocks, waiting to come back
-    finished,   // done; holds nothing
+    waiting,   // queued, holds no blocks (new, or preempted by recompute)
+    running,   // holds device blocks, scheduled every step it fits the budget
+    swapped,   // preempted by swap: its KV sits in host blocks, waiting to come back
+    finished,  // done; holds nothing
 };
 
 enum class FinishReason {
@@ -28,15 +28,15 @@ const char* finish_reason_name(FinishReason r);
 
 struct SchedRequest {
     RequestId id = 0;
-    std::vector<int32_t> prompt;   // [n_prompt] never empty
-    std::vector<int32_t> output;   // generated so far
-    int max_tokens = 0;            // generate at most this many (>= 1)
-    int priority = 0;              // lower value = more urgent (vLLM's convention); FCFS within one
-    int64_t arrival = 0;           // order in which add_request saw it (FCFS tie-break)
+    std::vector<int32_t> prompt;  // [n_prompt] never empty
+    std::vector<int32_t> output;  // generated so far
+    int max_tokens = 0;           // generate at most this many (>= 1)
+    int priority = 0;             // lower value = more urgent (vLLM's convention); FCFS within one
+    int64_t arrival = 0;          // order in which add_request saw it (FCFS tie-break)
     RequestStatus status = RequestStatus::waiting;
     FinishReason finish_reason = FinishReason::none;
-    int num_computed_tokens = 0;   // leading tokens of prompt+output whose KV is in the cache
-    int num_cached_tokens = -1;    // prefix-cache hit when first scheduled (-1: not yet)
+    int num_computed_tokens = 0;  // leading tokens of prompt+output whose KV is in the cache
+    int num_cached_tokens = -1;   // prefix-cache hit when first scheduled (-1: not yet)
     int num_preemptions = 0;
     // Speculative decoding: draft tokens proposed for the next step (Scheduler::set_spec_tokens).
     // A decode step then runs [last token, drafts...] and the engine verifies them.

@@ -10,15 +10,15 @@
 namespace kvs {
 
 struct Scheduler::Impl {
-    std::map<RequestId, SchedRequest> reqs;     // every known request
-    std::vector<RequestId> running;             // holds device blocks
-    std::vector<RequestId> waiting;             // waiting or swapped, in (priority, arrival) order
+    std::map<RequestId, SchedRequest> reqs;  // every known request
+    std::vector<RequestId> running;          // holds device blocks
+    std::vector<RequestId> waiting;          // waiting or swapped, in (priority, arrival) order
     std::unordered_map<RequestId, std::vector<int32_t>> host_tables;  // swapped: host block per device block
     SwapSpace host{0};
     int64_t next_arrival = 0;
     int64_t step = 0;
-    std::vector<RequestId> static_batch;        // static_batch policy: the batch in flight
-    std::vector<RequestId> padded;              // finished members still holding their seat
+    std::vector<RequestId> static_batch;  // static_batch policy: the batch in flight
+    std::vector<RequestId> padded;        // finished members still holding their seat
 
     bool before(RequestId a, RequestId b) const {
         const SchedRequest& x = reqs.at(a);
@@ -28,7 +28,8 @@ struct Scheduler::Impl {
         return a < b;
     }
     void insert_waiting(RequestId id) {
-        auto it = std::lower_bound(waiting.begin(), waiting.end(), id, [&](RequestId a, RequestId b) { return before(a, b); });
+        auto it = std::lower_bound(waiting.begin(), waiting.end(), id,
+                                   [&](RequestId a, RequestId b) { return before(a, b); });
         waiting.insert(it, id);
     }
     static void erase(std::vector<RequestId>& v, RequestId id) {
@@ -59,12 +60,11 @@ Status Scheduler::add_request(RequestId id, std::vector<int32_t> prompt, int max
     // The last sampled token never gets KV: prompt + max_tokens - 1 tokens at most.
     const int blocks = (n_prompt + max_tokens - 1 + bs - 1) / bs;
     if (blocks > m_kv.n_blocks())
-        return Status::error(who + "needs " + std::to_string(blocks) + " KV blocks for " +
-                             std::to_string(n_prompt + max_tokens - 1) + " tokens (" + std::to_string(n_prompt) +
-                             " prompt + " + std::to_string(max_tokens) +
-                             " output, the last of which never gets KV) in blocks of " + std::to_string(bs) +
-                             ", but the whole pool holds " + std::to_string(m_kv.n_blocks()) +
-                             " blocks: it can never run");
+        return Status::error(
+            who + "needs " + std::to_string(blocks) + " KV blocks for " + std::to_string(n_prompt + max_tokens - 1) +
+            " tokens (" + std::to_string(n_prompt) + " prompt + " + std::to_string(max_tokens) +
+            " output, the last of which never gets KV) in blocks of " + std::to_string(bs) +
+            ", but the whole pool holds " + std::to_string(m_kv.n_blocks()) + " blocks: it can never run");
     --m_counters.rejected;
     SchedRequest r;
     r.id = id;
@@ -80,12 +80,13 @@ Status Scheduler::add_request(RequestId id, std::vector<int32_t> prompt, int max
 void Scheduler::finish_request(RequestId id, FinishReason why) {
     auto it = m_impl->reqs.find(id);
     if (it == m_impl->reqs.end() || it->second.status == RequestStatus::finished) return;
-    const bool keeps_seat = m_config.policy == BatchingPolicy::static_batch && why != FinishReason::cancelled &&
-                            it->second.status == RequestStatus::running &&
-                            std::find(m_impl->static_batch.begin(), m_impl->static_batch.end(), id) !=
-                                m_impl->static_batch.end();
+    const bool keeps_seat =
+        m_config.policy == BatchingPolicy::static_batch && why != FinishReason::cancelled &&
+        it->second.status == RequestStatus::running &&
+        std::find(m_impl->static_batch.begin(), m_impl->static_batch.end(), id) != m_impl->static_batch.end();
     if (keeps_seat) m_impl->padded.push_back(id);  // blocks freed when the batch ends
-    else m_kv.free(id);
+    else
+        m_kv.free(id);
     const bool batch_live = std::any_of(m_impl->static_batch.begin(), m_impl->static_batch.end(), [&](RequestId b) {
         auto bt = m_impl->reqs.find(b);
         return b != id && bt != m_impl->reqs.end() && bt->second.status != RequestStatus::finished;
@@ -117,7 +118,8 @@ Status Scheduler::append_token(RequestId id, int32_t token) {
         return Status::error("append_token: request " + std::to_string(id) + " is not running");
     SchedRequest& r = it->second;
     r.output.push_back(token);
-    if (r.num_output() >= r.max_tokens || r.num_tokens() >= m_config.max_model_len) finish_request(id, FinishReason::length);
+    if (r.num_output() >= r.max_tokens || r.num_tokens() >= m_config.max_model_len)
+        finish_request(id, FinishReason::length);
     return Status::ok();
 }
 
@@ -231,9 +233,9 @@ SchedulerOutput Scheduler::schedule() {
         // one token of its own) and the context leave room for.
         int n_spec = 0;
         if (todo == 1 && r.num_output() > 0)
-            n_spec = std::max(0, std::min({static_cast<int>(r.spec_tokens.size()), budget - 1,
-                                           r.max_tokens - r.num_output() - 1,
-                                           m_config.max_model_len - r.num_tokens() - 1}));
+            n_spec =
+                std::max(0, std::min({static_cast<int>(r.spec_tokens.size()), budget - 1,
+                                      r.max_tokens - r.num_output() - 1, m_config.max_model_len - r.num_tokens() - 1}));
         r.spec_tokens.resize(static_cast<size_t>(n_spec));
         bool ok = false;
         for (;;) {
@@ -277,16 +279,19 @@ SchedulerOutput Scheduler::schedule() {
     if (is_static) {
         bool batch_live = false;
         for (RequestId id : im.static_batch)
-            if (auto it = im.reqs.find(id); it != im.reqs.end() && it->second.status != RequestStatus::finished) batch_live = true;
+            if (auto it = im.reqs.find(id); it != im.reqs.end() && it->second.status != RequestStatus::finished)
+                batch_live = true;
         if (!batch_live) {  // the whole batch is done: the next one is the first waiting requests
-            im.static_batch.assign(im.waiting.begin(),
-                                   im.waiting.begin() + std::min<size_t>(im.waiting.size(), m_config.static_batch_size));
+            im.static_batch.assign(
+                im.waiting.begin(),
+                im.waiting.begin() + std::min<size_t>(im.waiting.size(), m_config.static_batch_size));
         }
     }
     auto in_static_batch = [&](RequestId id) {
         return std::find(im.static_batch.begin(), im.static_batch.end(), id) != im.static_batch.end();
     };
-    const int max_seqs = is_static ? std::min(m_config.max_num_seqs, m_config.static_batch_size) : m_config.max_num_seqs;
+    const int max_seqs =
+        is_static ? std::min(m_config.max_num_seqs, m_config.static_batch_size) : m_config.max_num_seqs;
     for (size_t wi = 0; out.preempted.empty() && wi < im.waiting.size() && budget > 0 &&
                         static_cast<int>(im.running.size()) < max_seqs;) {
         const RequestId id = im.waiting[wi];
@@ -373,8 +378,8 @@ std::vector<RequestId> Scheduler::update(const SchedulerOutput& out, const std::
         }
         // Tokens [start_pos, start_pos + size) now have KV: the chunk's first token and the
         // accepted drafts (the last emitted token is new). Only decodes carry drafts.
-        r.num_computed_tokens = ch.num_spec > 0 ? ch.start_pos + static_cast<int>(toks.size())
-                                                : ch.start_pos + ch.num_tokens;
+        r.num_computed_tokens =
+            ch.num_spec > 0 ? ch.start_pos + static_cast<int>(toks.size()) : ch.start_pos + ch.num_tokens;
         if (ch.num_spec > 0) (void)m_kv.truncate(r.id, r.num_computed_tokens);
         for (int32_t t : toks) {
             r.output.push_back(t);

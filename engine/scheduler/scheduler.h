@@ -52,8 +52,8 @@ struct SchedulerConfig {
     bool chunked_prefill = true;
     PreemptionMode preemption = PreemptionMode::recompute;
     BatchingPolicy policy = BatchingPolicy::continuous;
-    int static_batch_size = 8;         // static_batch: requests per batch
-    int n_host_blocks = 0;             // CPU swap tier, in blocks (swap mode)
+    int static_batch_size = 8;  // static_batch: requests per batch
+    int n_host_blocks = 0;      // CPU swap tier, in blocks (swap mode)
 };
 
 // Device block <-> host block of the swap tier.
@@ -65,7 +65,7 @@ struct SwapOp {
 // What one step runs. Tokens of chunk i: all_tokens()[start_pos, start_pos + num_tokens).
 struct ScheduledChunk {
     RequestId id = 0;
-    int start_pos = 0;        // num_computed_tokens before this step
+    int start_pos = 0;  // num_computed_tokens before this step
     int num_tokens = 0;
     bool is_prefill = false;  // false only for a decode: the one last token of a request that has output
     bool sample = false;      // the chunk ends at the request's last known token: sample the next one
@@ -75,27 +75,27 @@ struct ScheduledChunk {
 };
 
 struct SchedulerOutput {
-    int64_t step = 0;                     // 0, 1, 2, ... one per schedule() call
-    std::vector<ScheduledChunk> chunks;   // batch order
-    std::vector<CopyOp> copies;           // copy-on-write block copies, before the forward pass
-    std::vector<SwapOp> swap_out;         // device -> host, first
-    std::vector<SwapOp> swap_in;          // host -> device, after swap_out
-    std::vector<RequestId> preempted;     // preempted during this schedule()
-    int token_budget = 0;                 // max_num_batched_tokens
+    int64_t step = 0;                    // 0, 1, 2, ... one per schedule() call
+    std::vector<ScheduledChunk> chunks;  // batch order
+    std::vector<CopyOp> copies;          // copy-on-write block copies, before the forward pass
+    std::vector<SwapOp> swap_out;        // device -> host, first
+    std::vector<SwapOp> swap_in;         // host -> device, after swap_out
+    std::vector<RequestId> preempted;    // preempted during this schedule()
+    int token_budget = 0;                // max_num_batched_tokens
     int num_prefill_tokens = 0;
     int num_decode_tokens = 0;
-    int num_padding_tokens = 0;           // static batching seats of finished members
-    int num_prefix_hit_tokens = 0;        // prompt tokens found in the prefix cache this step
-    int num_spec_tokens = 0;              // draft tokens being verified (counted in num_decode_tokens)
+    int num_padding_tokens = 0;     // static batching seats of finished members
+    int num_prefix_hit_tokens = 0;  // prompt tokens found in the prefix cache this step
+    int num_spec_tokens = 0;        // draft tokens being verified (counted in num_decode_tokens)
     int total_tokens() const { return num_prefill_tokens + num_decode_tokens + num_padding_tokens; }
     bool empty() const { return chunks.empty(); }
 };
 
 struct SchedulerCounters {
     int64_t steps = 0;
-    int64_t preemptions = 0;     // both modes
-    int64_t recomputes = 0;      // preemptions by recompute
-    int64_t swap_outs = 0;       // preemptions by swap (requests)
+    int64_t preemptions = 0;  // both modes
+    int64_t recomputes = 0;   // preemptions by recompute
+    int64_t swap_outs = 0;    // preemptions by swap (requests)
     int64_t swapped_out_blocks = 0;
     int64_t swapped_in_blocks = 0;
     int64_t cow_copies = 0;
@@ -155,9 +155,9 @@ public:
     // ids and for a finished member of a static batch still holding its seat.
     bool remove_request(RequestId id);
 
-    const SchedRequest* request(RequestId id) const;  // nullptr if unknown
+    const SchedRequest* request(RequestId id) const;    // nullptr if unknown
     std::vector<const SchedRequest*> requests() const;  // every known request, by id
-    int num_waiting() const;   // waiting + swapped
+    int num_waiting() const;                            // waiting + swapped
     int num_running() const;
     bool has_unfinished() const;
     const SchedulerCounters& counters() const { return m_counters; }

@@ -17,8 +17,8 @@ Result<std::unique_ptr<DraftRunner>> DraftRunner::create(std::string name, std::
     for (const LayerWeights& L : d->m_model->layers)
         for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down})
             if (!backend.supports(w->dtype))
-                return R::error("draft '" + d->m_name + "': backend " + backend.name() + " cannot run weights of type " +
-                                std::string(dtype_name(w->dtype)));
+                return R::error("draft '" + d->m_name + "': backend " + backend.name() +
+                                " cannot run weights of type " + std::string(dtype_name(w->dtype)));
     auto kv = KvTensors::create(backend, d->m_model->config, n_blocks, block_size);
     if (!kv) return R::error("draft '" + d->m_name + "': " + kv.message());
     d->m_kv = std::move(kv).value();
@@ -182,7 +182,8 @@ void DraftRunner::add_row(ForwardBatch& b, RequestId id, int seq_row) {
     }
     b.max_blocks_per_seq = std::max(1, width);
     b.block_tables.resize(static_cast<size_t>(seq_row + 1) * b.max_blocks_per_seq, -1);
-    std::copy(table.begin(), table.end(), b.block_tables.begin() + static_cast<ptrdiff_t>(seq_row) * b.max_blocks_per_seq);
+    std::copy(table.begin(), table.end(),
+              b.block_tables.begin() + static_cast<ptrdiff_t>(seq_row) * b.max_blocks_per_seq);
 }
 
 namespace {
@@ -242,8 +243,8 @@ Result<std::shared_ptr<const Model>> make_base_draft(const std::string& spec, st
     const Model& d = *loaded.value();
     if (d.config.n_vocab != tc.n_vocab || d.vocab.tokens != target->vocab.tokens)
         return R::error("draft model " + spec + " has a different vocabulary from the target (" +
-                        std::to_string(d.config.n_vocab) + " vs " + std::to_string(tc.n_vocab) +
-                        " tokens" + (d.config.n_vocab == tc.n_vocab ? ", different token texts" : "") +
+                        std::to_string(d.config.n_vocab) + " vs " + std::to_string(tc.n_vocab) + " tokens" +
+                        (d.config.n_vocab == tc.n_vocab ? ", different token texts" : "") +
                         "): its drafts would name other tokens");
     return std::shared_ptr<const Model>(loaded.value());
 }

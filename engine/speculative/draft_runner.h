@@ -27,14 +27,13 @@ public:
     // n_blocks: the draft's KV pool (blocks of block_size tokens); max_tokens: the most
     // tokens one draft forward pass carries.
     static Result<std::unique_ptr<DraftRunner>> create(std::string name, std::shared_ptr<const Model> draft,
-                                                       Backend& backend, int n_blocks, int block_size,
-                                                       int max_tokens);
+                                                       Backend& backend, int n_blocks, int block_size, int max_tokens);
     ~DraftRunner();
 
     struct Job {
         RequestId id = 0;
-        std::span<const int32_t> context;  // the request's prompt + output
-        int k = 0;                         // drafts wanted
+        std::span<const int32_t> context;        // the request's prompt + output
+        int k = 0;                               // drafts wanted
         const SamplingParams* params = nullptr;  // the request's sampling (greedy -> greedy drafts)
     };
     // out[i]: up to jobs[i].k drafts (fewer, or none, when the draft's pool is full).

@@ -8,12 +8,12 @@ struct SpecParams {
     // "" (off), "ngram" (prompt lookup in the request's own tokens), or the name of a
     // draft model the engine was given (EngineOptions::drafts), e.g. "layer-skip:8".
     std::string proposer;
-    int k = 4;                 // draft tokens per step; the starting value when adaptive
-    bool adaptive = false;     // grow k by one after a fully accepted draft, shrink it to
-                               // (accepted + 1) after an early rejection, within [k_min, k_max]
+    int k = 4;              // draft tokens per step; the starting value when adaptive
+    bool adaptive = false;  // grow k by one after a fully accepted draft, shrink it to
+                            // (accepted + 1) after an early rejection, within [k_min, k_max]
     int k_min = 1, k_max = 8;
-    int ngram_max = 4;         // prompt lookup: the longest suffix n-gram to look for
-    int ngram_min = 2;         // ... and the shortest
+    int ngram_max = 4;  // prompt lookup: the longest suffix n-gram to look for
+    int ngram_min = 2;  // ... and the shortest
 
     bool enabled() const { return !proposer.empty() && k > 0; }
 };

@@ -33,12 +33,12 @@ Distribution describe(std::vector<double> values);
 //   e2e_ms    finished requests (finish_ms >= 0), arrival to finish
 struct LatencySummary {
     int n_requests = 0;
-    int n_finished = 0;     // finish_ms >= 0, any reason
+    int n_finished = 0;  // finish_ms >= 0, any reason
     int n_cancelled = 0;
     int n_rejected = 0;
-    int64_t prompt_tokens = 0;  // sum of n_prompt
-    int64_t output_tokens = 0;  // sum of n_output
-    double span_ms = 0;         // first arrival to last finish (0 if nothing finished)
+    int64_t prompt_tokens = 0;    // sum of n_prompt
+    int64_t output_tokens = 0;    // sum of n_output
+    double span_ms = 0;           // first arrival to last finish (0 if nothing finished)
     double output_tok_per_s = 0;  // output_tokens / span (0 if span is 0)
     Distribution ttft_ms, tpot_ms, itl_ms, queue_ms, e2e_ms;
 };

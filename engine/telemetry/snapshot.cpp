@@ -7,17 +7,11 @@ namespace kvs {
 
 // ---- RequestMetrics ----------------------------------------------------------------------
 
-double RequestMetrics::queue_ms() const {
-    return first_scheduled_ms < 0 ? -1.0 : first_scheduled_ms - arrival_ms;
-}
+double RequestMetrics::queue_ms() const { return first_scheduled_ms < 0 ? -1.0 : first_scheduled_ms - arrival_ms; }
 
-double RequestMetrics::ttft_ms() const {
-    return first_token_ms < 0 ? -1.0 : first_token_ms - arrival_ms;
-}
+double RequestMetrics::ttft_ms() const { return first_token_ms < 0 ? -1.0 : first_token_ms - arrival_ms; }
 
-double RequestMetrics::e2e_ms() const {
-    return finish_ms < 0 ? -1.0 : finish_ms - arrival_ms;
-}
+double RequestMetrics::e2e_ms() const { return finish_ms < 0 ? -1.0 : finish_ms - arrival_ms; }
 
 double RequestMetrics::tpot_ms() const {
     // The mean of the gaps telescopes to (last - first) / (n - 1).
@@ -30,8 +24,7 @@ std::vector<double> RequestMetrics::inter_token_ms() const {
     std::vector<double> gaps;  // [n_output - 1]
     if (token_times_ms.size() < 2) return gaps;
     gaps.reserve(token_times_ms.size() - 1);
-    for (size_t i = 1; i < token_times_ms.size(); ++i)
-        gaps.push_back(token_times_ms[i] - token_times_ms[i - 1]);
+    for (size_t i = 1; i < token_times_ms.size(); ++i) gaps.push_back(token_times_ms[i] - token_times_ms[i - 1]);
     return gaps;
 }
 

@@ -73,34 +73,34 @@ struct StepRecord {
     double schedule_ms = 0;
     double forward_ms = 0;
     double sample_ms = 0;
-    int n_seqs = 0;            // chunks (requests) in the batch
+    int n_seqs = 0;  // chunks (requests) in the batch
     int prefill_tokens = 0;
     int decode_tokens = 0;
-    int padding_tokens = 0;    // static batching: seats of finished requests, recomputed
-    int token_budget = 0;      // max_num_batched_tokens
-    int max_seqs = 0;          // max_num_seqs (seats)
-    int preemptions = 0;       // requests preempted by this step's schedule
+    int padding_tokens = 0;  // static batching: seats of finished requests, recomputed
+    int token_budget = 0;    // max_num_batched_tokens
+    int max_seqs = 0;        // max_num_seqs (seats)
+    int preemptions = 0;     // requests preempted by this step's schedule
     int swap_out_blocks = 0;
     int swap_in_blocks = 0;
     int cow_copies = 0;
     int prefix_hit_tokens = 0;
-    int n_waiting = 0;         // waiting, not counting swapped
+    int n_waiting = 0;  // waiting, not counting swapped
     int n_running = 0;
     int n_swapped = 0;
     int n_finished_this_step = 0;
     // Speculative decoding in this step (engine/telemetry/spec_stats.h for the terms).
-    int spec_drafted = 0;      // draft tokens verified by this step's pass
+    int spec_drafted = 0;  // draft tokens verified by this step's pass
     int spec_accepted = 0;
-    int spec_emitted = 0;      // tokens the verifying requests produced
-    double draft_ms = 0;       // proposing, before the pass
+    int spec_emitted = 0;  // tokens the verifying requests produced
+    double draft_ms = 0;   // proposing, before the pass
     // The device pool after the step (fill_block_counts computes these from a block map).
     int blocks_used = 0;
     int blocks_cached = 0;
-    int blocks_free = 0;       // free and not cached
+    int blocks_free = 0;  // free and not cached
     int n_blocks = 0;
-    double kv_usage = 0;       // blocks_used / n_blocks
-    int64_t tokens_in_kv = 0;  // filled slots of used blocks; a block shared by several requests counts once
-    double internal_waste = 0; // 1 - tokens_in_kv / (blocks_used * block_size); 0 when none used
+    double kv_usage = 0;        // blocks_used / n_blocks
+    int64_t tokens_in_kv = 0;   // filled slots of used blocks; a block shared by several requests counts once
+    double internal_waste = 0;  // 1 - tokens_in_kv / (blocks_used * block_size); 0 when none used
 
     int batch_tokens() const { return prefill_tokens + decode_tokens + padding_tokens; }
 };
@@ -108,9 +108,9 @@ struct StepRecord {
 // Milestones of one request. Times are ms since engine start; -1 = not reached yet.
 struct RequestMetrics {
     RequestId id = 0;
-    double arrival_ms = 0;            // submitted (for a benchmark: its scheduled arrival)
-    double first_scheduled_ms = -1;   // first step that ran any of its tokens
-    double first_token_ms = -1;       // first output token sampled
+    double arrival_ms = 0;           // submitted (for a benchmark: its scheduled arrival)
+    double first_scheduled_ms = -1;  // first step that ran any of its tokens
+    double first_token_ms = -1;      // first output token sampled
     double finish_ms = -1;
     std::vector<double> token_times_ms;  // [n_output] when each output token was sampled
     int n_prompt = 0;
@@ -140,13 +140,13 @@ struct ChunkView {
 struct EngineSnapshot {
     StepRecord step;
     int block_size = 0;
-    int max_model_len = 0;                  // what a contiguous allocator would reserve per request
-    std::vector<ChunkView> chunks;          // the step's batch, in batch order
-    std::vector<BlockView> blocks;          // [n_blocks] device blocks, by block id
-    std::vector<HostBlockView> host_blocks; // occupied host blocks only, by host block id
-    int n_host_blocks = 0;                  // size of the host swap tier
-    std::vector<RequestView> requests;      // every known request, by id
-    KVCacheStats kv_stats;                  // prefix-cache counters since start
+    int max_model_len = 0;                   // what a contiguous allocator would reserve per request
+    std::vector<ChunkView> chunks;           // the step's batch, in batch order
+    std::vector<BlockView> blocks;           // [n_blocks] device blocks, by block id
+    std::vector<HostBlockView> host_blocks;  // occupied host blocks only, by host block id
+    int n_host_blocks = 0;                   // size of the host swap tier
+    std::vector<RequestView> requests;       // every known request, by id
+    KVCacheStats kv_stats;                   // prefix-cache counters since start
     // Totals since engine start.
     int64_t total_preemptions = 0;
     int64_t total_prompt_tokens = 0;     // prompt tokens of submitted requests
@@ -155,7 +155,7 @@ struct EngineSnapshot {
     int64_t total_swap_out_blocks = 0;
     int64_t total_swap_in_blocks = 0;
     int64_t total_cow_copies = 0;
-    double prefix_hit_rate = 0;          // kv_stats.hit_tokens / query_tokens (prefix_hit_rate())
+    double prefix_hit_rate = 0;  // kv_stats.hit_tokens / query_tokens (prefix_hit_rate())
 };
 
 // ---- speculative decoding --------------------------------------------------------------
@@ -167,16 +167,16 @@ struct EngineSnapshot {
 // requests, so only solo rates compare with each other).
 struct DecodeRate {
     RequestId id = 0;
-    int n_tokens = 0;          // output tokens after the first that the rate is over
-    double tok_per_s = 0;      // 0 until two output tokens
+    int n_tokens = 0;      // output tokens after the first that the rate is over
+    double tok_per_s = 0;  // 0 until two output tokens
     bool solo = true;
 };
 
 // One request that decodes speculatively.
 struct SpecRequestView {
     RequestId id = 0;
-    std::string proposer;               // SpecParams::proposer: "ngram" or a draft model's name
-    int k = 0;                          // drafts per step asked for (the start value when adaptive)
+    std::string proposer;  // SpecParams::proposer: "ngram" or a draft model's name
+    int k = 0;             // drafts per step asked for (the start value when adaptive)
     bool adaptive = false;
     bool finished = false;
     SpecStats stats;
@@ -185,10 +185,10 @@ struct SpecRequestView {
 };
 
 struct SpecSnapshot {
-    int64_t step = -1;                                          // the engine step it follows
+    int64_t step = -1;                                             // the engine step it follows
     std::vector<std::shared_ptr<const SpecRequestView>> requests;  // by id; the newest 64
-    SpecStats totals;                                           // every request since the engine started
-    std::vector<std::string> drafts;                            // draft models the engine has
+    SpecStats totals;                                              // every request since the engine started
+    std::vector<std::string> drafts;                               // draft models the engine has
     // The last finished plain (non-speculative) request that decoded alone, at least 8
     // tokens: the baseline a speculative request's speed-up is measured against (id 0: none).
     DecodeRate plain_baseline;
@@ -203,8 +203,7 @@ std::vector<BlockView> block_views(const KVCacheManager& kv);
 
 // The occupied host blocks from each swapped request's host block table
 // (Scheduler::host_blocks(id)), sorted by host block id.
-std::vector<HostBlockView> host_block_views(
-    const std::vector<std::pair<RequestId, std::vector<int32_t>>>& host_tables);
+std::vector<HostBlockView> host_block_views(const std::vector<std::pair<RequestId, std::vector<int32_t>>>& host_tables);
 
 // One request-table row: the scheduler's record plus its device block table from kv.
 RequestView request_view(const SchedRequest& r, const KVCacheManager& kv, int n_host_blocks = 0);

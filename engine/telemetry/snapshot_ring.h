@@ -36,22 +36,22 @@ public:
     // Records a step without a full snapshot (it shows in recent_steps, not in recent).
     void publish_step(const StepRecord& step);
 
-    SnapshotPtr latest() const;                   // null before the first publish
-    std::vector<SnapshotPtr> recent(size_t n) const;  // the last min(n, size) snapshots, oldest first
+    SnapshotPtr latest() const;                            // null before the first publish
+    std::vector<SnapshotPtr> recent(size_t n) const;       // the last min(n, size) snapshots, oldest first
     std::vector<StepRecord> recent_steps(size_t n) const;  // the last min(n, size) step records, oldest first
     // Step records with step > after_step, oldest first (a poller passes the last step it saw).
     std::vector<StepRecord> steps_after(int64_t after_step) const;
 
     size_t capacity() const { return m_capacity; }
     size_t step_capacity() const { return m_step_capacity; }
-    size_t size() const;        // snapshots held now (<= capacity)
-    size_t step_count() const;  // step records held now (<= step_capacity)
+    size_t size() const;                    // snapshots held now (<= capacity)
+    size_t step_count() const;              // step records held now (<= step_capacity)
     int64_t total_published() const;        // snapshots published since construction/clear
     int64_t total_steps_published() const;  // step records published (publish + publish_step)
     void clear();
 
 private:
-    const size_t m_capacity;       // fixed at construction: readable without the lock
+    const size_t m_capacity;  // fixed at construction: readable without the lock
     const size_t m_step_capacity;
     mutable std::mutex m_mutex;
     std::vector<SnapshotPtr> m_snapshots;  // [capacity] slot i = publish number i mod capacity

@@ -27,20 +27,20 @@ const char* token_fate_name(TokenFate f);
 struct SpecTokenEvent {
     int32_t token = 0;
     TokenFate fate = TokenFate::plain;
-    int draft_pos = 0;   // 1..k for draft tokens, 0 otherwise
-    int64_t step = 0;    // engine step
+    int draft_pos = 0;  // 1..k for draft tokens, 0 otherwise
+    int64_t step = 0;   // engine step
 };
 
 struct SpecStats {
     int64_t verify_steps = 0;  // target passes that verified drafts
     int64_t drafted = 0, evaluated = 0, accepted = 0, discarded = 0, bonus = 0;
-    int64_t emitted = 0;       // tokens those passes produced (accepted + corrections + bonuses)
-    int64_t sum_k = 0;         // drafts asked for, summed over verify steps (mean k = sum_k / steps)
-    std::vector<int64_t> pos_evaluated;     // [k_max] by draft position (index 0 = position 1)
-    std::vector<int64_t> pos_accepted;      // [k_max]
-    std::vector<int64_t> accepted_len_hist; // [k_max + 1] verify steps by number of accepted drafts
-    double draft_ms = 0;       // proposing (draft model passes, n-gram lookups)
-    double verify_ms = 0;      // target passes that carried drafts (their whole forward)
+    int64_t emitted = 0;                     // tokens those passes produced (accepted + corrections + bonuses)
+    int64_t sum_k = 0;                       // drafts asked for, summed over verify steps (mean k = sum_k / steps)
+    std::vector<int64_t> pos_evaluated;      // [k_max] by draft position (index 0 = position 1)
+    std::vector<int64_t> pos_accepted;       // [k_max]
+    std::vector<int64_t> accepted_len_hist;  // [k_max + 1] verify steps by number of accepted drafts
+    double draft_ms = 0;                     // proposing (draft model passes, n-gram lookups)
+    double verify_ms = 0;                    // target passes that carried drafts (their whole forward)
 
     int64_t rejected() const { return evaluated - accepted; }
     double alpha() const { return evaluated ? double(accepted) / double(evaluated) : 0.0; }

@@ -55,7 +55,7 @@ private:
     };
     void publish(const Engine& engine, int64_t step);
 
-    std::map<RequestId, Track> m_tracks;                                 // unfinished requests
+    std::map<RequestId, Track> m_tracks;                                  // unfinished requests
     std::map<RequestId, std::shared_ptr<const SpecRequestView>> m_views;  // the newest kMaxViews
     DecodeRate m_baseline;
     std::shared_ptr<const SpecSnapshot> m_snapshot;

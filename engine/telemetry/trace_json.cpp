@@ -16,8 +16,8 @@ namespace {
 // A field copied to and from a key of the same name. Reading: a missing key keeps the
 // default, a present one must have the right type (get_to throws otherwise).
 #define KVS_PUT(name) j[#name] = v.name
-#define KVS_GET(name)                                          \
-    do {                                                       \
+#define KVS_GET(name)                                                   \
+    do {                                                                \
         if (auto it = j.find(#name); it != j.end()) it->get_to(v.name); \
     } while (0)
 
@@ -49,8 +49,8 @@ void enum_from_json(const json& j, E& v, const std::pair<E, const char*> (&table
         }
     std::string names;
     for (const auto& [e, name] : table) names += std::string(names.empty() ? "" : ", ") + name;
-    throw json::other_error::create(501, "unknown " + std::string(what) + " \"" + s + "\" (expected one of " + names + ")",
-                                    &j);
+    throw json::other_error::create(
+        501, "unknown " + std::string(what) + " \"" + s + "\" (expected one of " + names + ")", &j);
 }
 
 constexpr std::pair<BlockSlotState, const char*> kBlockStates[] = {
@@ -66,9 +66,8 @@ constexpr std::pair<RequestStatus, const char*> kRequestStatuses[] = {
     {RequestStatus::finished, "finished"},
 };
 constexpr std::pair<FinishReason, const char*> kFinishReasons[] = {
-    {FinishReason::none, "none"},         {FinishReason::stop, "stop"},
-    {FinishReason::length, "length"},     {FinishReason::cancelled, "cancelled"},
-    {FinishReason::rejected, "rejected"},
+    {FinishReason::none, "none"},           {FinishReason::stop, "stop"},         {FinishReason::length, "length"},
+    {FinishReason::cancelled, "cancelled"}, {FinishReason::rejected, "rejected"},
 };
 
 }  // namespace
@@ -148,13 +147,39 @@ void from_json(const json& j, RequestView& v) {
 // ---- steps ----------------------------------------------------------------------------
 
 // One list of StepRecord fields for both directions.
-#define KVS_STEP_FIELDS(F)                                                                          \
-    F(step); F(t_start_ms); F(duration_ms); F(schedule_ms); F(forward_ms); F(sample_ms); F(n_seqs);  \
-    F(prefill_tokens); F(decode_tokens); F(padding_tokens); F(token_budget); F(max_seqs);             \
-    F(preemptions); F(swap_out_blocks);                                                              \
-    F(swap_in_blocks); F(cow_copies); F(prefix_hit_tokens); F(n_waiting); F(n_running); F(n_swapped); \
-    F(n_finished_this_step); F(spec_drafted); F(spec_accepted); F(spec_emitted); F(draft_ms); F(blocks_used); F(blocks_cached); F(blocks_free); F(n_blocks);           \
-    F(kv_usage); F(tokens_in_kv); F(internal_waste)
+#define KVS_STEP_FIELDS(F)   \
+    F(step);                 \
+    F(t_start_ms);           \
+    F(duration_ms);          \
+    F(schedule_ms);          \
+    F(forward_ms);           \
+    F(sample_ms);            \
+    F(n_seqs);               \
+    F(prefill_tokens);       \
+    F(decode_tokens);        \
+    F(padding_tokens);       \
+    F(token_budget);         \
+    F(max_seqs);             \
+    F(preemptions);          \
+    F(swap_out_blocks);      \
+    F(swap_in_blocks);       \
+    F(cow_copies);           \
+    F(prefix_hit_tokens);    \
+    F(n_waiting);            \
+    F(n_running);            \
+    F(n_swapped);            \
+    F(n_finished_this_step); \
+    F(spec_drafted);         \
+    F(spec_accepted);        \
+    F(spec_emitted);         \
+    F(draft_ms);             \
+    F(blocks_used);          \
+    F(blocks_cached);        \
+    F(blocks_free);          \
+    F(n_blocks);             \
+    F(kv_usage);             \
+    F(tokens_in_kv);         \
+    F(internal_waste)
 
 void to_json(json& j, const StepRecord& v) {
     j = json::object();
@@ -276,8 +301,8 @@ void from_json(const json& j, EngineSnapshot& v) {
 void to_json(json& j, const Distribution& v) {
     // nlohmann dumps NaN as null; say so explicitly so the in-memory json matches the file.
     auto num = [](double x) { return std::isnan(x) ? json(nullptr) : json(x); };
-    j = json{{"count", v.count}, {"mean", num(v.mean)}, {"min", num(v.min)}, {"max", num(v.max)},
-             {"p50", num(v.p50)}, {"p90", num(v.p90)}, {"p99", num(v.p99)}};
+    j = json{{"count", v.count},  {"mean", num(v.mean)}, {"min", num(v.min)}, {"max", num(v.max)},
+             {"p50", num(v.p50)}, {"p90", num(v.p90)},   {"p99", num(v.p99)}};
 }
 
 void from_json(const json& j, Distribution& v) {

@@ -42,7 +42,7 @@ uint32_t next_codepoint(std::string_view text, size_t& i) {
 
 struct ByteTables {
     uint32_t byte_to_cp[256];
-    std::vector<std::string> byte_text;          // [256]
+    std::vector<std::string> byte_text;  // [256]
     std::unordered_map<uint32_t, uint8_t> cp_to_byte;
     ByteTables() : byte_text(256) {
         uint32_t n_extra = 0;
@@ -140,8 +140,8 @@ void BpeModel::merge_symbols(std::vector<int32_t>& ids) const {
     }
     struct Candidate {
         int32_t rank;
-        int pos;        // left symbol
-        int32_t left;   // ids when the candidate was made: stale when either changed
+        int pos;       // left symbol
+        int32_t left;  // ids when the candidate was made: stale when either changed
         int32_t right;
         bool operator>(const Candidate& o) const { return rank != o.rank ? rank > o.rank : pos > o.pos; }
     };
@@ -196,7 +196,8 @@ void BpeModel::encode_word(std::string_view word, std::vector<int32_t>& out) con
         size_t kept = 0;
         for (int32_t id : ids) {
             if (id >= 0) ids[kept++] = id;
-            else if (m_unk_id >= 0) ids[kept++] = m_unk_id;
+            else if (m_unk_id >= 0)
+                ids[kept++] = m_unk_id;
         }
         ids.resize(kept);
     }

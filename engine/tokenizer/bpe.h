@@ -33,8 +33,8 @@ public:
     // tokens: [n_vocab] in GPT-2 unicode form; merges: "a b", highest priority first.
     // Merges naming unknown tokens are skipped and counted in n_skipped_merges().
     static Result<std::shared_ptr<BpeModel>> create(const std::vector<std::string>& tokens,
-                                                    const std::vector<std::string>& merges,
-                                                    bool ignore_merges, int32_t unk_id);
+                                                    const std::vector<std::string>& merges, bool ignore_merges,
+                                                    int32_t unk_id);
 
     // Appends the ids of one pre-tokenized word (raw bytes) to `out`.
     void encode_word(std::string_view word, std::vector<int32_t>& out) const;
@@ -54,8 +54,8 @@ private:
 
     std::unordered_map<std::string, int32_t> m_token_to_id;
     std::unordered_map<uint64_t, Merge> m_merges;  // (left id, right id) -> merge
-    int32_t m_byte_ids[256] = {};                   // id of each byte's single-character token, -1 if none
-    bool m_ignore_merges = false;                   // a word that is itself a token is used whole (Llama-3)
+    int32_t m_byte_ids[256] = {};                  // id of each byte's single-character token, -1 if none
+    bool m_ignore_merges = false;                  // a word that is itself a token is used whole (Llama-3)
     int32_t m_unk_id = -1;
     int32_t m_n_skipped = 0;
 

@@ -134,8 +134,10 @@ std::string default_system_prompt(const std::string& jinja_template) {
          pos = jinja_template.find(kHeader, pos + 1)) {
         size_t begin = pos + kHeader.size();
         if (jinja_template.compare(begin, 1, "\n") == 0) begin += 1;
-        else if (jinja_template.compare(begin, 2, "\\n") == 0) begin += 2;
-        else continue;
+        else if (jinja_template.compare(begin, 2, "\\n") == 0)
+            begin += 2;
+        else
+            continue;
         const size_t end = jinja_template.find("<|im_end|>", begin);
         if (end == std::string::npos) continue;
         const std::string text = jinja_template.substr(begin, end - begin);
@@ -146,9 +148,8 @@ std::string default_system_prompt(const std::string& jinja_template) {
     return {};
 }
 
-std::string apply_chat_template(ChatFormat format, const std::vector<ChatMessage>& messages,
-                                bool add_generation_prompt, const std::string& default_system,
-                                const ChatSpecialTokens& special) {
+std::string apply_chat_template(ChatFormat format, const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                const std::string& default_system, const ChatSpecialTokens& special) {
     const std::vector<ChatMessage>* conversation = &messages;
     std::vector<ChatMessage> with_system;
     if (!default_system.empty() && !messages.empty() && messages[0].role != "system") {

@@ -21,13 +21,13 @@ namespace kvs {
 enum class ChatFormat { ChatML, Llama3, Llama2, Plain };
 
 struct ChatMessage {
-    std::string role;     // "system", "user", "assistant"
+    std::string role;  // "system", "user", "assistant"
     std::string content;
 };
 
 struct ChatSpecialTokens {
-    std::string bos_token;              // written where the template writes bos_token ("" = leave to the tokenizer)
-    std::string eos_token = "</s>";     // Llama2: closes each assistant answer
+    std::string bos_token;           // written where the template writes bos_token ("" = leave to the tokenizer)
+    std::string eos_token = "</s>";  // Llama2: closes each assistant answer
 };
 
 const char* chat_format_name(ChatFormat format);
@@ -44,8 +44,7 @@ std::string default_system_prompt(const std::string& jinja_template);
 // Renders the conversation. `default_system` is inserted as a system message when the
 // first message is not one (and is not empty). With add_generation_prompt the prompt ends
 // where the assistant's answer begins (the Llama-2 template has no such header).
-std::string apply_chat_template(ChatFormat format, const std::vector<ChatMessage>& messages,
-                                bool add_generation_prompt, const std::string& default_system,
-                                const ChatSpecialTokens& special = {});
+std::string apply_chat_template(ChatFormat format, const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                                const std::string& default_system, const ChatSpecialTokens& special = {});
 
 }  // namespace kvs

@@ -44,8 +44,8 @@ struct Shape {
     bool byte_level_regex = false;   // ... that applies the GPT-2 regex itself
     bool digits_individual = false;  // Digits(individual_digits=true)
     std::vector<std::string> split_regexes;
-    bool metaspace = false;          // Metaspace pre-tokenizer or ▁ normalizer
-    bool space_prefix = false;       // Metaspace prepends ▁ / Prepend("▁") normalizer
+    bool metaspace = false;     // Metaspace pre-tokenizer or ▁ normalizer
+    bool space_prefix = false;  // Metaspace prepends ▁ / Prepend("▁") normalizer
 };
 
 Shape describe(const json& root) {
@@ -63,7 +63,8 @@ Shape describe(const json& root) {
             s.split_regexes.push_back((*step)["pattern"]["Regex"].get<std::string>());
         } else if (type == "Metaspace") {
             s.metaspace = true;
-            const std::string scheme = step->value("prepend_scheme", step->value("add_prefix_space", true) ? "always" : "never");
+            const std::string scheme =
+                step->value("prepend_scheme", step->value("add_prefix_space", true) ? "always" : "never");
             s.space_prefix |= scheme != "never";
         }
     }
@@ -138,11 +139,13 @@ Status read_model(const json& root, Builder& b, std::vector<std::pair<std::strin
     const json& model = root["model"];
     const std::string type = model.value("type", "BPE");
     if (type != "BPE")
-        return Status::error(path + ": model.type = '" + type + "': expected 'BPE' (WordPiece/Unigram are not supported)");
+        return Status::error(path + ": model.type = '" + type +
+                             "': expected 'BPE' (WordPiece/Unigram are not supported)");
     if (!model.contains("vocab") || !model["vocab"].is_object())
         return Status::error(path + ": field 'model.vocab': expected an object {token: id}");
     for (const auto& [text, id] : model["vocab"].items()) {
-        if (!id.is_number_integer()) return Status::error(path + ": model.vocab['" + text + "']: expected an integer id");
+        if (!id.is_number_integer())
+            return Status::error(path + ": model.vocab['" + text + "']: expected an integer id");
         KVS_RETURN_IF_ERROR(b.set_token(id.get<int64_t>(), text, TokenType::Normal, "model.vocab"));
     }
     if (!model.contains("merges") || !model["merges"].is_array())
@@ -166,7 +169,8 @@ Status read_model(const json& root, Builder& b, std::vector<std::pair<std::strin
     }
     if (root.contains("added_tokens") && root["added_tokens"].is_array()) {
         for (const json& t : root["added_tokens"]) {
-            if (!t.contains("id") || !t["id"].is_number_integer() || !t.contains("content") || !t["content"].is_string())
+            if (!t.contains("id") || !t["id"].is_number_integer() || !t.contains("content") ||
+                !t["content"].is_string())
                 return Status::error(path + ": added_tokens entry: expected {\"id\": integer, \"content\": string}");
             const bool special = t.value("special", false);
             KVS_RETURN_IF_ERROR(b.set_token(t["id"].get<int64_t>(), t["content"].get<std::string>(),
@@ -216,7 +220,8 @@ Status read_config(const std::string& cfg_path, const std::string& tok_path, Bui
         *f.id = id;
     }
     if (c.contains("add_bos_token")) {
-        if (!c["add_bos_token"].is_boolean()) return Status::error(cfg_path + ": field 'add_bos_token': expected true or false");
+        if (!c["add_bos_token"].is_boolean())
+            return Status::error(cfg_path + ": field 'add_bos_token': expected true or false");
         b.vocab.add_bos = c["add_bos_token"].get<bool>();
     }
     if (c.contains("chat_template")) {
@@ -226,8 +231,9 @@ Status read_config(const std::string& cfg_path, const std::string& tok_path, Bui
         } else if (t.is_array()) {  // [{"name": "default", "template": "..."}, {"name": "tool_use", ...}]
             for (const json& e : t) {
                 if (!e.is_object() || !e.contains("template") || !e["template"].is_string())
-                    return Status::error(cfg_path + ": field 'chat_template': expected a string or a list of "
-                                                    "{\"name\", \"template\"}");
+                    return Status::error(cfg_path +
+                                         ": field 'chat_template': expected a string or a list of "
+                                         "{\"name\", \"template\"}");
                 if (b.vocab.chat_template.empty() || e.value("name", "") == "default")
                     b.vocab.chat_template = e["template"].get<std::string>();
             }

@@ -21,9 +21,9 @@ public:
         if (!code) {
             PCRE2_UCHAR buffer[256];
             pcre2_get_error_message(error_code, buffer, sizeof(buffer));
-            return Result<std::shared_ptr<const CompiledRegex>>::error(
-                "pre-tokenizer regex '" + pattern + "': " + reinterpret_cast<const char*>(buffer) + " at offset " +
-                std::to_string(error_offset));
+            return Result<std::shared_ptr<const CompiledRegex>>::error("pre-tokenizer regex '" + pattern +
+                                                                       "': " + reinterpret_cast<const char*>(buffer) +
+                                                                       " at offset " + std::to_string(error_offset));
         }
         pcre2_jit_compile(code, PCRE2_JIT_COMPLETE);  // falls back to the interpreter when JIT is unavailable
         return std::shared_ptr<const CompiledRegex>(new CompiledRegex(code));
@@ -36,8 +36,8 @@ public:
     // Appends to `out` the matches of the regex in `text` and the non-empty gaps between them.
     void split(std::string_view text, pcre2_match_data* match_data, std::vector<std::string_view>& out) const {
         const auto* subject = reinterpret_cast<PCRE2_SPTR>(text.data());
-        size_t offset = 0;    // where the next search starts
-        size_t emitted = 0;   // text[0, emitted) is already in `out`
+        size_t offset = 0;   // where the next search starts
+        size_t emitted = 0;  // text[0, emitted) is already in `out`
         while (offset < text.size()) {
             const int rc = pcre2_match(m_code, subject, text.size(), offset, 0, match_data, nullptr);
             if (rc < 0) break;  // PCRE2_ERROR_NOMATCH (or a resource limit): the rest is one gap
@@ -104,7 +104,8 @@ Result<PreTokenizer> PreTokenizer::create(const std::string& pre) {
     std::string note;
     if (!regexes_for(pre, regexes, name)) {
         regexes_for("gpt-2", regexes, name);
-        note = "unknown pre-tokenizer " + quote_untrusted(pre) + " (tokenizer.ggml.pre); using the GPT-2 regex, "
+        note = "unknown pre-tokenizer " + quote_untrusted(pre) +
+               " (tokenizer.ggml.pre); using the GPT-2 regex, "
                "so token ids may differ from the model's own tokenizer";
     }
     auto result = from_regexes(regexes, name);

@@ -12,7 +12,8 @@ std::string spm_escape_spaces(std::string_view text) {
     out.reserve(text.size() + text.size() / 4);
     for (char c : text) {
         if (c == ' ') out.append(kSpmSpace);
-        else out.push_back(c);
+        else
+            out.push_back(c);
     }
     return out;
 }

@@ -45,7 +45,7 @@ private:
     void emit_symbol(std::string_view text, std::vector<int32_t>& out) const;
 
     std::unordered_map<std::string, int32_t, TransparentStringHash, std::equal_to<>> m_token_to_id;
-    std::vector<float> m_scores;  // [n_vocab]
+    std::vector<float> m_scores;   // [n_vocab]
     int32_t m_byte_ids[256] = {};  // <0xNN> token per byte (else the 1-byte token, else unk)
     int32_t m_unk_id = -1;
     size_t m_max_token_bytes = 0;  // longest token text: longer concatenations cannot be tokens

@@ -14,7 +14,7 @@ namespace kvs {
 namespace {
 
 // Texts of control tokens that end generation in the families we run (llama.cpp's list).
-constexpr std::string_view kEogTexts[] = {"<|eot_id|>", "<|im_end|>",    "<|end|>",        "<end_of_turn>",
+constexpr std::string_view kEogTexts[] = {"<|eot_id|>",    "<|im_end|>", "<|end|>",         "<end_of_turn>",
                                           "<|endoftext|>", "<|eom_id|>", "<|end_of_text|>", "<EOT>"};
 // End-of-turn candidates, most specific first.
 constexpr std::string_view kEotTexts[] = {"<|eot_id|>", "<|im_end|>", "<|end|>", "<end_of_turn>", "<EOT>"};
@@ -34,11 +34,11 @@ struct Fragment {
 
 struct Tokenizer::State {
     VocabData vocab;
-    bool byte_level = false;                    // "gpt2"
-    std::vector<std::string> pieces;            // [n_vocab] raw bytes of each token
-    std::vector<uint8_t> eog;                   // [n_vocab] 1 = ends generation
-    std::vector<uint8_t> control;               // [n_vocab] 1 = control token
-    std::vector<SpecialToken> specials;         // longest text first
+    bool byte_level = false;             // "gpt2"
+    std::vector<std::string> pieces;     // [n_vocab] raw bytes of each token
+    std::vector<uint8_t> eog;            // [n_vocab] 1 = ends generation
+    std::vector<uint8_t> control;        // [n_vocab] 1 = control token
+    std::vector<SpecialToken> specials;  // longest text first
     std::unordered_map<std::string, int32_t, TransparentStringHash, std::equal_to<>> token_to_id;
     std::shared_ptr<BpeModel> bpe;
     std::shared_ptr<SpmModel> spm;
@@ -81,8 +81,7 @@ std::string spm_piece(const std::string& text, TokenType type) {
 }
 
 // Splits `text` around special tokens: llama.cpp's tokenizer_st_partition, longest token first.
-std::vector<Fragment> partition(std::string_view text, const std::vector<SpecialToken>& specials,
-                                bool parse_special) {
+std::vector<Fragment> partition(std::string_view text, const std::vector<SpecialToken>& specials, bool parse_special) {
     std::vector<Fragment> fragments{{text, -1}};
     std::vector<Fragment> next;
     for (const SpecialToken& st : specials) {
@@ -158,7 +157,8 @@ Result<Tokenizer> Tokenizer::create(const VocabData& vocab) {
         state->token_to_id.emplace(text, static_cast<int32_t>(id));
         const bool special_type = type == TokenType::Control || type == TokenType::UserDefined;
         if (state->byte_level) state->pieces[id] = special_type ? text : unicode_to_bytes(text);
-        else state->pieces[id] = spm_piece(text, type);
+        else
+            state->pieces[id] = spm_piece(text, type);
         state->control[id] = type == TokenType::Control;
         if ((special_type || type == TokenType::Unknown) && !text.empty())
             state->specials.push_back({text, static_cast<int32_t>(id), type == TokenType::UserDefined});

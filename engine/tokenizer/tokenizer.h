@@ -44,8 +44,8 @@ public:
     // End of generation: eos, eot, or another end-of-text control token of this vocabulary.
     bool is_eog(int32_t id) const;
     bool is_control(int32_t id) const;
-    const std::string& model() const;          // "gpt2" or "llama"
-    const std::string& pre() const;            // pre-tokenizer in use ("smollm", "llama3", ...)
+    const std::string& model() const;               // "gpt2" or "llama"
+    const std::string& pre() const;                 // pre-tokenizer in use ("smollm", "llama3", ...)
     const std::vector<std::string>& notes() const;  // warnings from create() (e.g. unknown pre)
 
 private:

@@ -46,8 +46,7 @@ public:
                 continue;
             }
             bool valid = true;
-            for (int j = 1; j < n; ++j)
-                valid &= (static_cast<unsigned char>(m_pending[i + j]) & 0xC0) == 0x80;
+            for (int j = 1; j < n; ++j) valid &= (static_cast<unsigned char>(m_pending[i + j]) & 0xC0) == 0x80;
             i += valid ? static_cast<size_t>(n) : 1;
             complete = i;
         }

@@ -19,7 +19,6 @@
 
 namespace kvs::test {
 
-
 inline const char* const kBackends[] = {"scalar", "avx2", "cuda"};
 
 struct BackendEntry {
@@ -37,7 +36,8 @@ inline Backend* backend_for(const QString& name, QString* why) {
             e.backend = make_cpu_backend(2, "scalar");
         } else if (name == "avx2") {
             if (cpu::detect_simd() >= cpu::SimdLevel::Avx2) e.backend = make_cpu_backend(2, "avx2");
-            else e.why = "this CPU lacks AVX2/FMA/F16C";
+            else
+                e.why = "this CPU lacks AVX2/FMA/F16C";
         } else {
             std::string w;
             e.backend = make_cuda_backend(&w);
@@ -50,7 +50,6 @@ inline Backend* backend_for(const QString& name, QString* why) {
 }
 
 inline bool is_cpu(const QString& name) { return name == "scalar" || name == "avx2"; }
-
 
 inline std::vector<float> gaussian(size_t n, uint32_t seed, float scale = 1.0f, float mean = 0.0f) {
     std::mt19937 rng(seed);
@@ -79,21 +78,27 @@ inline void check_error(const std::vector<float>& got, const std::vector<double>
         for (size_t i = 0; i < ref.size(); ++i)
             if (!(std::fabs(got[i] - ref[i]) <= std::fabs(got[worst] - ref[worst]))) worst = i;
         QFAIL(qPrintable(QString("normalized error %1 >= %2 (worst at %3: got %4, reference %5)")
-                             .arg(err).arg(tol).arg(worst).arg(got[worst]).arg(ref[worst])));
+                             .arg(err)
+                             .arg(tol)
+                             .arg(worst)
+                             .arg(got[worst])
+                             .arg(ref[worst])));
     }
 }
 
-#define FETCH_BACKEND(var)                                   \
-    QFETCH(QString, backend);                                \
-    QString why_missing;                                     \
-    Backend* var = backend_for(backend, &why_missing);       \
+#define FETCH_BACKEND(var)                             \
+    QFETCH(QString, backend);                          \
+    QString why_missing;                               \
+    Backend* var = backend_for(backend, &why_missing); \
     if (!var) QSKIP(qPrintable(backend + ": " + why_missing))
 
 // GPU kernels may round intermediates (float rope angles, fp16 products) differently.
-inline double tol_for(const QString& backend, double cpu_tol, double gpu_tol) { return is_cpu(backend) ? cpu_tol : gpu_tol; }
+inline double tol_for(const QString& backend, double cpu_tol, double gpu_tol) {
+    return is_cpu(backend) ? cpu_tol : gpu_tol;
+}
 
-inline const DType kWeightTypes[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1,   DType::Q5_0, DType::Q5_1,
-                              DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K, DType::I8_ROW, DType::I4_G128,
-                              DType::I4_G64};
+inline const DType kWeightTypes[] = {DType::F32,  DType::F16,    DType::BF16,    DType::Q4_0,  DType::Q4_1,
+                                     DType::Q5_0, DType::Q5_1,   DType::Q8_0,    DType::Q4_K,  DType::Q5_K,
+                                     DType::Q6_K, DType::I8_ROW, DType::I4_G128, DType::I4_G64};
 
 }  // namespace kvs::test

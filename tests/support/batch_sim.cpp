@@ -41,9 +41,12 @@ RequestRow BatchSim::rowOf(const BatchSimRequest& r, const Events& ev, const Ran
     row.hostBlocks = r.hostBlocks;
     row.scheduledTokens = ran.value(r.id, 0);
     if (ev.contains(r.id)) row.slot = ev.value(r.id);
-    else if (r.finished) row.slot = SlotState::Finished;
-    else if (r.swapped) row.slot = SlotState::Swapped;
-    else row.slot = SlotState::Waiting;
+    else if (r.finished)
+        row.slot = SlotState::Finished;
+    else if (r.swapped)
+        row.slot = SlotState::Swapped;
+    else
+        row.slot = SlotState::Waiting;
     row.status = r.finished ? "finished" : r.running ? "running" : r.swapped ? "swapped" : "waiting";
     return row;
 }
@@ -126,7 +129,7 @@ void BatchSim::preempt(BatchSimRequest& v, StepPoint& sp, Events& ev) {
         v.swapped = true;
         v.hostBlocks = v.blocks;
         sp.swapOutBlocks += v.blocks;
-    } else {         // recompute from scratch (generated tokens become prompt)
+    } else {  // recompute from scratch (generated tokens become prompt)
         v.computed = 0;
     }
     v.blocks = 0;
@@ -191,7 +194,8 @@ void BatchSim::stepStatic(StepPoint& sp, Events& ev, Ran& ran, int& budget) {
     for (qint64 id : batch) {
         BatchSimRequest& r = byId(id);
         if (r.finished) run(r, sp, ev, ran, budget, true);
-        else if (budget > 0) run(r, sp, ev, ran, budget);
+        else if (budget > 0)
+            run(r, sp, ev, ran, budget);
     }
 }
 

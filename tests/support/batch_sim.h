@@ -21,14 +21,14 @@ struct BatchSimConfig {
     int nBlocks = 200;
     int blockSize = 16;
     bool staticBatching = false;
-    int arrivalSpread = 120;   // requests arrive over this many steps (0: all at once)
+    int arrivalSpread = 120;  // requests arrive over this many steps (0: all at once)
     int minOut = 8, maxOut = 120;
     int minPrompt = 16, maxPrompt = 300;
     quint32 seed = 7;
 };
 
 struct BatchSimRequest {
-    qint64 id = 0;             // 100, 101, ... in arrival order
+    qint64 id = 0;  // 100, 101, ... in arrival order
     int arrival = 0, prompt = 0, maxOut = 0;
     int computed = 0, out = 0, blocks = 0, hostBlocks = 0, preemptions = 0;
     bool running = false, swapped = false, finished = false;

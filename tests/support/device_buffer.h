@@ -22,7 +22,9 @@ public:
     DeviceBuffer& operator=(const DeviceBuffer&) = delete;
 
     template <class T>
-    T* as() const { return static_cast<T*>(m_p); }
+    T* as() const {
+        return static_cast<T*>(m_p);
+    }
     template <class T>
     std::vector<T> read() const {
         std::vector<T> v(m_bytes / sizeof(T));

@@ -72,8 +72,8 @@ struct FakeModelRunner {
     // Steps until nothing is unfinished (at most max_steps), then check_drained().
     QString run(int max_steps = 10000);
 
-    std::vector<RequestId> chunk_ids() const;           // of the latest step, in batch order
-    const ScheduledChunk* chunk(RequestId id) const;    // of the latest step, or nullptr
+    std::vector<RequestId> chunk_ids() const;         // of the latest step, in batch order
+    const ScheduledChunk* chunk(RequestId id) const;  // of the latest step, or nullptr
 
 private:
     // Gives drafts to the requests that will decode next (max_drafts > 0).

@@ -34,7 +34,10 @@ QString kv_pool_invariants(const KVCacheManager& m) {
         if (f == (b.ref_cnt > 0)) return QString("block %1: free=%2 ref_cnt=%3").arg(i).arg(f).arg(b.ref_cnt);
         if (f != b.in_free_queue) return QString("block %1: in_free_queue flag wrong").arg(i);
         if (b.ref_cnt != refs[static_cast<size_t>(i)])
-            return QString("block %1: ref_cnt %2 but %3 table entries").arg(i).arg(b.ref_cnt).arg(refs[static_cast<size_t>(i)]);
+            return QString("block %1: ref_cnt %2 but %3 table entries")
+                .arg(i)
+                .arg(b.ref_cnt)
+                .arg(refs[static_cast<size_t>(i)]);
         ref_sum += static_cast<size_t>(b.ref_cnt);
         if (b.block_hash) {
             auto it = pool.cached_blocks().find(*b.block_hash);

@@ -12,7 +12,7 @@ namespace kvs::test {
 struct KvscopeRun {
     int exit_code = -1;  // -1 when it crashed or timed out
     QProcess::ExitStatus status = QProcess::CrashExit;
-    QString out, err;    // err is "TIMEOUT" when it was killed after timeout_ms
+    QString out, err;  // err is "TIMEOUT" when it was killed after timeout_ms
 };
 
 KvscopeRun run_kvscope(const QStringList& args, int timeout_ms = 120000);

@@ -18,7 +18,8 @@ PythonRun run_python(const QStringList& args, int timeout_ms) {
     }
     r.out = QString::fromLocal8Bit(p.readAllStandardOutput());
     if (p.exitStatus() != QProcess::NormalExit || p.exitCode() != 0) {
-        r.error = QStringLiteral("python failed (exit %1): ").arg(p.exitCode()) + QString::fromLocal8Bit(p.readAllStandardError());
+        r.error = QStringLiteral("python failed (exit %1): ").arg(p.exitCode()) +
+                  QString::fromLocal8Bit(p.readAllStandardError());
         return r;
     }
     r.ok = true;

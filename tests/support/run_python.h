@@ -8,9 +8,9 @@
 namespace kvs::test {
 
 struct PythonRun {
-    bool ok = false;   // finished in time with exit code 0
-    QString out;       // stdout
-    QString error;     // when not ok: why (did not start or finish, or the exit code and stderr)
+    bool ok = false;  // finished in time with exit code 0
+    QString out;      // stdout
+    QString error;    // when not ok: why (did not start or finish, or the exit code and stderr)
 };
 
 PythonRun run_python(const QStringList& args, int timeout_ms = 120000);

@@ -89,11 +89,11 @@ private:
 
 struct GenTensor {
     std::string hf_name, gguf_name;
-    std::vector<int64_t> shape;   // PyTorch order: [n_out, n_in] or [n]
-    std::vector<float> values;    // [n_out * n_in] row-major
+    std::vector<int64_t> shape;  // PyTorch order: [n_out, n_in] or [n]
+    std::vector<float> values;   // [n_out * n_in] row-major
     bool matrix = false;
-    bool embd = false;            // token_embd / output
-    int permute_heads = 0;        // GGUF llama Q/K: heads to permute rows over (0: none)
+    bool embd = false;      // token_embd / output
+    int permute_heads = 0;  // GGUF llama Q/K: heads to permute rows over (0: none)
 };
 
 float round_to(DType t, float x) {
@@ -175,7 +175,8 @@ std::vector<uint8_t> encode(DType t, const std::vector<float>& values, int64_t n
     const int64_t n_rows = static_cast<int64_t>(values.size()) / n_in;
     const size_t rb = row_bytes(t, n_in);
     std::vector<uint8_t> out(rb * static_cast<size_t>(n_rows));  // [n_rows, rb]
-    for (int64_t r = 0; r < n_rows; ++r) cpu::quantize_row(t, &values[static_cast<size_t>(r * n_in)], &out[r * rb], n_in);
+    for (int64_t r = 0; r < n_rows; ++r)
+        cpu::quantize_row(t, &values[static_cast<size_t>(r * n_in)], &out[r * rb], n_in);
     return out;
 }
 
@@ -293,25 +294,36 @@ Status write_safetensors(const fs::path& p, const std::vector<const GenTensor*>&
 json tokenizer_json(const TinyVocab& v) {
     json added = json::array();
     for (int i = 0; i < 3; ++i)
-        added.push_back({{"id", i}, {"content", v.tokens[i]}, {"single_word", false}, {"lstrip", false},
-                         {"rstrip", false}, {"normalized", false}, {"special", true}});
+        added.push_back({{"id", i},
+                         {"content", v.tokens[i]},
+                         {"single_word", false},
+                         {"lstrip", false},
+                         {"rstrip", false},
+                         {"normalized", false},
+                         {"special", true}});
     json vocab = json::object();
     for (size_t i = 0; i < v.tokens.size(); ++i) vocab[v.tokens[i]] = i;
     json byte_level = {{"type", "ByteLevel"}, {"add_prefix_space", false}, {"trim_offsets", true}, {"use_regex", true}};
-    return {{"version", "1.0"},
-            {"truncation", nullptr},
-            {"padding", nullptr},
-            {"added_tokens", added},
-            {"normalizer", nullptr},
-            {"pre_tokenizer",
-             {{"type", "Sequence"},
-              {"pretokenizers", {{{"type", "Digits"}, {"individual_digits", true}}, byte_level}}}},
-            {"post_processor", nullptr},
-            {"decoder", byte_level},
-            {"model",
-             {{"type", "BPE"}, {"dropout", nullptr}, {"unk_token", nullptr}, {"continuing_subword_prefix", nullptr},
-              {"end_of_word_suffix", nullptr}, {"fuse_unk", false}, {"byte_fallback", false},
-              {"vocab", vocab}, {"merges", v.merges}}}};
+    return {
+        {"version", "1.0"},
+        {"truncation", nullptr},
+        {"padding", nullptr},
+        {"added_tokens", added},
+        {"normalizer", nullptr},
+        {"pre_tokenizer",
+         {{"type", "Sequence"}, {"pretokenizers", {{{"type", "Digits"}, {"individual_digits", true}}, byte_level}}}},
+        {"post_processor", nullptr},
+        {"decoder", byte_level},
+        {"model",
+         {{"type", "BPE"},
+          {"dropout", nullptr},
+          {"unk_token", nullptr},
+          {"continuing_subword_prefix", nullptr},
+          {"end_of_word_suffix", nullptr},
+          {"fuse_unk", false},
+          {"byte_fallback", false},
+          {"vocab", vocab},
+          {"merges", v.merges}}}};
 }
 
 }  // namespace
@@ -359,11 +371,14 @@ Status write_tiny_safetensors_folder(const std::string& dir, const TinyModelSpec
                    {"tie_word_embeddings", s.tied},
                    {"bos_token_id", 1},
                    {"eos_token_id", 2},
-                   {"torch_dtype", type == DType::F32 ? "float32" : type == DType::F16 ? "float16" : "bfloat16"}};
+                   {"torch_dtype", type == DType::F32   ? "float32"
+                                   : type == DType::F16 ? "float16"
+                                                        : "bfloat16"}};
     KVS_RETURN_IF_ERROR(write_text(fs::path(dir) / "config.json", config.dump(2)));
     KVS_RETURN_IF_ERROR(write_text(fs::path(dir) / "tokenizer.json", tokenizer_json(vocab).dump(2)));
-    json tok_config = {{"add_bos_token", false},   {"bos_token", "<|im_start|>"}, {"eos_token", "<|im_end|>"},
-                       {"pad_token", "<|im_end|>"}, {"unk_token", "<|endoftext|>"}, {"chat_template", tiny_chat_template()},
+    json tok_config = {{"add_bos_token", false},           {"bos_token", "<|im_start|>"},
+                       {"eos_token", "<|im_end|>"},        {"pad_token", "<|im_end|>"},
+                       {"unk_token", "<|endoftext|>"},     {"chat_template", tiny_chat_template()},
                        {"model_max_length", s.n_ctx_train}};
     return write_text(fs::path(dir) / "tokenizer_config.json", tok_config.dump(2));
 }

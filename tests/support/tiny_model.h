@@ -19,24 +19,24 @@
 namespace kvs::test {
 
 struct TinyModelSpec {
-    std::string arch = "llama";          // "llama" or "qwen2" (q/k/v biases)
+    std::string arch = "llama";  // "llama" or "qwen2" (q/k/v biases)
     int n_layer = 2;
     int n_embd = 64;
     int n_head = 4;
     int n_kv_head = 2;
     int n_ff = 128;
     int n_ctx_train = 512;
-    int n_merges = 64;                   // BPE merges learned (n_vocab = 259 + new tokens)
+    int n_merges = 64;  // BPE merges learned (n_vocab = 259 + new tokens)
     float rms_eps = 1e-5f;
     float rope_freq_base = 10000.0f;
-    float weight_std = 0.05f;            // matrices ~ N(0, std); norms ~ 1 + N(0, 0.1)
-    DType weight_type = DType::F32;      // matrices; safetensors folders: F32, F16 or BF16
-    std::optional<DType> embd_type;      // token_embd (and output); default weight_type
-    bool tied = true;                    // no output.weight / lm_head.weight
+    float weight_std = 0.05f;        // matrices ~ N(0, std); norms ~ 1 + N(0, 0.1)
+    DType weight_type = DType::F32;  // matrices; safetensors folders: F32, F16 or BF16
+    std::optional<DType> embd_type;  // token_embd (and output); default weight_type
+    bool tied = true;                // no output.weight / lm_head.weight
     uint32_t seed = 1;
     uint32_t gguf_version = 3;
     uint32_t gguf_alignment = 32;
-    int n_shards = 1;                    // safetensors: >1 writes model.safetensors.index.json
+    int n_shards = 1;  // safetensors: >1 writes model.safetensors.index.json
 };
 
 // The tiny vocabulary (tokens in id order) and merges ("a b", by priority).
