@@ -26,11 +26,23 @@ uint64_t KVCacheManager::hash_block(uint64_t parent_hash, const int32_t* tokens,
     return XXH3_64bits(buf.data(), buf.size());
 }
 
-void KVCacheManager::hash_full_blocks(RequestState& r, const std::vector<int32_t>& token_ids, int n_full) const {
+void KVCacheManager::set_cache_salt(RequestId id, uint64_t salt) {
+    if (salt == 0) m_salts.erase(id);
+    else
+        m_salts[id] = salt;
+}
+
+uint64_t KVCacheManager::root_hash(RequestId id) const {
+    auto it = m_salts.find(id);
+    return it == m_salts.end() ? kRootParentHash : hash_block(kRootParentHash ^ it->second, nullptr, 0);
+}
+
+void KVCacheManager::hash_full_blocks(RequestId id, RequestState& r, const std::vector<int32_t>& token_ids,
+                                      int n_full) const {
     const int bs = m_block_size;
     while (static_cast<int>(r.block_hashes.size()) < n_full) {
         const size_t i = r.block_hashes.size();
-        const uint64_t parent = i == 0 ? kRootParentHash : r.block_hashes[i - 1];
+        const uint64_t parent = i == 0 ? root_hash(id) : r.block_hashes[i - 1];
         r.block_hashes.push_back(hash_block(parent, token_ids.data() + i * static_cast<size_t>(bs), bs));
     }
 }
@@ -45,7 +57,7 @@ Result<int> KVCacheManager::get_computed_blocks(RequestId id, const std::vector<
     if (!m_enable_prefix_caching || token_ids.empty()) return 0;
     const int bs = m_block_size;
     const int max_blocks = (static_cast<int>(token_ids.size()) - 1) / bs;  // keep the last token to compute
-    uint64_t parent = kRootParentHash;
+    uint64_t parent = root_hash(id);
     for (int i = 0; i < max_blocks; ++i) {
         const uint64_t h = hash_block(parent, token_ids.data() + static_cast<size_t>(i) * bs, bs);
         const auto hit = m_pool.get_cached_block(h);
@@ -129,7 +141,7 @@ Result<SlotAllocation> KVCacheManager::allocate_slots(RequestId id, const std::v
         // hashed here once real tokens fill them.
         const int n_full = total / bs;
         const int n_hashed = static_cast<int>(r.block_hashes.size());
-        hash_full_blocks(r, token_ids_total, n_full);
+        hash_full_blocks(id, r, token_ids_total, n_full);
         for (int i = n_hashed; i < n_full; ++i)
             m_pool.cache_full_block(r.block_table[static_cast<size_t>(i)], r.block_hashes[static_cast<size_t>(i)]);
     }
@@ -172,6 +184,7 @@ Status KVCacheManager::fork(RequestId parent_id, RequestId child_id) {
     c.block_hashes = p.block_hashes;
     m_pool.touch(c.block_table);
     m_requests[child_id] = std::move(c);
+    if (auto salt = m_salts.find(parent_id); salt != m_salts.end()) m_salts[child_id] = salt->second;
     return Status::ok();
 }
 

@@ -111,6 +111,13 @@ public:
     KVCacheStats stats() const;
     const BlockPool& pool() const { return m_pool; }
 
+    // A request's prefix-cache key beside its tokens (vLLM's extra keys: the LoRA adapter):
+    // block 0 of a salted request chains from the salt, so requests with different salts
+    // never share cached blocks. Set before the request's first allocation; kept across
+    // preemption and swaps (free() keeps it), copied by fork(), dropped by forget_salt().
+    void set_cache_salt(RequestId id, uint64_t salt);
+    void forget_salt(RequestId id) { m_salts.erase(id); }
+
     // The chained hash of one full block (exposed for tests).
     static uint64_t hash_block(uint64_t parent_hash, const int32_t* tokens, int n);
 
@@ -123,12 +130,14 @@ private:
         std::vector<uint64_t> pending_hashes;
         int pending_query_tokens = 0;  // prompt length looked up, counted when the hits are taken
     };
-    void hash_full_blocks(RequestState& r, const std::vector<int32_t>& token_ids, int n_full) const;
+    void hash_full_blocks(RequestId id, RequestState& r, const std::vector<int32_t>& token_ids, int n_full) const;
+    uint64_t root_hash(RequestId id) const;  // the "parent" of block 0
 
     int m_block_size;
     bool m_enable_prefix_caching;
     BlockPool m_pool;
     std::unordered_map<RequestId, RequestState> m_requests;
+    std::unordered_map<RequestId, uint64_t> m_salts;  // set_cache_salt
     int64_t m_query_tokens = 0, m_hit_tokens = 0;
 };
 

@@ -260,6 +260,9 @@ void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
         m_backend.matmul(w.wk, b.h, b.k, n_tokens);
         m_backend.matmul(w.wv, b.h, b.v, n_tokens);
     }
+    lora(il, LoraTarget::q, b.h, c.n_embd, b.q, q_dim);
+    lora(il, LoraTarget::k, b.h, c.n_embd, b.k, kv_dim);
+    lora(il, LoraTarget::v, b.h, c.n_embd, b.v, kv_dim);
     if (w.bq) m_backend.add_bias(b.q, w.bq, b.q, n_tokens, q_dim);
     if (w.bk) m_backend.add_bias(b.k, w.bk, b.k, n_tokens, kv_dim);
     if (w.bv) m_backend.add_bias(b.v, w.bv, b.v, n_tokens, kv_dim);
@@ -297,6 +300,7 @@ void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
     m_backend.paged_attention(pa);
     observe(il, ActivationSite::AttnOutput, b.attn, n_tokens, q_dim);
     m_backend.matmul(w.wo, b.attn, b.h, n_tokens);
+    lora(il, LoraTarget::o, b.attn, q_dim, b.h, c.n_embd);
     m_backend.add(b.x, b.h, b.x, static_cast<int64_t>(n_tokens) * c.n_embd);
 
     // ---- MLP block: x += down(silu(gate(norm(x))) * up(norm(x)))
@@ -309,9 +313,12 @@ void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
         m_backend.matmul(w.w_gate, b.h, b.gate, n_tokens);
         m_backend.matmul(w.w_up, b.h, b.up, n_tokens);
     }
+    lora(il, LoraTarget::gate, b.h, c.n_embd, b.gate, c.n_ff);
+    lora(il, LoraTarget::up, b.h, c.n_embd, b.up, c.n_ff);
     m_backend.swiglu(b.gate, b.up, b.gate, static_cast<int64_t>(n_tokens) * c.n_ff);
     observe(il, ActivationSite::DownInput, b.gate, n_tokens, c.n_ff);
     m_backend.matmul(w.w_down, b.gate, b.h, n_tokens);
+    lora(il, LoraTarget::down, b.gate, c.n_ff, b.h, c.n_embd);
     m_backend.add(b.x, b.h, b.x, static_cast<int64_t>(n_tokens) * c.n_embd);
 }
 
@@ -341,6 +348,22 @@ Status LlamaForward::check_batch(const ForwardBatch& batch, std::vector<int32_t>
         if (row < 0 || row >= n_tokens)
             return Status::error("forward: logit row " + std::to_string(row) + " is not a token of the batch of " +
                                  std::to_string(n_tokens));
+    if (!batch.token_adapter.empty()) {
+        if (batch.token_adapter.size() != batch.tokens.size())
+            return Status::error("forward: " + std::to_string(n_tokens) + " tokens with " +
+                                 std::to_string(batch.token_adapter.size()) + " LoRA adapter entries");
+        for (int32_t i : batch.token_adapter)
+            if (i >= static_cast<int32_t>(batch.adapters.size()) || (i >= 0 && !batch.adapters[static_cast<size_t>(i)]))
+                return Status::error("forward: LoRA adapter index " + std::to_string(i) + " of " +
+                                     std::to_string(batch.adapters.size()) + " adapters");
+        for (const LoraAdapter* a : batch.adapters)
+            if (a) KVS_RETURN_IF_ERROR(check_lora_fits(*a, c));
+        if (!m_backend.host_visible())
+            for (int32_t i : batch.token_adapter)
+                if (i >= 0)
+                    return Status::error("forward: LoRA adapters run on the CPU backend only, not on " +
+                                         m_backend.name());
+    }
     const int bs = m_kv.block_size();
     slots->resize(static_cast<size_t>(n_tokens));
     for (int t = 0; t < n_tokens; ++t) {
@@ -411,6 +434,7 @@ Status LlamaForward::forward(const ForwardBatch& batch, std::vector<float>* logi
     m_backend.copy_to_device(b.tables, batch.block_tables.data(), table_n * sizeof(int32_t));
     m_backend.copy_to_device(b.rows, batch.logit_rows.data(), sizeof(int32_t) * static_cast<size_t>(n_rows));
 
+    m_lora = LoraBatch::group(batch.adapters, batch.token_adapter);
     m_backend.embedding(m_token_embd, b.ids, n_tokens, b.x);
     for (int il = 0; il < c.n_layer; ++il) run_layer(il, batch, n_tokens);
     if (n_rows == 0) return Status::ok();

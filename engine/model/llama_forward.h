@@ -10,6 +10,7 @@
 
 #include "engine/core/status.h"
 #include "engine/kv_cache/kv_tensors.h"
+#include "engine/lora/lora_apply.h"
 #include "engine/model/model.h"
 #include "kernels/backend.h"
 
@@ -24,6 +25,10 @@ struct ForwardBatch {
     int n_seqs = 0;
     int max_blocks_per_seq = 0;
     std::vector<int32_t> logit_rows;  // token rows whose next-token logits are wanted
+    // LoRA (engine/lora/lora_apply.h): the adapters of this batch and, per token, an index
+    // into them or -1 (base only). token_adapter empty: no token uses an adapter.
+    std::vector<const LoraAdapter*> adapters;
+    std::vector<int32_t> token_adapter;  // [n_tokens] or empty
 
     int n_tokens() const { return static_cast<int>(tokens.size()); }
 };
@@ -78,6 +83,10 @@ private:
     Status check_batch(const ForwardBatch& batch, std::vector<int32_t>* slots) const;
     Status reserve_batch(size_t table_n, int n_rows);
     void run_layer(int il, const ForwardBatch& b, int n_tokens);
+    // y += the LoRA deltas of this batch's adapters for one projection (nothing without any).
+    void lora(int il, LoraTarget t, const float* x, int n_in, float* y, int n_out) {
+        if (!m_lora.empty()) apply_lora(m_lora, il, t, x, n_in, y, n_out, m_lora_scratch);
+    }
     void observe(int il, ActivationSite site, const float* x, int n_tokens, int n) const {
         if (m_observer && m_backend.host_visible()) m_observer(il, site, x, n_tokens, n);
     }
@@ -102,6 +111,8 @@ private:
     int64_t m_scratch_bytes = 0;
     std::string m_alloc_error;  // the first allocation the backend refused
     ActivationObserver m_observer;
+    LoraBatch m_lora;                   // this forward's adapters, grouped
+    std::vector<float> m_lora_scratch;  // [group rows, rank] shrink output
 };
 
 }  // namespace kvs

@@ -4,7 +4,9 @@
 #include "engine/runtime/engine.h"
 
 #include <algorithm>
+#include <cmath>
 
+#include "engine/lora/lora_adapter.h"
 #include "engine/runtime/engine_request.h"
 #include "engine/runtime/weight_support.h"
 
@@ -76,6 +78,9 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> mode
                                                static_cast<size_t>(std::max(1, opt.step_ring)));
     e->m_snapshot_every = opt.snapshot_every;
     e->m_accept_rule = opt.spec_accept_rule;
+    if (e->m_tok)
+        for (int32_t id = 0; id < c.n_vocab; ++id)
+            if (e->m_tok->is_eog(id)) e->m_eog_ids.push_back(id);
     e->m_t0 = EngineClock::now();
     return e;
 }
@@ -111,11 +116,21 @@ Result<RequestId> Engine::submit(GenerationRequest req, RequestId want_id) {
     if (max_tokens == 0) return R::error("max_tokens is 0: nothing to generate");
     if (req.beam_width < 1 || req.beam_width > 8)
         return R::error("beam width must be 1 (off) to 8, got " + std::to_string(req.beam_width));
+    if (req.params.min_new_tokens < 0)
+        return R::error("min_new_tokens must be 0 or more, got " + std::to_string(req.params.min_new_tokens));
+    if (!std::isfinite(req.params.length_penalty)) return R::error("length_penalty must be a finite number");
+    if (req.adapter) {
+        KVS_RETURN_IF_ERROR(check_lora_fits(*req.adapter, m_model->config));
+        if (!m_backend->host_visible())
+            return R::error("LoRA adapter '" + req.adapter->name + "': adapters run on the CPU backend only, not on " +
+                            m_backend->name());
+    }
     auto runner = draft_runner_for(req);
     if (!runner) return runner.status();
     const RequestId id = want_id > 0 ? want_id : m_next_id;
     if (m_reqs.count(id)) return R::error("request id " + std::to_string(id) + " is already in use");
     KVS_RETURN_IF_ERROR(m_sched->add_request(id, req.prompt, max_tokens, req.priority));
+    if (req.adapter) m_kv_mgr->set_cache_salt(id, req.adapter->cache_salt);  // its KV is its own
     m_next_id = std::max(m_next_id, id + 1);
     const double arrival = req.arrival_ms >= 0 ? req.arrival_ms : ms_since_start();
     auto& r = *m_reqs
@@ -125,6 +140,7 @@ Result<RequestId> Engine::submit(GenerationRequest req, RequestId want_id) {
     r.metrics.id = id;
     r.metrics.arrival_ms = arrival;
     r.metrics.n_prompt = n_prompt;
+    r.adapter = std::move(req.adapter);
     m_total_prompt_tokens += n_prompt;
     if (req.spec.enabled()) init_spec(r, req.spec, *runner);
     if (req.beam_width > 1) init_beam(r, req.beam_width, max_tokens, req.params.ignore_eos);
@@ -228,6 +244,8 @@ Status Engine::build_batch(const SchedulerOutput& out, StepTokens& t) {
     b.token_seq.clear();
     b.block_tables.clear();
     b.logit_rows.clear();
+    b.adapters.clear();
+    b.token_adapter.clear();
     b.n_seqs = static_cast<int>(out.chunks.size());
     b.max_blocks_per_seq = 1;
     for (const auto& ch : out.chunks)
@@ -242,10 +260,19 @@ Status Engine::build_batch(const SchedulerOutput& out, StepTokens& t) {
         const auto& table = m_kv_mgr->block_table(ch.id);
         std::copy(table.begin(), table.end(),
                   b.block_tables.begin() + static_cast<ptrdiff_t>(i) * b.max_blocks_per_seq);
+        // LoRA: each token names its request's adapter (an index into b.adapters, -1: none).
+        int32_t adapter = -1;
+        if (const LoraAdapter* a = m_reqs.at(ch.id)->adapter.get()) {
+            auto it = std::find(b.adapters.begin(), b.adapters.end(), a);
+            adapter = static_cast<int32_t>(it - b.adapters.begin());
+            if (it == b.adapters.end()) b.adapters.push_back(a);
+            b.token_adapter.resize(b.tokens.size(), -1);  // earlier tokens: none
+        }
         for (int p = ch.start_pos; p < ch.start_pos + ch.num_tokens; ++p) {
             b.tokens.push_back(r->token_at(p));
             b.positions.push_back(p);
             b.token_seq.push_back(i);
+            if (!b.adapters.empty()) b.token_adapter.push_back(adapter);
         }
         if (ch.sample) {
             t.first_logit[static_cast<size_t>(i)] = static_cast<int>(b.logit_rows.size());
@@ -266,6 +293,7 @@ void Engine::sample_chunks(const SchedulerOutput& out, StepTokens& t, StepResult
         const ScheduledChunk& ch = out.chunks[i];
         Req& r = *m_reqs.at(ch.id);
         float* row = m_buf->logits.data() + static_cast<size_t>(t.first_logit[i]) * n_vocab;
+        if (!r.beam) hold_eog(r, m_sched->request(ch.id)->num_output(), row, ch.num_spec + 1);
         if (r.beam) {  // no token yet: the group decides after the update
             beam_collect(r, row);
             if (std::find(t.groups.begin(), t.groups.end(), r.beam.get()) == t.groups.end())
@@ -280,6 +308,13 @@ void Engine::sample_chunks(const SchedulerOutput& out, StepTokens& t, StepResult
             t.emitted[i] = {r.sampler.sample(row, n_vocab, r.history)};
         }
     }
+}
+
+void Engine::hold_eog(const Req& r, int n_output, float* logits, int n_rows) const {
+    if (r.params.ignore_eos) return;
+    const int n_vocab = m_model->config.n_vocab;
+    for (int j = 0; j < n_rows && n_output + j < r.params.min_new_tokens; ++j)
+        for (int32_t id : m_eog_ids) logits[static_cast<size_t>(j) * n_vocab + static_cast<size_t>(id)] = -INFINITY;
 }
 
 // Text first: an end-of-generation token or a stop string ends a chunk's tokens there
@@ -459,6 +494,7 @@ void Engine::remove_finished(size_t keep_last) {
     done.resize(done.size() - keep_last);  // the oldest ones (ids grow with submission)
     for (RequestId id : done) {
         if (m_sched->request(id) && !m_sched->remove_request(id)) continue;  // a static batch seat: later
+        m_kv_mgr->forget_salt(id);
         auto it = m_reqs.find(id);
         if (it->second->metrics.finish_ms >= 0 && (!it->second->beam || it->second->beam->root == id))
             m_removed_metrics.push_back(it->second->metrics);

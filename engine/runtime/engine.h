@@ -37,6 +37,7 @@ class LlamaForward;
 class SnapshotRing;
 class DraftRunner;
 struct VerifyResult;
+struct LoraAdapter;
 
 struct EngineOptions {
     // KV pool size: kv_blocks if > 0, else kv_bytes if > 0, else kv_ram_fraction of the
@@ -87,11 +88,16 @@ struct GenerationRequest {
     // Beam search when > 1 (at most 8): the beams are forks of the request sharing its
     // blocks copy-on-write; sampling params other than max_tokens and ignore_eos are not
     // used (no stop strings). The request streams nothing until the end, then one event with the best
-    // hypothesis (highest sum of log-probabilities).
+    // hypothesis (highest sum of log-probabilities divided by length^params.length_penalty;
+    // params.min_new_tokens holds end-of-generation back).
     int beam_width = 1;
     // Speculative decoding (not with beam search): drafts verified by the target in the
     // same batched pass; output distributed exactly as without it.
     SpecParams spec;
+    // A LoRA adapter (engine/lora/lora_adapter.h; Session::adapter() hands them out) run on
+    // top of the base model for this request only; null: the base model. Requests with
+    // different adapters share batches; their prefix-cache blocks never mix.
+    std::shared_ptr<const LoraAdapter> adapter;
     TokenCallback on_event;  // may be empty
     // When the request arrived, in ms on the engine's clock (ms_since_start()); < 0: now.
     // A benchmark replaying a workload passes the scheduled arrival time.
@@ -100,8 +106,9 @@ struct GenerationRequest {
 
 // A finished beam-search hypothesis.
 struct BeamHypothesis {
-    std::vector<int32_t> tokens;
-    double logprob = 0;  // sum of natural-log probabilities of its tokens
+    std::vector<int32_t> tokens;  // generated ids (an end-of-generation token that ended it excluded)
+    double logprob = 0;           // sum of natural-log probabilities of its tokens (and of that end)
+    double score = 0;             // what ranks it: logprob / length^length_penalty
 };
 
 // What one step did, for callers that drive step() themselves (bench, tests).
@@ -189,6 +196,9 @@ private:
     Status build_batch(const SchedulerOutput& out, StepTokens& t);
     void sample_chunks(const SchedulerOutput& out, StepTokens& t, StepResult& res);
     void cut_at_stops(const SchedulerOutput& out, StepTokens& t);
+    // min_new_tokens: -inf on the end-of-generation logits of the rows that would give output
+    // token n_output + j (j < n_rows) while that is below the request's minimum.
+    void hold_eog(const Req& r, int n_output, float* logits, int n_rows) const;
     void stream(const SchedulerOutput& out, StepTokens& t, StepResult& res);
     void emit(Req& r, TokenEvent ev);
     void finish(RequestId id, FinishReason why);
@@ -230,6 +240,7 @@ private:
     std::vector<std::unique_ptr<DraftRunner>> m_drafts;
     SpecStats m_spec_totals;
     AcceptRule m_accept_rule = AcceptRule::exact;
+    std::vector<int32_t> m_eog_ids;  // the tokenizer's end-of-generation ids (min_new_tokens)
     int64_t m_total_prompt_tokens = 0, m_total_generated = 0, m_total_finished = 0;
     std::unique_ptr<StepBuffers> m_buf;  // reused by every step
 };

@@ -17,6 +17,8 @@ void Engine::init_beam(Req& r, int width, int max_tokens, bool ignore_eos) {
     r.beam->width = width;
     r.beam->max_tokens = max_tokens;
     r.beam->ignore_eos = ignore_eos;
+    r.beam->length_penalty = r.params.length_penalty;
+    r.beam->min_new_tokens = r.params.min_new_tokens;
     r.beam->live = {r.id};
     r.beam->score[r.id] = 0.0;
 }
@@ -28,16 +30,24 @@ std::vector<BeamHypothesis> Engine::beam_hypotheses(RequestId id) const {
     return it->second->beam->done;
 }
 
+// Hugging Face's beam search, one beam's part: log_softmax over the whole vocabulary (in
+// double), end-of-generation tokens dropped while the beam is shorter than min_new_tokens
+// (after the softmax, as its MinNewTokensLengthLogitsProcessor does), then the best
+// 2 x width tokens (lower id first among equals): enough for `width` continuations even
+// when end-of-generation tokens are among them.
 void Engine::beam_collect(Req& r, const float* logits) {
-    // log_softmax in double, then the best `width` tokens (lower id first among equals).
     const int n = m_model->config.n_vocab;
     const double mx = *std::max_element(logits, logits + n);
     double sum = 0;
     for (int i = 0; i < n; ++i) sum += std::exp(static_cast<double>(logits[i]) - mx);
     const double lse = mx + std::log(sum);
-    const int w = std::min(r.beam->width, n);
-    std::vector<int32_t> idx(static_cast<size_t>(n));
-    std::iota(idx.begin(), idx.end(), 0);
+    const BeamGroup& g = *r.beam;
+    const bool hold = !g.ignore_eos && m_sched->request(r.id)->num_output() < g.min_new_tokens;
+    std::vector<int32_t> idx;
+    idx.reserve(static_cast<size_t>(n));
+    for (int32_t i = 0; i < n; ++i)
+        if (!hold || !std::binary_search(m_eog_ids.begin(), m_eog_ids.end(), i)) idx.push_back(i);
+    const int w = std::min<int>(2 * g.width, static_cast<int>(idx.size()));
     std::partial_sort(idx.begin(), idx.begin() + w, idx.end(),
                       [&](int32_t a, int32_t b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
     auto& cand = r.beam->pending[r.id];
@@ -52,6 +62,10 @@ void Engine::advance_beams(const std::vector<BeamGroup*>& groups, std::vector<Re
         if (!g->finished && g->pending.size() == g->live.size()) beam_advance(*g, finished);
 }
 
+// Hugging Face's BeamSearchScorer.process for one step: candidates ranked by sum of
+// log-probs (ties: the better-ranked parent, then the lower id); an end-of-generation
+// candidate among the first `width` ends a hypothesis (scored by length^length_penalty,
+// length with that token), others are skipped; the first `width` other candidates continue.
 void Engine::beam_advance(BeamGroup& g, std::vector<RequestId>* finished) {
     struct Cand {
         double score;
@@ -67,17 +81,22 @@ void Engine::beam_advance(BeamGroup& g, std::vector<RequestId>* finished) {
         if (a.score != b.score) return a.score > b.score;
         return a.rank != b.rank ? a.rank < b.rank : a.token < b.token;
     });
+    if (cands.size() > static_cast<size_t>(2 * g.width)) cands.resize(static_cast<size_t>(2 * g.width));
+    // Generated tokens after this step (every live beam has the same count).
+    const int cur_len = g.live.empty() ? 1 : m_sched->request(g.live.front())->num_output() + 1;
     std::vector<Cand> keep;
-    for (const Cand& c : cands) {
-        if (static_cast<int>(keep.size()) == g.width) break;
+    for (size_t i = 0; i < cands.size(); ++i) {
+        const Cand& c = cands[i];
         if (!g.ignore_eos && m_tok && m_tok->is_eog(c.token)) {  // a hypothesis ends here
-            if (static_cast<int>(g.done.size()) < g.width) {
-                g.done.push_back({m_sched->request(g.live[static_cast<size_t>(c.rank)])->output, c.score});
-                g.reason = FinishReason::stop;
-            }
+            if (static_cast<int>(i) >= g.width) continue;
+            BeamHypothesis h{m_sched->request(g.live[static_cast<size_t>(c.rank)])->output, c.score, 0.0};
+            h.score = c.score / std::pow(static_cast<double>(cur_len), static_cast<double>(g.length_penalty));
+            g.add_done(std::move(h));
+            g.reason = FinishReason::stop;
             continue;
         }
         keep.push_back(c);
+        if (static_cast<int>(keep.size()) == g.width) break;
     }
     // Each kept extension continues in its parent's request the first time the parent is
     // used, in a fork of it after that. Forks first: a child copies the parent's tokens.
@@ -99,6 +118,7 @@ void Engine::beam_advance(BeamGroup& g, std::vector<RequestId>* finished) {
         auto& c = *m_reqs.emplace(child, std::make_unique<Req>(child, p.params, m_tok.get(), nullptr, p.history))
                        .first->second;
         c.beam = p.beam;
+        c.adapter = p.adapter;
         next[i] = child;
     }
     for (size_t rank = 0; rank < g.live.size(); ++rank)
@@ -114,16 +134,21 @@ void Engine::beam_advance(BeamGroup& g, std::vector<RequestId>* finished) {
     g.score = std::move(score);
 
     const bool at_length = !g.live.empty() && m_sched->request(g.live.front())->num_output() >= g.max_tokens;
-    // Log-probs only lower a score: once `width` hypotheses have ended and the best of them
-    // beats every live beam, no live beam can overtake it.
-    double best_live = -INFINITY, best_done = -INFINITY;
-    for (RequestId b : g.live) best_live = std::max(best_live, g.score[b]);
-    for (const auto& h : g.done) best_done = std::max(best_done, h.logprob);
-    const bool settled = static_cast<int>(g.done.size()) >= g.width && best_done >= best_live;
+    // Hugging Face's is_done (early_stopping=False): `width` hypotheses have ended and the
+    // worst of them beats the best candidate's sum divided by the current length^penalty.
+    bool settled = false;
+    if (static_cast<int>(g.done.size()) >= g.width && !cands.empty()) {
+        const double best = cands.front().score / std::pow(static_cast<double>(cur_len), g.length_penalty);
+        settled = g.done.back().score >= best;
+    }
     if (g.live.empty() || at_length || settled) {
-        if (at_length) {
+        if (at_length && !settled) {
             g.reason = FinishReason::length;
-            for (RequestId b : g.live) g.done.push_back({m_sched->request(b)->output, g.score[b]});
+            for (RequestId b : g.live) {
+                const auto& out = m_sched->request(b)->output;
+                const double s = g.score[b] / std::pow(static_cast<double>(out.size()), g.length_penalty);
+                g.add_done({out, g.score[b], s});
+            }
         }
         beam_finish(g, finished);
     }
@@ -133,8 +158,6 @@ void Engine::beam_finish(BeamGroup& g, std::vector<RequestId>* finished) {
     for (RequestId b : g.live) m_sched->finish_request(b, g.reason);
     g.live.clear();
     g.finished = true;
-    std::stable_sort(g.done.begin(), g.done.end(),
-                     [](const BeamHypothesis& a, const BeamHypothesis& b) { return a.logprob > b.logprob; });
     finished->push_back(g.root);
     Req& root = *m_reqs.at(g.root);
     TokenEvent ev;

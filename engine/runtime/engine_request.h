@@ -4,6 +4,7 @@
 // sampling produced (Engine::StepTokens). Shared by the Engine's own files only:
 // engine.cpp (the step), engine_beam.cpp (beam search), engine_spec.cpp (speculative
 // decoding). Callers include engine/runtime/engine.h.
+#include <algorithm>
 #include <chrono>
 #include <deque>
 #include <memory>
@@ -38,8 +39,9 @@ struct Engine::Req {
     Sampler sampler;
     TextStream text;
     TokenCallback on_event;
-    std::vector<int32_t> history;     // prompt + output, for the penalties
-    std::shared_ptr<BeamGroup> beam;  // set for every beam of a beam-search request
+    std::vector<int32_t> history;                // prompt + output, for the penalties
+    std::shared_ptr<BeamGroup> beam;             // set for every beam of a beam-search request
+    std::shared_ptr<const LoraAdapter> adapter;  // null: the base model
     RequestMetrics metrics;
     // Speculative decoding.
     SpecParams spec;
@@ -65,13 +67,23 @@ struct Engine::BeamGroup {
     int width = 1;
     int max_tokens = 0;
     bool ignore_eos = false;
+    float length_penalty = 1.0f;                  // a finished hypothesis scores logprob / length^length_penalty
+    int min_new_tokens = 0;                       // no end-of-generation before this many tokens
     std::vector<RequestId> live;                  // rank order (best first)
     std::unordered_map<RequestId, double> score;  // sum of log-probs of a live beam
-    // This position's best `width` (log-prob, token) of each live beam that has run.
+    // This position's best 2 x `width` (log-prob, token) of each live beam that has run.
     std::unordered_map<RequestId, std::vector<std::pair<double, int32_t>>> pending;
-    std::vector<BeamHypothesis> done;
+    std::vector<BeamHypothesis> done;  // at most `width`, the best by score
     bool finished = false;
     FinishReason reason = FinishReason::length;
+    // Hugging Face's BeamHypotheses.add: keeps the best `width` by score, best first (an
+    // equal score goes after those already there).
+    void add_done(BeamHypothesis h) {
+        auto at = std::upper_bound(done.begin(), done.end(), h.score,
+                                   [](double s, const BeamHypothesis& d) { return s > d.score; });
+        done.insert(at, std::move(h));
+        if (static_cast<int>(done.size()) > width) done.pop_back();
+    }
 };
 
 // One step's sampling, per chunk of the schedule (index = chunk).

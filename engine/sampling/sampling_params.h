@@ -23,6 +23,15 @@ struct SamplingParams {
     int32_t max_tokens = -1;           // tokens to generate; -1: until end-of-generation or context full
     std::vector<std::string> stop;     // generation ends before the first occurrence of any of these
     bool ignore_eos = false;           // keep generating past end-of-generation tokens
+    // End-of-generation tokens are suppressed until this many tokens were generated
+    // (Hugging Face's min_new_tokens: their logits are -inf before sampling; beam search
+    // drops them from the candidates).
+    int32_t min_new_tokens = 0;
+    // Beam search: a finished hypothesis ranks by sum(log p) / length^length_penalty, length
+    // counting its generated tokens and the end-of-generation token (Hugging Face's
+    // length_penalty, default 1.0): > 0 favours longer outputs, < 0 shorter ones, 0 is the
+    // plain sum.
+    float length_penalty = 1.0f;
 };
 
 }  // namespace kvs
