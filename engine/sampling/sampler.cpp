@@ -33,6 +33,7 @@ Sampler::Sampler(const SamplingParams& params) : m_params(params), m_rng(params.
 
 int32_t Sampler::sample(float* logits, int n_vocab, std::span<const int32_t> history) {
     if (m_params.temperature <= 0.0f) {
+        watermark(logits, n_vocab, history);
         apply_penalties(logits, n_vocab, history, m_params);
         ban_repeated_ngrams(logits, n_vocab, history, m_params.no_repeat_ngram_size);
         return argmax_lowest_id(logits, n_vocab);
@@ -67,7 +68,14 @@ int32_t Sampler::draw_from(std::span<const TokenProb> dist) {
     return dist.back().id;
 }
 
+void Sampler::watermark(float* logits, int n_vocab, std::span<const int32_t> history) {
+    if (!m_params.watermark || history.empty()) return;  // TGI needs one token to seed the list too
+    const WatermarkParams wp{m_params.watermark_gamma, m_params.watermark_delta};
+    apply_watermark(logits, n_vocab, history.back(), wp, m_green);
+}
+
 void Sampler::compute_distribution(float* logits, int n_vocab, std::span<const int32_t> history, bool ranked) {
+    watermark(logits, n_vocab, history);
     apply_penalties(logits, n_vocab, history, m_params);
     ban_repeated_ngrams(logits, n_vocab, history, m_params.no_repeat_ngram_size);
     m_dist.clear();

@@ -2,6 +2,8 @@
 // Picks the next token from a row of logits.
 //
 // Order of operations (each step is skipped when its parameter is off):
+//   0. watermark (params.watermark, engine/sampling/watermark.h): the green list seeded by
+//      the last id of history gets +watermark_delta, before anything else (TGI's order).
 //   1. penalties: repetition / presence / frequency over the last penalty_last_n ids,
 //      then the no-repeat-n-gram ban (engine/sampling/penalties.h). These also apply
 //      in greedy mode, as in llama.cpp, and are no-ops at their defaults.
@@ -18,6 +20,7 @@
 #include <vector>
 
 #include "engine/sampling/sampling_params.h"
+#include "engine/sampling/watermark.h"
 
 namespace kvs {
 
@@ -63,6 +66,7 @@ private:
     void cut_top_p(double total);
     void cut_min_p();
     int32_t draw();
+    void watermark(float* logits, int n_vocab, std::span<const int32_t> history);
 
     SamplingParams m_params;
     std::mt19937_64 m_rng;
@@ -71,6 +75,7 @@ private:
     std::vector<float> m_weights;   // [n_vocab] exp((logit - max) / T) when top-k is off
     std::vector<Candidate> m_edge;  // [n_edge] tokens of the top-p boundary bucket
     std::vector<TokenProb> m_dist;  // [n_candidates] result of distribution()
+    WatermarkGreenList m_green;     // the last green list (params.watermark)
 };
 
 // Index of the largest logit, the lowest index among equals. -inf everywhere gives 0.

@@ -32,6 +32,11 @@ struct SamplingParams {
     // length_penalty, default 1.0): > 0 favours longer outputs, < 0 shorter ones, 0 is the
     // plain sum.
     float length_penalty = 1.0f;
+    // Watermark (engine/sampling/watermark.h, TGI's scheme and defaults): add
+    // watermark_delta to the logits of a green list seeded by the previous token.
+    bool watermark = false;
+    float watermark_gamma = 0.5f;  // green fraction of the vocabulary, in (0, 1)
+    float watermark_delta = 2.0f;  // logit bias of green tokens
 };
 
 }  // namespace kvs
