@@ -27,6 +27,7 @@
 #include "app/sampling_form.h"
 #include "app/telemetry_feed.h"
 #include "ui/chat_view.h"
+#include "ui/dark_palette.h"
 #include "ui/draft_acceptance_view.h"
 #include "ui/kv_block_map.h"
 #include "ui/memory_planner.h"
@@ -348,22 +349,7 @@ void MainWindow::setTheme(const QString& theme) {
     static const QPalette system = QApplication::palette();  // as the platform gave it
     if (theme == "dark") {
         QApplication::setStyle("Fusion");
-        QPalette p;
-        p.setColor(QPalette::Window, QColor(0x2b, 0x2b, 0x2b));
-        p.setColor(QPalette::WindowText, QColor(0xe6, 0xe6, 0xe6));
-        p.setColor(QPalette::Base, QColor(0x1e, 0x1e, 0x1e));
-        p.setColor(QPalette::AlternateBase, QColor(0x2f, 0x2f, 0x2f));
-        p.setColor(QPalette::Text, QColor(0xe6, 0xe6, 0xe6));
-        p.setColor(QPalette::Button, QColor(0x35, 0x35, 0x35));
-        p.setColor(QPalette::ButtonText, QColor(0xe6, 0xe6, 0xe6));
-        p.setColor(QPalette::Highlight, QColor(0x3d, 0x85, 0xc6));
-        p.setColor(QPalette::HighlightedText, Qt::white);
-        p.setColor(QPalette::ToolTipBase, QColor(0x35, 0x35, 0x35));
-        p.setColor(QPalette::ToolTipText, QColor(0xe6, 0xe6, 0xe6));
-        p.setColor(QPalette::PlaceholderText, QColor(0x90, 0x90, 0x90));
-        p.setColor(QPalette::Disabled, QPalette::Text, QColor(0x80, 0x80, 0x80));
-        p.setColor(QPalette::Disabled, QPalette::ButtonText, QColor(0x80, 0x80, 0x80));
-        QApplication::setPalette(p);
+        QApplication::setPalette(ui::dark_palette());
     } else if (theme == "light") {
         QApplication::setStyle("Fusion");
         QApplication::setPalette(QApplication::style()->standardPalette());

@@ -1,6 +1,5 @@
 #include "app/model_manager.h"
 
-#include <unistd.h>
 #include <QCoreApplication>
 #include <QDialogButtonBox>
 #include <QFileDialog>
@@ -35,8 +34,7 @@ ModelManagerDialog::ModelManagerDialog(QWidget* parent) : QDialog(parent) {
     m_details->setTextInteractionFlags(Qt::TextSelectableByMouse);
     m_planner = new ui::MemoryPlannerView(this);
     m_planner->setKvBytesPerTokenFn(&EngineBridge::kvBytesPerToken);
-    const long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-    if (pages > 0 && page > 0) m_planner->setAvailableMemory(static_cast<qint64>(pages) * page);
+    if (const int64_t ram = Session::machine_ram_bytes(); ram > 0) m_planner->setAvailableMemory(ram);
     auto* buttons = new QDialogButtonBox(QDialogButtonBox::Cancel, this);
     m_load = buttons->addButton(tr("Load"), QDialogButtonBox::AcceptRole);
     m_load->setObjectName("loadModelButton");

@@ -41,10 +41,8 @@ if [ -z "$sanitize" ]; then
 fi
 
 case "$sanitize" in
-    # tst_gguf_fuzz caps RLIMIT_AS at 16 GiB, which ASan's terabytes of shadow mappings exceed
-    # ("ERROR: Failed to mmap"): left out until it skips the cap under a sanitizer.
     address) build_dir=$here/build-asan
-             select=(-L '^(unit|kernels|engine|model)$' -LE '^(bench|ui)$' -E '^tst_gguf_fuzz$') ;;
+             select=(-L '^(unit|kernels|engine|model)$' -LE '^(bench|ui)$') ;;
     thread)  build_dir=$here/build-tsan; select=(-R '^(tst_engine|tst_telemetry|tst_main_window)$') ;;
     *) echo "run_tests.sh: --sanitize wants address or thread, got '$sanitize'" >&2; exit 2 ;;
 esac

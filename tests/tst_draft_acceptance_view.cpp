@@ -13,7 +13,7 @@
 #include <cmath>
 #include <vector>
 
-#include "tests/support/dark_palette.h"
+#include "ui/dark_palette.h"
 #include "tests/support/test_paths.h"
 #include "tests/support/widget_probe.h"
 #include "ui/draft_acceptance_view.h"
@@ -28,7 +28,7 @@ using kvs::ui::TokenFate;
 
 namespace {
 
-using kvs::test::dark_palette;
+using kvs::ui::dark_palette;
 using kvs::test::format_of;
 
 struct Verify {

@@ -17,7 +17,7 @@
 #include <QtTest>
 #include <algorithm>
 
-#include "tests/support/dark_palette.h"
+#include "ui/dark_palette.h"
 #include "tests/support/test_paths.h"
 #include "tests/support/widget_probe.h"
 #include "ui/kv_block_map.h"
@@ -28,7 +28,7 @@ using namespace kvs::ui;
 namespace {
 
 using kvs::test::color_distance;
-using kvs::test::dark_palette;
+using kvs::ui::dark_palette;
 
 // Builds a realistic frame: blocks are taken from a shuffled free list (a pool after some
 // churn hands out scattered blocks), requests may share a prefix, last blocks are partly

@@ -13,7 +13,7 @@
 #include <QSpinBox>
 #include <QtTest>
 
-#include "tests/support/dark_palette.h"
+#include "ui/dark_palette.h"
 #include "tests/support/engine_kv_bytes.h"
 #include "tests/support/test_paths.h"
 #include "tests/support/widget_probe.h"
@@ -330,7 +330,7 @@ private Q_SLOTS:
     void darkTheme() {
         MemoryPlannerView w;
         wire(w);
-        w.setPalette(kvs::test::dark_palette());
+        w.setPalette(kvs::ui::dark_palette());
         w.resize(1100, 560);
         w.show();
         w.selectPreset("TinyLlama-1.1B");

@@ -9,7 +9,7 @@
 
 #include "app/quant_compare_worker.h"
 #include "engine/runtime/session.h"
-#include "tests/support/tiny_model.h"
+#include "tests/support/tiny_session.h"
 
 using namespace kvs;
 
@@ -19,8 +19,7 @@ private Q_SLOTS:
     void comparesAndFailsByName() {
         QTemporaryDir dir;
         const std::string path = dir.filePath("tiny.gguf").toStdString();
-        QVERIFY(test::write_tiny_gguf(path, test::TinyModelSpec{}).is_ok());
-        auto session = Session::open(path);
+        auto session = test::open_tiny_session(path);
         QVERIFY2(session, session.message().c_str());
 
         QThread thread;

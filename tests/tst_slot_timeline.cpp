@@ -14,7 +14,7 @@
 #include "ui/qcp.h"
 
 #include "tests/support/batch_sim.h"
-#include "tests/support/dark_palette.h"
+#include "ui/dark_palette.h"
 #include "tests/support/test_paths.h"
 #include "tests/support/widget_probe.h"
 #include "ui/memory_bar.h"
@@ -31,7 +31,7 @@ namespace {
 
 using Sim = kvs::test::BatchSim;
 using SimConfig = kvs::test::BatchSimConfig;
-using kvs::test::dark_palette;
+using kvs::ui::dark_palette;
 
 // Pixels against the colours a view paints.
 bool near(const QColor& a, const QColor& b) { return kvs::test::colors_near(a, b, 6); }

@@ -7,7 +7,7 @@
 
 #include "engine/runtime/session.h"
 #include "engine/runtime/text_stream.h"
-#include "tests/support/tiny_model.h"
+#include "tests/support/tiny_session.h"
 
 using namespace kvs;
 
@@ -17,8 +17,7 @@ private Q_SLOTS:
     void cutCharacterIsDropped() {
         QTemporaryDir dir;
         const std::string path = dir.filePath("tiny.gguf").toStdString();
-        QVERIFY(test::write_tiny_gguf(path, test::TinyModelSpec{}).is_ok());
-        auto session = Session::open(path);
+        auto session = test::open_tiny_session(path);
         QVERIFY2(session, session.message().c_str());
         const Tokenizer& tok = (*session)->tokenizer();
         const std::string word = "caf\xC3\xA9";  // "café": é is two bytes, two byte tokens in the tiny vocabulary

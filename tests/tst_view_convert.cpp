@@ -8,7 +8,7 @@
 
 #include "app/view_convert.h"
 #include "engine/runtime/session.h"
-#include "tests/support/tiny_model.h"
+#include "tests/support/tiny_session.h"
 
 using namespace kvs;
 
@@ -18,8 +18,7 @@ private Q_SLOTS:
     void staticBatchPaddingIsDrawn() {
         QTemporaryDir dir;
         const std::string path = dir.filePath("tiny.gguf").toStdString();
-        QVERIFY(test::write_tiny_gguf(path, test::TinyModelSpec{}).is_ok());
-        auto session = Session::open(path);
+        auto session = test::open_tiny_session(path);
         QVERIFY2(session, session.message().c_str());
         EngineOptions eo;
         eo.n_threads = 1;

@@ -45,6 +45,8 @@ std::string Session::default_model_name() { return std::string(kDefaultModelName
 
 std::string Session::models_dir() { return kvs::models_dir(); }
 
+int64_t Session::machine_ram_bytes() { return physical_ram_bytes(); }
+
 void Session::make_self_drafts(const SessionOptions& opt) {
     const int n_layer = m_model->config.n_layer;
     if (n_layer >= 2) {

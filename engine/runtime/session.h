@@ -58,6 +58,7 @@ public:
     static std::vector<InstalledModel> installed_models();
     static std::string default_model_name();  // what `kvscope` and every command open by default
     static std::string models_dir();
+    static int64_t machine_ram_bytes();  // physical RAM, what the KV pool policy sizes against (0: unknown)
 
     const Model& model() const { return *m_model; }
     const std::shared_ptr<const Model>& model_ptr() const { return m_model; }
