@@ -12,6 +12,19 @@
 
 namespace kvs {
 
+namespace {
+// The record's running / waiting / swapped counts from the scheduler's requests.
+void count_statuses(const Scheduler& sched, StepRecord& rec) {
+    for (const SchedRequest* r : sched.requests()) {
+        if (r->status == RequestStatus::waiting) ++rec.n_waiting;
+        else if (r->status == RequestStatus::running)
+            ++rec.n_running;
+        else if (r->status == RequestStatus::swapped)
+            ++rec.n_swapped;
+    }
+}
+}  // namespace
+
 Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> model,
                                                std::shared_ptr<const Tokenizer> tokenizer, const EngineOptions& opt) {
     using R = Result<std::unique_ptr<Engine>>;
@@ -181,13 +194,14 @@ bool Engine::cancel(RequestId id) {
     ev.finished = true;
     ev.finish_reason = FinishReason::cancelled;
     emit(*it->second, ev);
+    republish();
     return true;
 }
 
 Result<StepResult> Engine::step() {
     StepResult res;
     const auto t0 = EngineClock::now();
-    const double t_start_ms = ms_between(m_t0, t0);
+    const double t_start_ms = clock_ms(t0);
     const double draft_ms = propose_drafts();
     const auto t_prop = EngineClock::now();
     res.out = m_sched->schedule();
@@ -379,7 +393,23 @@ void Engine::stream(const SchedulerOutput& out, StepTokens& t, StepResult& res) 
     }
 }
 
-double Engine::ms_since_start() const { return ms_between(m_t0, EngineClock::now()); }
+double Engine::ms_since_start() const { return clock_ms(EngineClock::now()); }
+
+double Engine::clock_ms(EngineClock::time_point t) const {
+    const double held = m_held_ms + (m_clock_held ? ms_between(m_hold_t0, t) : 0.0);
+    return ms_between(m_t0, t) - held;
+}
+
+void Engine::hold_clock(bool held) {
+    if (held == m_clock_held) return;
+    const auto now = EngineClock::now();
+    if (held) {
+        m_hold_t0 = now;
+    } else {
+        m_held_ms += ms_between(m_hold_t0, now);
+    }
+    m_clock_held = held;
+}
 
 EngineSnapshot Engine::snapshot(const StepRecord& step) const {
     EngineSnapshot s;
@@ -428,13 +458,7 @@ void Engine::publish(StepResult& res, double t_start_ms) {
     rec.swap_in_blocks = static_cast<int>(out.swap_in.size());
     rec.cow_copies = static_cast<int>(out.copies.size());
     rec.prefix_hit_tokens = out.num_prefix_hit_tokens;
-    for (const SchedRequest* r : m_sched->requests()) {
-        if (r->status == RequestStatus::waiting) ++rec.n_waiting;
-        else if (r->status == RequestStatus::running)
-            ++rec.n_running;
-        else if (r->status == RequestStatus::swapped)
-            ++rec.n_swapped;
-    }
+    count_statuses(*m_sched, rec);
     rec.n_finished_this_step = static_cast<int>(res.finished.size());
     const bool full = m_snapshot_every > 0 && out.step % m_snapshot_every == 0;
     if (full) {
@@ -448,6 +472,18 @@ void Engine::publish(StepResult& res, double t_start_ms) {
         fill_block_counts(rec, block_views(*m_kv_mgr), m_kv_mgr->block_size());
         m_ring->publish_step(rec);
     }
+    m_last_record = rec;
+    m_published = true;
+}
+
+void Engine::republish() {
+    if (!m_published || m_snapshot_every <= 0) return;
+    StepRecord rec = m_last_record;
+    rec.n_running = rec.n_waiting = rec.n_swapped = 0;
+    count_statuses(*m_sched, rec);
+    EngineSnapshot snap = snapshot(rec);
+    fill_block_counts(snap.step, snap.blocks, snap.block_size);
+    m_ring->publish(std::move(snap));
 }
 
 Status Engine::run_until_idle() {

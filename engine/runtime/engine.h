@@ -160,7 +160,13 @@ public:
     // step() or remove_finished(). Speculative-decoding rates derive from these.
     const RequestMetrics* request_metrics(RequestId id) const;
     const std::vector<RequestMetrics>& finished_metrics() const { return m_removed_metrics; }
+    // The engine's clock, in ms since it was created, standing still while held: every
+    // timestamp it records (arrival, first token, step start) is on this clock.
     double ms_since_start() const;
+    // Holds (true) or releases the clock. EngineLoop holds it while paused between steps, so
+    // RequestMetrics (TTFT, TPOT) count the time the engine could run, not the time a user
+    // looked at a paused lesson. Engine thread only.
+    void hold_clock(bool held);
     // The snapshot of the state right now (what the ring gets after a step).
     EngineSnapshot snapshot(const StepRecord& step) const;
 
@@ -203,6 +209,10 @@ private:
     void emit(Req& r, TokenEvent ev);
     void finish(RequestId id, FinishReason why);
     void publish(StepResult& res, double t_start_ms);
+    // After a cancel between steps: the newest step's snapshot again (same step number) with
+    // the state as it is now, so views do not keep showing a request that is gone.
+    void republish();
+    double clock_ms(std::chrono::steady_clock::time_point t) const;
 
     // Beam search (engine_beam.cpp).
     void init_beam(Req& r, int width, int max_tokens, bool ignore_eos);
@@ -236,6 +246,11 @@ private:
     std::shared_ptr<SnapshotRing> m_ring;
     int m_snapshot_every = 1;
     std::chrono::steady_clock::time_point m_t0;
+    double m_held_ms = 0;  // clock time held before m_hold_t0
+    bool m_clock_held = false;
+    std::chrono::steady_clock::time_point m_hold_t0;  // since when it is held
+    StepRecord m_last_record;                         // the newest published step
+    bool m_published = false;                         // a step was published
     std::vector<RequestMetrics> m_removed_metrics;
     std::vector<std::unique_ptr<DraftRunner>> m_drafts;
     SpecStats m_spec_totals;

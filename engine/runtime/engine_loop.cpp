@@ -91,7 +91,8 @@ void EngineLoop::run() {
                 if (!m_queue.empty()) break;
                 const bool work = m_engine->has_work();
                 if (work && (!m_paused || m_pending_steps > 0)) break;
-                m_idle = true;  // nothing to do (or paused): let wait_idle() return
+                m_engine->hold_clock(m_paused);  // paused: the time waited is not the requests'
+                m_idle = true;                   // nothing to do (or paused): let wait_idle() return
                 m_idle_cv.notify_all();
                 m_cv.wait(lk);
             }
@@ -108,6 +109,7 @@ void EngineLoop::run() {
             if (!m_paused) m_pending_steps = 0;
         }
         if (!step_now) continue;
+        m_engine->hold_clock(false);
         auto r = m_engine->step();
         ++m_steps;
         if (r && r->ran) {
