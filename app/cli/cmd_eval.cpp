@@ -13,6 +13,7 @@
 
 #include "app/cli/cli_options.h"
 #include "app/cli/commands.h"
+#include "engine/quant/calibration.h"
 #include "engine/quant/eval.h"
 #include "engine/quant/quantize.h"
 
@@ -107,23 +108,36 @@ std::string divergence_cell(const std::vector<DivergenceResult>& d) {
     return s;
 }
 
-// AWQ against RTN when both INT4 schemes were evaluated: the share of RTN's perplexity gap
-// to the reference that AWQ closes, and how much lower its mean KL is. Null when either is missing.
-json awq_vs_rtn(const std::vector<Row>& rows) {
-    const Row *rtn = nullptr, *awq = nullptr;
+// A calibrated INT4 scheme (AWQ, GPTQ) against RTN when both were evaluated: the share of
+// RTN's perplexity gap to the reference it closes, and how much lower its mean KL is. Null
+// when either is missing.
+json calibrated_vs_rtn(const std::vector<Row>& rows, QuantScheme::Kind kind) {
+    const Row *rtn = nullptr, *other = nullptr;
     for (size_t i = 1; i < rows.size(); ++i) {
         if (rows[i].scheme.kind == QuantScheme::Kind::Int4Rtn) rtn = &rows[i];
-        if (rows[i].scheme.kind == QuantScheme::Kind::Int4Awq) awq = &rows[i];
+        if (rows[i].scheme.kind == kind) other = &rows[i];
     }
-    if (!rtn || !awq || rtn->quality.kl.mean <= 0) return nullptr;
+    if (!rtn || !other || rtn->quality.kl.mean <= 0) return nullptr;
     // the share of the gap means something only when RTN raised the perplexity
-    const json gap = rtn->quality.delta_ppl > 0 ? json(1.0 - awq->quality.delta_ppl / rtn->quality.delta_ppl) : json();
-    return {{"ppl_gap_closed", gap},
+    const json gap =
+        rtn->quality.delta_ppl > 0 ? json(1.0 - other->quality.delta_ppl / rtn->quality.delta_ppl) : json();
+    return {{"scheme", other->scheme.name},
+            {"ppl_gap_closed", gap},
             {"delta_ppl_rtn", rtn->quality.delta_ppl},
             {"delta_ppl_rtn_err", rtn->quality.delta_ppl_err},
-            {"delta_ppl_awq", awq->quality.delta_ppl},
-            {"delta_ppl_awq_err", awq->quality.delta_ppl_err},
-            {"mean_kl_reduced", 1.0 - awq->quality.kl.mean / rtn->quality.kl.mean}};
+            {"delta_ppl_awq", other->quality.delta_ppl},  // the key names AWQ, the first such scheme
+            {"delta_ppl_awq_err", other->quality.delta_ppl_err},
+            {"delta_ppl", other->quality.delta_ppl},
+            {"delta_ppl_err", other->quality.delta_ppl_err},
+            {"mean_kl_reduced", 1.0 - other->quality.kl.mean / rtn->quality.kl.mean}};
+}
+json awq_vs_rtn(const std::vector<Row>& rows) { return calibrated_vs_rtn(rows, QuantScheme::Kind::Int4Awq); }
+// Every calibrated scheme's comparison, keyed by scheme name.
+json all_vs_rtn(const std::vector<Row>& rows) {
+    json out = json::object();
+    for (auto kind : {QuantScheme::Kind::Int4Awq, QuantScheme::Kind::Int4Gptq, QuantScheme::Kind::Int4GptqAct})
+        if (json a = calibrated_vs_rtn(rows, kind); !a.is_null()) out[a["scheme"].get<std::string>()] = a;
+    return out;
 }
 
 void print_table(const std::vector<Row>& rows, const QualityReport& rep, bool speed, int n_div) {
@@ -228,9 +242,12 @@ CLI::App* add_eval_command(CLI::App& app, EvalCommandOptions& o) {
         "-q,--quant", o.quant,
         "comma list of schemes (" + all + "); default: int8,int4-rtn,int4-awq,q8_0,q4_k,q4_0 where available");
     e->add_option("--text", o.text, "evaluation text file");
-    e->add_option("--calib", o.calib, "calibration text for activation-aware schemes (AWQ)");
+    e->add_option("--calib", o.calib, "calibration text for the calibrated schemes (AWQ, GPTQ)");
     e->add_option("--calib-tokens", o.calib_tokens, "calibration tokens taken from --calib")
         ->check(CLI::Range(1, kMaxTokens));
+    e->add_option("--calib-seed", o.calib_seed,
+                  "0: the first --calib-tokens tokens of --calib; another seed: random windows of 256 tokens")
+        ->check(CLI::Range(0, 1 << 30));
     e->add_option("--ctx", o.ctx, "tokens per evaluation chunk (the second half is scored)")
         ->check(CLI::Range(3, 1 << 20));
     e->add_option("--max-tokens", o.max_tokens, "most text tokens evaluated")->check(CLI::Range(1, kMaxTokens));
@@ -288,14 +305,13 @@ Result<Inputs> read_inputs(const EvalCommandOptions& o, const Tokenizer& tok) {
     if (!prompts) return prompts.status();
     in.prompts = prompts.value();
     for (const auto& p : in.prompts) in.prompt_ids.push_back(tok.encode(p, true, false));
-    in.uses_calibration = std::any_of(in.schemes.begin(), in.schemes.end(),
-                                      [](const QuantScheme& s) { return s.kind == QuantScheme::Kind::Int4Awq; });
+    in.uses_calibration =
+        std::any_of(in.schemes.begin(), in.schemes.end(), [](const QuantScheme& s) { return s.calibrated(); });
     if (in.uses_calibration) {
         auto calib = read_text(o.calib, "--calib");
         if (!calib) return calib.status();
-        in.quant.calibration_tokens = tok.encode(calib.value(), true, false);
-        if (int64_t(in.quant.calibration_tokens.size()) > o.calib_tokens)
-            in.quant.calibration_tokens.resize(size_t(o.calib_tokens));
+        in.quant.calibration_tokens = sample_calibration_tokens(tok.encode(calib.value(), true, false), o.calib_tokens,
+                                                                CalibrationOptions{}.seq_len, uint32_t(o.calib_seed));
     }
     return in;
 }
@@ -357,17 +373,21 @@ void print_report(const Model& source, const std::vector<Row>& rows, const Quali
         "perplexity does: %lld tokens)\n",
         o.text.c_str(), in.n_text_tokens, in.plan.n_chunks, in.plan.n_ctx, (long long)in.plan.n_scored());
     if (in.uses_calibration)
-        std::printf("calibration: %s (%zu tokens)\n", o.calib.c_str(), in.quant.calibration_tokens.size());
+        std::printf("calibration: %s (%zu tokens, seed %d)\n", o.calib.c_str(), in.quant.calibration_tokens.size(),
+                    o.calib_seed);
     std::printf("first divergence: %zu prompts (%s), %d greedy tokens each; index of the first differing token\n\n",
                 in.prompts.size(), o.prompts_file.empty() ? "built in" : o.prompts_file.c_str(), o.divergence_tokens);
     print_table(rows, rep, !o.no_speed, o.divergence_tokens);
-    if (const json a = awq_vs_rtn(rows); !a.is_null()) {
+    const json vs_rtn = all_vs_rtn(rows);
+    for (auto it = vs_rtn.begin(); it != vs_rtn.end(); ++it) {
+        const std::string name = it.key();
+        const json& a = it.value();
         const std::string gap = a["ppl_gap_closed"].is_null()
                                     ? std::string("RTN does not raise the perplexity on this text")
-                                    : fmt("AWQ closes %.1f%% of RTN's perplexity gap to the reference",
-                                          100.0 * a["ppl_gap_closed"].get<double>());
-        std::printf("\nAWQ vs RTN: %s (ΔPPL %+.3f ± %.3f vs %+.3f ± %.3f); AWQ lowers the mean KL by %.1f%%\n",
-                    gap.c_str(), a["delta_ppl_awq"].get<double>(), a["delta_ppl_awq_err"].get<double>(),
+                                    : name + fmt(" closes %.1f%% of RTN's perplexity gap to the reference",
+                                                 100.0 * a["ppl_gap_closed"].get<double>());
+        std::printf("\n%s vs RTN: %s (ΔPPL %+.3f ± %.3f vs %+.3f ± %.3f); it lowers the mean KL by %.1f%%\n",
+                    name.c_str(), gap.c_str(), a["delta_ppl"].get<double>(), a["delta_ppl_err"].get<double>(),
                     a["delta_ppl_rtn"].get<double>(), a["delta_ppl_rtn_err"].get<double>(),
                     100.0 * a["mean_kl_reduced"].get<double>());
     }
@@ -381,7 +401,8 @@ void print_report(const Model& source, const std::vector<Row>& rows, const Quali
 Status write_json(const Model& source, const std::vector<Row>& rows, const QualityReport& rep, const Inputs& in,
                   const json& skipped, const EvalCommandOptions& o, const PhaseTimes& times, double elapsed) {
     json calib = nullptr;
-    if (in.uses_calibration) calib = {{"file", o.calib}, {"tokens", in.quant.calibration_tokens.size()}};
+    if (in.uses_calibration)
+        calib = {{"file", o.calib}, {"tokens", in.quant.calibration_tokens.size()}, {"seed", o.calib_seed}};
     json j = {{"model", source.path},
               {"model_type", source.config.name + " " + source.file_type},
               {"reference", rows[0].label},
@@ -396,6 +417,7 @@ Status write_json(const Model& source, const std::vector<Row>& rows, const Quali
               {"divergence", {{"prompts", in.prompts}, {"n_tokens", o.divergence_tokens}}},
               {"skipped", skipped},
               {"awq_vs_rtn", awq_vs_rtn(rows)},
+              {"vs_rtn", all_vs_rtn(rows)},
               {"timing_s",
                {{"quantize", times.quantize},
                 {"quality", times.quality},

@@ -21,7 +21,7 @@ int cmd_quantize(const QuantizeOptions& o) {
     const std::shared_ptr<const Model>& model = session->model_ptr();
     QuantOptions qo;
     const std::string calib = o.calib.empty() ? default_calibration_text_path() : o.calib;
-    if (scheme->kind == QuantScheme::Kind::Int4Awq) {
+    if (scheme->calibrated()) {
         auto tokens = tokenize_text_file(*model, calib, o.calib_tokens);
         if (!tokens) {
             std::fprintf(stderr, "error: %s\n", tokens.message().c_str());

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <random>
 #include <sstream>
 
 #include "engine/kv_cache/kv_tensors.h"
@@ -101,6 +102,21 @@ Result<CalibrationData> collect_activations(std::shared_ptr<const Model> model, 
         }
     }
     return data;
+}
+
+std::vector<int32_t> sample_calibration_tokens(const std::vector<int32_t>& text, int n, int seq_len, uint32_t seed) {
+    if (n <= 0 || int64_t(text.size()) <= n) return text;
+    if (seed == 0) return std::vector<int32_t>(text.begin(), text.begin() + n);
+    seq_len = seq_len > 0 ? std::min(seq_len, n) : n;
+    std::mt19937 rng(seed);
+    std::vector<int32_t> out;
+    while (int(out.size()) < n) {
+        const int len = std::min(seq_len, n - int(out.size()));
+        std::uniform_int_distribution<int64_t> start(0, int64_t(text.size()) - len);
+        const int64_t s0 = start(rng);
+        out.insert(out.end(), text.begin() + s0, text.begin() + s0 + len);
+    }
+    return out;
 }
 
 Result<std::vector<int32_t>> tokenize_text_file(const Model& model, const std::string& path, int max_tokens) {

@@ -46,6 +46,13 @@ struct CalibrationOptions {
 Result<CalibrationData> collect_activations(std::shared_ptr<const Model> model, const std::vector<int32_t>& tokens,
                                             const CalibrationOptions& options = {});
 
+// n calibration tokens out of a tokenized text: seed 0 takes the first n; any other seed
+// takes ceil(n / seq_len) windows of seq_len tokens (the last one shorter) at offsets drawn
+// uniformly with std::mt19937(seed) (they may overlap, as GPTQ's and AutoAWQ's samplers
+// draw them), so two seeds are two calibration sets of one text. Fewer than n text
+// tokens: the whole text.
+std::vector<int32_t> sample_calibration_tokens(const std::vector<int32_t>& text, int n, int seq_len, uint32_t seed);
+
 // The default calibration text: the Apache-2.0 license every Debian system ships.
 inline const char* default_calibration_text_path() { return "/usr/share/common-licenses/Apache-2.0"; }
 

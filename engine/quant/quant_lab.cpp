@@ -41,10 +41,10 @@ Result<QuantVariant> make_quant_variant(const std::shared_ptr<const Model>& sour
     auto scheme = QuantScheme::parse(name);
     if (!scheme) return scheme.status();
     QuantOptions qo;
-    if (scheme->kind == QuantScheme::Kind::Int4Awq) {
-        if (progress) progress(std::string("Calibrating AWQ on ") + default_calibration_text_path() + "…");
+    if (scheme->calibrated()) {
+        if (progress) progress("Calibrating " + scheme->name + " on " + default_calibration_text_path() + "…");
         auto calib = tokenize_text_file(*source, default_calibration_text_path(), calib_tokens);
-        if (!calib) return Status::error("AWQ calibration: " + calib.message());
+        if (!calib) return Status::error(scheme->name + " calibration: " + calib.message());
         qo.calibration_tokens = std::move(calib.value());
     }
     std::string label = quant_label(*source, *scheme);

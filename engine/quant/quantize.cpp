@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "engine/quant/awq.h"
+#include "engine/quant/gptq.h"
 #include "engine/quant/rtn.h"
 #include "kernels/cpu/quant_formats.h"
 
@@ -50,9 +51,7 @@ WeightView reencode(const WeightView& w, DType to, VariantStorage& storage) {
     return WeightView{to, storage.buffers.back().data(), w.n_in, w.n_out};
 }
 
-bool is_int4(const QuantScheme& s) {
-    return s.kind == QuantScheme::Kind::Int4Rtn || s.kind == QuantScheme::Kind::Int4Awq;
-}
+bool is_int4(const QuantScheme& s) { return s.kind == QuantScheme::Kind::Int4Rtn || s.calibrated(); }
 // The type a linear of the source becomes: the scheme's, except that INT4 rows 128 does
 // not divide take groups of 64 (I4_G64). Null when no type of the scheme fits the row.
 std::optional<DType> target_type(const WeightView& w, const QuantScheme& scheme) {
@@ -85,6 +84,10 @@ Result<QuantScheme> QuantScheme::parse(const std::string& text) {
     if (s == "int8") return QuantScheme{Kind::Int8PerChannel, DType::I8_ROW, "int8"};
     if (s == "int4-rtn" || s == "rtn4") return QuantScheme{Kind::Int4Rtn, DType::I4_G128, "int4-rtn"};
     if (s == "int4-awq" || s == "awq4") return QuantScheme{Kind::Int4Awq, DType::I4_G128, "int4-awq"};
+    if (s == "int4-gptq" || s == "gptq4" || s == "gptq")
+        return QuantScheme{Kind::Int4Gptq, DType::I4_G128, "int4-gptq"};
+    if (s == "int4-gptq-act" || s == "gptq4-act")
+        return QuantScheme{Kind::Int4GptqAct, DType::I4_G128, "int4-gptq-act"};
     std::string all;
     for (const auto& n : spellings()) all += (all.empty() ? "" : ", ") + n;
     return Result<QuantScheme>::error("unknown quantization scheme '" + text + "' (expected one of: " + all + ")");
@@ -93,7 +96,9 @@ Result<QuantScheme> QuantScheme::parse(const std::string& text) {
 std::vector<std::string> QuantScheme::spellings() {
     std::vector<std::string> out{"ref"};
     for (DType t : kGgmlVariantTypes) out.push_back(lower(std::string(dtype_name(t))));
-    for (const char* n : {"int8", "int4-rtn", "rtn4", "int4-awq", "awq4"}) out.emplace_back(n);
+    for (const char* n :
+         {"int8", "int4-rtn", "rtn4", "int4-awq", "awq4", "int4-gptq", "gptq4", "gptq", "int4-gptq-act", "gptq4-act"})
+        out.emplace_back(n);
     return out;
 }
 
@@ -117,6 +122,8 @@ std::string quant_label(const Model& source, const QuantScheme& scheme) {
         case QuantScheme::Kind::Int8PerChannel: return "INT8 per-channel (RTN)";
         case QuantScheme::Kind::Int4Rtn: return "INT4 " + int4_groups() + " (RTN)";
         case QuantScheme::Kind::Int4Awq: return "INT4 " + int4_groups() + " (AWQ)";
+        case QuantScheme::Kind::Int4Gptq: return "INT4 " + int4_groups() + " (GPTQ)";
+        case QuantScheme::Kind::Int4GptqAct: return "INT4 " + int4_groups() + " (GPTQ, act-order, static groups)";
     }
     return scheme.name;
 }
@@ -143,6 +150,15 @@ Result<std::shared_ptr<Model>> quantize_model(std::shared_ptr<const Model> sourc
                                               const QuantOptions& options) {
     if (!source) return Result<std::shared_ptr<Model>>::error("quantize_model: no source model");
     if (scheme.kind == QuantScheme::Kind::Int4Awq) return awq_quantize(source, options.calibration_tokens);
+    if (scheme.kind == QuantScheme::Kind::Int4Gptq || scheme.kind == QuantScheme::Kind::Int4GptqAct) {
+        GptqOptions g;
+        g.sym = false;  // asymmetric, like int4-rtn and AWQ
+        g.act_order = g.static_groups = scheme.kind == QuantScheme::Kind::Int4GptqAct;
+        g.on_progress = options.on_progress;
+        auto m = gptq_quantize(source, options.calibration_tokens, g);
+        if (m) m.value()->format = "variant:" + scheme.name;
+        return m;
+    }
     KVS_RETURN_IF_ERROR(check_fit(*source, scheme));
 
     auto storage = std::make_shared<VariantStorage>();

@@ -15,8 +15,13 @@
 //               rows 128 does not divide (SmolLM2-135M's 576) take groups of 64 (I4_G64)
 //   "int4-awq"  the same INT4 formats by AWQ (engine/quant/awq.h; alias "awq4"): needs
 //               QuantOptions.calibration_tokens (engine/quant/calibration.h)
+//   "int4-gptq" the same INT4 formats by GPTQ (engine/quant/gptq.h; alias "gptq4"), asymmetric
+//               like int4-rtn, layers calibrated sequentially: needs calibration tokens
+//   "int4-gptq-act"  GPTQ with act-order and static groups (groups stay contiguous, so the
+//               same storage formats run it)
 // Only the per-layer linears (q, k, v, o, gate, up, down) are re-encoded; the token
 // embedding and the output head stay as the reference stores them.
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -27,18 +32,23 @@
 namespace kvs {
 
 struct QuantScheme {
-    enum class Kind { Reference, GgmlType, Int8PerChannel, Int4Rtn, Int4Awq };
+    enum class Kind { Reference, GgmlType, Int8PerChannel, Int4Rtn, Int4Awq, Int4Gptq, Int4GptqAct };
     Kind kind = Kind::Reference;
     DType dtype = DType::F32;  // the linears' type in the variant (INT4: I4_G128, I4_G64 where 128 does not fit)
     std::string name;          // the spelling that parsed ("q4_k", "ref", ...)
+
+    // AWQ and GPTQ: made from calibration tokens (QuantOptions::calibration_tokens)
+    bool calibrated() const { return kind == Kind::Int4Awq || kind == Kind::Int4Gptq || kind == Kind::Int4GptqAct; }
 
     static Result<QuantScheme> parse(const std::string& text);
     static std::vector<std::string> spellings();  // every accepted name, for help and errors
 };
 
 struct QuantOptions {
-    // Calibration tokens for activation-aware schemes (AWQ); ignored by the others.
+    // Calibration tokens for the calibrated schemes (AWQ, GPTQ); ignored by the others.
     std::vector<int32_t> calibration_tokens;
+    // Called by GPTQ before each layer with (layer, n_layer); return false to cancel.
+    std::function<bool(int, int)> on_progress;
 };
 
 // A human label for a variant, e.g. "reference (Q4_1 dequantized to F32)", "Q4_K (RTN)".

@@ -54,6 +54,14 @@ inline void unpack_i4_g128_row(const void* src, int64_t n, float* d, int* z, uin
     unpack_i4_row(DType::I4_G128, src, n, d, z, q);
 }
 
+// GGML rows from group-wise integers (quant_formats_pack.cpp; GPTQ), n a multiple of group, group a
+// multiple of 32: Q4_1 from d[n / group], z[n / group] (0..15) and q[n] (0..15): every block of 32
+// gets its group's d (fp16) and m = -d * z (fp16), so w = d * q + m, w = d * (q - z) up to m's
+// rounding; Q8_0 from d[n / group] and q[n] (int8): w = d * q. False, writing nothing, when a value
+// is out of range or a d not finite.
+bool pack_q4_1_row(const float* d, const int* z, const uint8_t* q, int64_t n, int group, void* dst);
+bool pack_q8_0_row(const float* d, const int8_t* q, int64_t n, int group, void* dst);
+
 // Symmetric per-row int8: scale = max|w| / 127 (float32), q[i] = round(w[i] / scale) in
 // -127..127; |w[i] - scale * q[i]| <= scale / 2. An all-zero row gives scale 0, q 0.
 // Writes row_bytes(I8_ROW, n) bytes (n a multiple of 32).

@@ -1,0 +1,150 @@
+// gptq_quantize(): calibration, then every layer's seven linears by GPTQ, layer after layer
+// (with `sequential`, each layer calibrated on a model whose earlier layers are already
+// the quantized ones).
+#include <algorithm>
+#include <array>
+#include <chrono>
+
+#include "engine/quant/gptq.h"
+#include "engine/quant/quantize.h"
+#include "engine/quant/rtn.h"
+
+namespace kvs {
+
+namespace {
+
+// What keeps a GPTQ variant alive: the source (embedding, head, norms) and the encoded linears.
+struct GptqStorage {
+    std::shared_ptr<const Model> source;
+    std::vector<std::vector<uint8_t>> weights;  // [n_layer * 7]
+};
+
+// The calibration model while layers are quantized: the reference (F32 linears) with the
+// finished layers swapped for their quantized weights.
+struct CalibStorage {
+    std::shared_ptr<const Model> reference;
+    std::shared_ptr<GptqStorage> quantized;
+};
+
+constexpr const char* kLinearNames[7] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
+
+std::array<WeightView*, 7> linears(LayerWeights& L) {
+    return {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down};
+}
+
+Status check_gptq_input(const Model& m, const std::vector<int32_t>& tokens, const GptqOptions& opt) {
+    if (tokens.empty())
+        return Status::error(
+            "GPTQ needs calibration tokens (QuantOptions.calibration_tokens is empty): give it a "
+            "calibration text, e.g. " +
+            std::string(default_calibration_text_path()));
+    if (opt.bits != 4 && opt.bits != 8)
+        return Status::error("GPTQ: bits must be 4 or 8, got " + std::to_string(opt.bits));
+    if (opt.group_size != 32 && opt.group_size != 64 && opt.group_size != 128)
+        return Status::error("GPTQ: group size must be 32, 64 or 128, got " + std::to_string(opt.group_size));
+    for (size_t l = 0; l < m.layers.size(); ++l) {
+        LayerWeights L = m.layers[l];
+        auto ws = linears(L);
+        for (size_t i = 0; i < 7; ++i)
+            if (int4_group_for(ws[i]->n_in, opt.group_size) == 0)
+                return Status::error("cannot quantize layer " + std::to_string(l) + " " + kLinearNames[i] +
+                                     " by GPTQ in groups of " + std::to_string(opt.group_size) + ": a row has " +
+                                     std::to_string(ws[i]->n_in) + " elements, a multiple of neither it nor 64");
+    }
+    return Status::ok();
+}
+
+}  // namespace
+
+Result<std::shared_ptr<Model>> gptq_quantize(std::shared_ptr<const Model> source,
+                                             const std::vector<int32_t>& calibration_tokens, const GptqOptions& opt,
+                                             GptqReport* report) {
+    using R = Result<std::shared_ptr<Model>>;
+    using clock = std::chrono::steady_clock;
+    if (!source) return R::error("gptq_quantize: no source model");
+    KVS_RETURN_IF_ERROR(check_gptq_input(*source, calibration_tokens, opt));
+    const int n_layer = source->config.n_layer;
+
+    // Calibrate on the reference function (a quantized source's linears dequantized to F32).
+    std::shared_ptr<const Model> reference = source;
+    if (source->layers[0].wq.dtype != DType::F32) {
+        auto ref = quantize_model(source, QuantScheme::parse("ref").value());
+        if (!ref) return ref.status();
+        reference = ref.value();
+    }
+    auto storage = std::make_shared<GptqStorage>();
+    storage->source = source;
+    storage->weights.resize(source->layers.size() * 7);
+    auto variant = std::make_shared<Model>(*source);
+    auto current = std::make_shared<Model>(*reference);
+    current->storage = std::make_shared<CalibStorage>(CalibStorage{reference, storage});
+
+    CalibrationOptions copt = opt.calibration;
+    copt.n_threads = opt.n_threads;
+    copt.max_rows = std::max(copt.max_rows, int(calibration_tokens.size()));
+    double t_calib = 0.0, t_quant = 0.0;
+    CalibrationData data;
+    auto calibrate = [&](std::shared_ptr<const Model> m) -> Status {
+        const auto t0 = clock::now();
+        auto d = collect_activations(std::move(m), calibration_tokens, copt);
+        if (!d) return d.status();
+        data = std::move(d.value());
+        t_calib += std::chrono::duration<double>(clock::now() - t0).count();
+        return Status::ok();
+    };
+    if (!opt.sequential) KVS_RETURN_IF_ERROR(calibrate(reference));
+
+    for (int l = 0; l < n_layer; ++l) {
+        if (opt.on_progress && !opt.on_progress(l, n_layer))
+            return R::error("GPTQ cancelled at layer " + std::to_string(l) + " of " + std::to_string(n_layer));
+        if (opt.sequential) {
+            auto upto = std::make_shared<Model>(*current);  // layers 0..l only
+            upto->config.n_layer = l + 1;
+            upto->layers.resize(size_t(l + 1));
+            KVS_RETURN_IF_ERROR(calibrate(upto));
+        }
+        const auto t0 = clock::now();
+        LayerActivations& a = data.layers[size_t(l)];
+        const int n_rows = data.n_rows;
+        const LayerWeights& ref_layer = reference->layers[size_t(l)];
+        const std::vector<float>* inputs[7] = {&a.attn_in, &a.attn_in, &a.attn_in, &a.attn_out,
+                                               &a.ffn_in,  &a.ffn_in,  &a.down_in};
+        LayerWeights src = ref_layer;
+        auto ws = linears(src);
+        auto out_v = linears(variant->layers[size_t(l)]);
+        auto out_c = linears(current->layers[size_t(l)]);
+        std::vector<double> h;
+        const std::vector<float>* h_of = nullptr;
+        for (size_t i = 0; i < 7; ++i) {
+            const WeightView& w = *ws[i];
+            if (inputs[i] != h_of) {  // q/k/v and gate/up share one Hessian
+                h = gptq_hessian(inputs[i]->data(), n_rows, w.n_in);
+                h_of = inputs[i];
+            }
+            const std::vector<float> wf = dequantize_matrix(w, opt.n_threads);  // [n_out, n_in]
+            auto gm = gptq_quantize_matrix(wf.data(), w.n_out, w.n_in, h, int4_group_for(w.n_in, opt.group_size), opt);
+            if (!gm) return R::error("layer " + std::to_string(l) + " " + kLinearNames[i] + ": " + gm.message());
+            DType type;
+            auto bytes = gptq_encode(gm.value(), &type);
+            if (!bytes) return R::error("layer " + std::to_string(l) + " " + kLinearNames[i] + ": " + bytes.message());
+            auto& slot = storage->weights[size_t(l) * 7 + i];
+            slot = std::move(bytes.value());
+            *out_v[i] = WeightView{type, slot.data(), w.n_in, w.n_out};
+            *out_c[i] = *out_v[i];
+        }
+        a = LayerActivations{};
+        t_quant += std::chrono::duration<double>(clock::now() - t0).count();
+    }
+
+    recount_weights(*variant);
+    variant->format = "variant:int4-gptq";
+    variant->storage = storage;
+    if (report) {
+        report->n_calibration_tokens = int(calibration_tokens.size());
+        report->seconds_calibration = t_calib;
+        report->seconds_quantize = t_quant;
+    }
+    return variant;
+}
+
+}  // namespace kvs
