@@ -86,6 +86,7 @@ struct EvalCommandOptions {
     std::string text = "/usr/share/common-licenses/GPL-3";
     std::string calib = "/usr/share/common-licenses/Apache-2.0";
     int calib_tokens = 1024;
+    int calib_seed = 0;  // 0: the first calib_tokens tokens; else random windows (sample_calibration_tokens)
     int ctx = 512;
     int max_tokens = 2048;
     std::string prompts_file;
