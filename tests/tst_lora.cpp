@@ -15,6 +15,7 @@
 #include "engine/lora/lora_adapter.h"
 #include "engine/model/llama_forward.h"
 #include "engine/runtime/engine.h"
+#include "engine/runtime/session.h"
 #include "kernels/backend.h"
 #include "tests/support/greedy_params.h"
 #include "tests/support/run_python.h"
@@ -111,6 +112,7 @@ private Q_SLOTS:
     void bad_adapters_data();
     void bad_adapters();
     void adapter_for_another_model();
+    void session_loads_and_unloads();
 
 private:
     std::map<std::string, Fixture> m_fx;  // by arch
@@ -375,6 +377,66 @@ void TstLora::adapter_for_another_model() {
     QVERIFY2(QString::fromStdString(id.message()).contains("was loaded for a llama model of 2 layers, width 64"),
              id.message().c_str());
     QVERIFY(!(*e)->has_work());
+}
+
+// The Session serves adapters by name: a bad load changes nothing, a taken name is
+// refused, a request holds its adapter past an unload.
+void TstLora::session_loads_and_unloads() {
+    if (!m_skip.isEmpty()) QSKIP(qPrintable(m_skip));
+    const Fixture& f = m_fx.at("llama");
+    auto s = Session::from_model(f.gguf);
+    QVERIFY2(s.is_ok(), s.message().c_str());
+    Session& session = **s;
+    QVERIFY(session.adapters().empty());
+    auto info = session.load_adapter("style", f.dir + "/peft", 0.5f);
+    QVERIFY2(info.is_ok(), info.message().c_str());
+    QCOMPARE(info->rank, 4);
+    QCOMPARE(info->scale, 1.0f);
+    QCOMPARE(info->format, std::string("peft"));
+    for (const auto& [name, path] :
+         std::vector<std::pair<std::string, std::string>>{{"style", f.dir + "/peft_rslora"},  // name taken
+                                                          {"broken", f.dir + "/bad_rank"},    // bad adapter
+                                                          {"bad name!", f.dir + "/peft"}}) {  // bad name
+        auto bad = session.load_adapter(name, path);
+        QVERIFY(!bad.is_ok());
+        qInfo("%s", bad.message().c_str());
+        QCOMPARE(int(session.adapters().size()), 1);
+        QCOMPARE(session.adapters()[0].path, f.dir + "/peft");
+    }
+    QVERIFY(session.load_adapter("gguf", f.dir + "/adapter.gguf").is_ok());
+    QCOMPARE(int(session.adapters().size()), 2);
+    auto none = session.adapter("");
+    QVERIFY(none.is_ok() && !none.value());
+    auto unknown = session.adapter("nope");
+    QVERIFY(!unknown.is_ok());
+    QVERIFY2(QString::fromStdString(unknown.message()).contains("loaded: gguf, style"), unknown.message().c_str());
+
+    EngineOptions opt;
+    opt.kv_blocks = 32;
+    opt.backend = "cpu";
+    opt.n_threads = 1;
+    auto e = session.make_engine(opt, false);
+    QVERIFY(e.is_ok());
+    GenerationRequest g;
+    g.prompt = prompt_of(20, 3);
+    g.params = test::greedy(6);
+    g.adapter = session.adapter("style").value();
+    auto with = (*e)->submit(g);
+    QVERIFY(with.is_ok());
+    QVERIFY(session.unload_adapter("style"));
+    QVERIFY(!session.unload_adapter("style"));
+    QVERIFY((*e)->run_until_idle().is_ok());  // the request kept its adapter
+    // The same adapter loaded afresh gives the same tokens.
+    QVERIFY(session.load_adapter("style", f.dir + "/peft", 0.5f).is_ok());
+    g.adapter = session.adapter("style").value();
+    auto again = (*e)->submit(g);
+    QVERIFY(again.is_ok());
+    QVERIFY((*e)->run_until_idle().is_ok());
+    QCOMPARE((*e)->output_tokens(*again), (*e)->output_tokens(*with));
+    g.adapter = nullptr;
+    auto base = (*e)->submit(g);
+    QVERIFY((*e)->run_until_idle().is_ok());
+    QVERIFY((*e)->output_tokens(*base) != (*e)->output_tokens(*with));
 }
 
 QTEST_GUILESS_MAIN(TstLora)

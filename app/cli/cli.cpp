@@ -36,6 +36,13 @@ int run_main(int argc, char** argv) {
                   "(head cut to the first V token ids)");
     g->add_option("--spec-k", gen.spec_k, "draft tokens per target pass (with --spec)")->check(CLI::Range(1, 16));
     g->add_flag("--spec-adaptive", gen.spec_adaptive, "grow / shrink the draft length with acceptance (with --spec)");
+    g->add_option("--lora", gen.lora, "a LoRA adapter on top of the model: PATH or NAME=PATH (PEFT folder or GGUF)");
+    g->add_option("--lora-scale", gen.lora_scale, "multiplies the adapter's alpha / r (default 1)")
+        ->check(CLI::Range(-100.0, 100.0));
+    g->add_option("--beams", gen.beams, "beam search with this many beams (1: off)")->check(CLI::Range(1, 8));
+    g->add_option("--length-penalty", gen.sampling.length_penalty,
+                  "beam search: hypotheses rank by sum log p / length^this (default 1; 0: plain sum)")
+        ->check(CLI::Range(-10.0, 10.0));
     add_sampling_options(g, gen.sampling);
     add_runner_options(g, gen.runner);
 

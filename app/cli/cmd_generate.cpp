@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -35,10 +36,38 @@ void write_piece(const std::string& piece) {
     std::fflush(stdout);
 }
 
-// generate --spec: one request through the batching engine with a proposer; prints the
-// acceptance statistics after the usual timings.
-int generate_speculative(const GenerateOptions& o, Session& session, const std::vector<int32_t>& prompt) {
-    if (o.spec != "ngram") {
+// --lora NAME=PATH or PATH: loads the adapter into the session; null (after printing why) on error.
+std::shared_ptr<const LoraAdapter> load_lora(const GenerateOptions& o, Session& session, bool* failed) {
+    *failed = false;
+    if (o.lora.empty()) return nullptr;
+    std::string name = "lora", path = o.lora;
+    if (const size_t eq = o.lora.find('='); eq != std::string::npos && eq > 0) {
+        name = o.lora.substr(0, eq);
+        path = o.lora.substr(eq + 1);
+    }
+    auto info = session.load_adapter(name, path, o.lora_scale);
+    auto adapter = info ? session.adapter(name) : Result<std::shared_ptr<const LoraAdapter>>(info.status());
+    if (!adapter) {
+        std::fprintf(stderr, "error: %s\n", adapter.message().c_str());
+        *failed = true;
+        return nullptr;
+    }
+    if (!o.quiet_stats) {
+        std::string targets;
+        for (const auto& t : info->targets) targets += (targets.empty() ? "" : ",") + t;
+        std::fprintf(stderr, "LoRA adapter '%s': %s, rank %d, alpha %g, scale %g, %s\n", info->name.c_str(),
+                     info->format.c_str(), info->rank, info->alpha, info->scale, targets.c_str());
+    }
+    return std::move(adapter.value());
+}
+
+// generate through the batching engine (--spec, --lora, --beams, --min-new-tokens): one
+// request; with --spec, the acceptance statistics after the usual timings.
+int generate_with_engine(const GenerateOptions& o, Session& session, const std::vector<int32_t>& prompt) {
+    bool failed = false;
+    auto adapter = load_lora(o, session, &failed);
+    if (failed) return 1;
+    if (!o.spec.empty() && o.spec != "ngram") {
         if (Status st = session.add_draft(o.spec); !st) {
             std::fprintf(stderr, "error: %s\n", st.message().c_str());
             return 1;
@@ -46,7 +75,8 @@ int generate_speculative(const GenerateOptions& o, Session& session, const std::
     }
     EngineOptions eo = engine_options_from(o.runner);
     eo.kv_blocks = 2 * ((o.runner.n_ctx + o.runner.block_size - 1) / o.runner.block_size);
-    eo.scheduler.max_num_seqs = 1;
+    eo.kv_blocks *= std::max(1, o.beams);
+    eo.scheduler.max_num_seqs = std::max(1, o.beams);
     eo.snapshot_every = 0;
     auto engine = session.make_engine(eo);
     if (!engine) {
@@ -54,12 +84,16 @@ int generate_speculative(const GenerateOptions& o, Session& session, const std::
         return 1;
     }
     Engine& e = **engine;
-    if (!o.quiet_stats)
+    if (!o.quiet_stats && !o.spec.empty())
         std::fprintf(stderr, "%s | speculative: %s, k %d%s\n", e.backend_note().c_str(), o.spec.c_str(), o.spec_k,
                      o.spec_adaptive ? " (adaptive)" : "");
+    else if (!o.quiet_stats)
+        std::fprintf(stderr, "%s\n", e.backend_note().c_str());
     GenerationRequest g;
     g.prompt = prompt;
     g.params = o.sampling;
+    g.adapter = adapter;
+    g.beam_width = o.beams;
     g.spec.proposer = o.spec;
     g.spec.k = o.spec_k;
     g.spec.adaptive = o.spec_adaptive;
@@ -80,6 +114,10 @@ int generate_speculative(const GenerateOptions& o, Session& session, const std::
         return 1;
     }
     if (o.quiet_stats) return 0;
+    if (o.beams > 1)
+        for (const BeamHypothesis& h : e.beam_hypotheses(*id))
+            std::fprintf(stderr, "beam: score %.4f | sum log p %.4f | %zu tokens | %s\n", h.score, h.logprob,
+                         h.tokens.size(), session.decode(h.tokens).c_str());
     for (const RequestMetrics& m : e.request_metrics()) {
         if (m.id != *id) continue;
         const double decode_s = m.n_output > 1 ? (m.token_times_ms.back() - m.first_token_ms) / 1000.0 : 0.0;
@@ -90,6 +128,7 @@ int generate_speculative(const GenerateOptions& o, Session& session, const std::
                      decode_s > 0 ? (m.n_output - 1) / decode_s : 0.0, finish_reason_name(why),
                      peak_rss_bytes() / 1048576.0);
     }
+    if (o.spec.empty()) return 0;
     const SpecStats& s = e.spec_totals();
     std::fprintf(stderr,
                  "speculative: %lld target passes with drafts | drafted %lld, judged %lld, accepted %lld, bonus %lld | "
@@ -117,7 +156,8 @@ int cmd_generate(const GenerateOptions& o) {
         text = ss.str();
     }
     const std::vector<int32_t> prompt = o.chat ? session->encode_user(text, o.system) : session->encode_text(text);
-    if (!o.spec.empty()) return generate_speculative(o, *session, prompt);
+    if (!o.spec.empty() || !o.lora.empty() || o.beams > 1 || o.sampling.min_new_tokens > 0)
+        return generate_with_engine(o, *session, prompt);
 
     auto runner = session->make_runner(o.runner);
     if (!runner) {

@@ -27,6 +27,11 @@ struct GenerateOptions {
     std::string spec;
     int spec_k = 4;
     bool spec_adaptive = false;
+    // A LoRA adapter on top of the model: "PATH" or "NAME=PATH" (a PEFT folder or a GGUF
+    // adapter), scaled by lora_scale x its own alpha / r.
+    std::string lora;
+    float lora_scale = 1.0f;
+    int beams = 1;  // beam search width (1: off); sampling.length_penalty ranks the hypotheses
 };
 int cmd_generate(const GenerateOptions& o);
 

@@ -159,4 +159,17 @@ Result<std::unique_ptr<SequenceRunner>> Session::make_runner(RunnerOptions opt, 
     return SequenceRunner::create(m_model, opt, std::move(shared));
 }
 
+Result<AdapterInfo> Session::load_adapter(const std::string& name, const std::string& path, float user_scale) const {
+    return m_adapters->load(name, path, m_model->config, user_scale);
+}
+
+bool Session::unload_adapter(const std::string& name) const { return m_adapters->unload(name); }
+
+std::vector<AdapterInfo> Session::adapters() const { return m_adapters->list(); }
+
+Result<std::shared_ptr<const LoraAdapter>> Session::adapter(const std::string& name) const {
+    if (name.empty()) return std::shared_ptr<const LoraAdapter>();
+    return m_adapters->find(name);
+}
+
 }  // namespace kvs

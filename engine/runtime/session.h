@@ -11,7 +11,8 @@
 // this header (with it come the telemetry types and the two telemetry functions a front end
 // needs: summarize() and write_trace()); nothing outside engine/ needs to load a model, create a tokenizer, apply a
 // chat template or size a KV pool by hand. A Session is immutable after open() and the
-// add_draft() calls that follow it, so threads may share it (std::shared_ptr).
+// add_draft() calls that follow it (but for its LoRA adapters, which have their own lock),
+// so threads may share it (std::shared_ptr).
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -19,6 +20,7 @@
 #include <vector>
 
 #include "engine/core/status.h"
+#include "engine/lora/lora_registry.h"
 #include "engine/model/model.h"
 #include "engine/runtime/engine.h"
 #include "engine/runtime/engine_loop.h"
@@ -95,6 +97,18 @@ public:
     // no such draft.
     Result<SpecParams> spec_params(const std::string& choice, int k, bool adaptive) const;
 
+    // --- LoRA adapters (engine/lora): PEFT folders or GGUF adapter files, checked against
+    // this model, served by name. Unlike the rest of a Session they load and unload while
+    // it is shared (thread-safe); a request holds its adapter, so unloading one never
+    // disturbs a request running with it. An error (bad name, name taken, bad adapter)
+    // changes nothing. user_scale multiplies the adapter's own alpha / r.
+    Result<AdapterInfo> load_adapter(const std::string& name, const std::string& path, float user_scale = 1.0f) const;
+    bool unload_adapter(const std::string& name) const;  // false: no such adapter
+    std::vector<AdapterInfo> adapters() const;           // by name
+    // What GenerationRequest::adapter takes for a request that names an adapter ("" gives
+    // null: the base model); an unknown name is an error listing the loaded ones.
+    Result<std::shared_ptr<const LoraAdapter>> adapter(const std::string& name) const;
+
     // --- sizes, one definition each (engine/kv_cache/kv_tensors.h)
     int64_t kv_bytes_per_token(DType kv_type = DType::F16) const;
     // The same for a shape that is not loaded (a memory planner's what-if).
@@ -132,6 +146,7 @@ private:
     std::vector<std::pair<std::string, std::shared_ptr<const Model>>> m_drafts;
     std::string m_layer_skip;
     std::string m_draft_note;
+    std::shared_ptr<LoraRegistry> m_adapters = std::make_shared<LoraRegistry>();
 };
 
 }  // namespace kvs

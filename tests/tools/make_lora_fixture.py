@@ -152,31 +152,35 @@ def rope_half(x, pos, base):
     return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
 
 
-def forward(weights, cfg, tokens):
-    """Logits [T, n_vocab] of the tokens as one causal sequence from position 0."""
+def forward(weights, cfg, tokens, until_last_mlp=False):
+    """Logits [T, n_vocab] of the tokens as one causal sequence from position 0; with
+    until_last_mlp, the residual stream [T, n_embd] after the last layer's attention."""
     d, nh, nkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
     hd, eps, base = d // nh, cfg["rms_norm_eps"], cfg["rope_theta"]
     W = weights
     x = W["model.embed_tokens.weight"][tokens]
+    dt = x.dtype  # float64 for references, float32 to train fast: every buffer keeps it
     T = len(tokens)
     pos = np.arange(T, dtype=np.float64)
-    mask = np.triu(np.full((T, T), -np.inf), 1)
+    mask = np.triu(np.full((T, T), -np.inf), 1).astype(dt)
     for layer in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{layer}."
         h = rms_norm(x, W[p + "input_layernorm.weight"], eps)
         q = h @ W[p + "self_attn.q_proj.weight"].T + W.get(p + "self_attn.q_proj.bias", 0)
         k = h @ W[p + "self_attn.k_proj.weight"].T + W.get(p + "self_attn.k_proj.bias", 0)
         v = h @ W[p + "self_attn.v_proj.weight"].T + W.get(p + "self_attn.v_proj.bias", 0)
-        q = rope_half(q.reshape(T, nh, hd), pos, base)
-        k = rope_half(k.reshape(T, nkv, hd), pos, base)
+        q = rope_half(q.reshape(T, nh, hd), pos, base).astype(dt)
+        k = rope_half(k.reshape(T, nkv, hd), pos, base).astype(dt)
         v = v.reshape(T, nkv, hd)
         rep = nh // nkv
-        att = np.empty((T, nh, hd))
+        att = np.empty((T, nh, hd), dtype=dt)
         for hq in range(nh):
-            s = q[:, hq, :] @ k[:, hq // rep, :].T / np.sqrt(hd) + mask
+            s = q[:, hq, :] @ k[:, hq // rep, :].T / dt.type(np.sqrt(hd)) + mask
             s = np.exp(s - s.max(axis=1, keepdims=True))
             att[:, hq, :] = (s / s.sum(axis=1, keepdims=True)) @ v[:, hq // rep, :]
         x = x + att.reshape(T, nh * hd) @ W[p + "self_attn.o_proj.weight"].T
+        if until_last_mlp and layer == cfg["num_hidden_layers"] - 1:
+            return x
         h = rms_norm(x, W[p + "post_attention_layernorm.weight"], eps)
         g = h @ W[p + "mlp.gate_proj.weight"].T
         u = h @ W[p + "mlp.up_proj.weight"].T
