@@ -4,6 +4,8 @@
 #include <cstdio>
 
 #include "app/cli/cli_options.h"
+#include "app/cli/cmd_bench_http.h"
+#include "app/cli/cmd_watermark.h"
 #include "app/cli/commands.h"
 #include "app/gui_main.h"
 
@@ -36,13 +38,6 @@ int run_main(int argc, char** argv) {
                   "(head cut to the first V token ids)");
     g->add_option("--spec-k", gen.spec_k, "draft tokens per target pass (with --spec)")->check(CLI::Range(1, 16));
     g->add_flag("--spec-adaptive", gen.spec_adaptive, "grow / shrink the draft length with acceptance (with --spec)");
-    g->add_option("--lora", gen.lora, "a LoRA adapter on top of the model: PATH or NAME=PATH (PEFT folder or GGUF)");
-    g->add_option("--lora-scale", gen.lora_scale, "multiplies the adapter's alpha / r (default 1)")
-        ->check(CLI::Range(-100.0, 100.0));
-    g->add_option("--beams", gen.beams, "beam search with this many beams (1: off)")->check(CLI::Range(1, 8));
-    g->add_option("--length-penalty", gen.sampling.length_penalty,
-                  "beam search: hypotheses rank by sum log p / length^this (default 1; 0: plain sum)")
-        ->check(CLI::Range(-10.0, 10.0));
     add_sampling_options(g, gen.sampling);
     add_runner_options(g, gen.runner);
 
@@ -96,6 +91,8 @@ int run_main(int argc, char** argv) {
     b->add_option("--spec-gen", bench.spec_gen, "tokens generated per request in --spec")
         ->check(CLI::Range(1, kMaxTokens));
     add_runner_options(b, bench.runner);
+    HttpBenchOptions http_bench;
+    add_bench_http_options(b, http_bench);
 
     QuantizeOptions quant;
     quant.model = kDefaultModel;
@@ -108,6 +105,8 @@ int run_main(int argc, char** argv) {
         ->check(CLI::Range(1, 1024));
     EvalCommandOptions eval;
     auto* ev = add_eval_command(app, eval);
+    WatermarkDetectOptions wm;
+    auto* wd = add_watermark_command(app, wm);
 
     try {
         app.parse(argc, argv);
@@ -124,7 +123,12 @@ int run_main(int argc, char** argv) {
     if (in->parsed()) return cmd_inspect(ins);
     if (q->parsed()) return cmd_quantize(quant);
     if (ev->parsed()) return cmd_eval(eval);
+    if (wd->parsed()) return cmd_watermark_detect(wm);
     if (b->parsed()) {
+        if (!http_bench.url.empty()) {
+            http_bench.json_out = bench.json_out;
+            return cmd_bench_http(http_bench);
+        }
         if (!bench.spec.empty()) return cmd_bench_spec(bench);
         if (!bench.workload.empty() || !bench.sweep.empty()) {
             if (b->count("--ctx") == 0) bench.runner.n_ctx = 2048;  // max_model_len of the served requests
