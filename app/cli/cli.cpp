@@ -105,6 +105,9 @@ int run_main(int argc, char** argv) {
         ->check(CLI::Range(1, 1024));
     EvalCommandOptions eval;
     auto* ev = add_eval_command(app, eval);
+    ServeOptions serve;
+    serve.model = kDefaultModel;
+    auto* sv = add_serve_command(app, serve);
     WatermarkDetectOptions wm;
     auto* wd = add_watermark_command(app, wm);
 
@@ -123,6 +126,7 @@ int run_main(int argc, char** argv) {
     if (in->parsed()) return cmd_inspect(ins);
     if (q->parsed()) return cmd_quantize(quant);
     if (ev->parsed()) return cmd_eval(eval);
+    if (sv->parsed()) return cmd_serve(serve);
     if (wd->parsed()) return cmd_watermark_detect(wm);
     if (b->parsed()) {
         if (!http_bench.url.empty()) {

@@ -104,6 +104,23 @@ struct EvalCommandOptions {
 CLI::App* add_eval_command(CLI::App& app, EvalCommandOptions& o);
 int cmd_eval(const EvalCommandOptions& o);
 
+// kvscope serve (app/cli/cmd_serve.cpp): the OpenAI-compatible HTTP server on one model.
+struct ServeOptions {
+    std::string model;
+    std::string host = "127.0.0.1";
+    int port = 8000;
+    std::string api_key, api_key_file;
+    std::string served_model_name;  // default: the --model argument
+    std::vector<std::string> allowed_origins;
+    int max_seqs = 64;
+    double kv_mib = 0;  // 0: the session's default pool
+    int max_queue = 512;
+    int max_body_mib = 8;
+    RunnerOptions runner;  // context, batch (the step's token budget), threads, block size, KV type
+};
+CLI::App* add_serve_command(CLI::App& app, ServeOptions& o);
+int cmd_serve(const ServeOptions& o);
+
 // Opens a session on a model by name or path (engine/runtime/session.h); prints the error
 // and returns null when it cannot, and the model's warnings when it can.
 std::shared_ptr<Session> open_session_or_report(const std::string& name_or_path, const SessionOptions& opt = {});

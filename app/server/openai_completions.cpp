@@ -1,0 +1,244 @@
+// POST /v1/completions and /v1/chat/completions: parse, admit, submit every choice to the
+// EngineLoop, then either wait and answer once or stream Server-Sent Events
+// (`data: {chunk}` ... `data: [DONE]`) as the engine produces text.
+#include <httplib.h>
+
+#include <chrono>
+#include <random>
+
+#include "app/server/http_reply.h"
+#include "app/server/openai_server.h"
+
+namespace kvs::server {
+
+using json = nlohmann::json;
+
+namespace {
+
+std::string new_id(const char* prefix) {
+    static std::mutex mu;
+    static std::mt19937_64 rng{std::random_device{}()};
+    std::lock_guard<std::mutex> lk(mu);
+    char buf[40];
+    std::snprintf(buf, sizeof(buf), "%016llx%08llx", static_cast<unsigned long long>(rng()),
+                  static_cast<unsigned long long>(rng() & 0xffffffffu));
+    return std::string(prefix) + buf;
+}
+
+int64_t unix_now() {
+    return std::chrono::duration_cast<std::chrono::seconds>(std::chrono::system_clock::now().time_since_epoch())
+        .count();
+}
+
+json usage_json(int64_t prompt, int64_t completion) {
+    return {{"prompt_tokens", prompt}, {"completion_tokens", completion}, {"total_tokens", prompt + completion}};
+}
+
+json ids_json(const std::vector<int32_t>& ids) {
+    json a = json::array();
+    for (int32_t t : ids) a.push_back(t);
+    return a;
+}
+
+int64_t prompt_tokens_of(const CompletionJob& job) {
+    int64_t n = 0;
+    for (const auto& p : job.prompts) n += static_cast<int64_t>(p.size());
+    return n;
+}
+
+// Decrements a counter once, when the last copy of it goes (the handler or the stream's releaser).
+struct HandlerToken {
+    std::atomic<int>* counter;
+    explicit HandlerToken(std::atomic<int>* c) : counter(c) { ++*counter; }
+    ~HandlerToken() { --*counter; }
+    HandlerToken(const HandlerToken&) = delete;
+    HandlerToken& operator=(const HandlerToken&) = delete;
+};
+
+}  // namespace
+
+struct OpenAiServer::StreamState {
+    std::shared_ptr<ApiCall> call;
+    CompletionJob job;
+    std::string id;
+    int64_t created = 0;
+    std::shared_ptr<HandlerToken> handler;
+};
+
+std::shared_ptr<ApiCall> OpenAiServer::submit(const CompletionJob& job) {
+    const int n_choices = static_cast<int>(job.prompts.size()) * job.n;
+    auto call = std::make_shared<ApiCall>(n_choices);
+    {
+        std::lock_guard<std::mutex> lk(m_calls_mu);
+        std::erase_if(m_calls, [](const std::weak_ptr<ApiCall>& w) { return w.expired(); });
+        m_calls.push_back(call);
+    }
+    const int max_tokens_param = std::max(0, job.params.max_tokens);
+    for (size_t p = 0; p < job.prompts.size(); ++p) {
+        for (int i = 0; i < job.n; ++i) {
+            const int index = static_cast<int>(p) * job.n + i;
+            GenerationRequest g;
+            g.prompt = job.prompts[p];
+            g.params = job.params;
+            g.params.seed = job.params.seed + static_cast<uint64_t>(i);  // vLLM: child i gets seed + i
+            g.spec = job.spec;
+            g.on_event = call->callback(
+                index, [metrics = m_metrics, pending = m_pending, max_tokens_param](const TokenEvent& ev) {
+                    if (ev.metrics) metrics->on_request_finished(*ev.metrics, max_tokens_param);
+                    --*pending;
+                });
+            call->set_id(index, m_loop.submit(std::move(g)), static_cast<int>(p));
+        }
+    }
+    return call;
+}
+
+void OpenAiServer::handle_completion(const httplib::Request& req, httplib::Response& res, ApiKind kind) {
+    auto handler = std::make_shared<HandlerToken>(&m_handlers);
+    if (m_stopping) return send_error(res, ApiError{503, "the server is shutting down", "server_error", "", ""});
+    ParsedJob pj = parse_completion_request(req.body, kind, *m_session, m_limits);
+    if (pj.error) return send_error(res, *pj.error);
+    CompletionJob& job = pj.job;
+    if (auto e = check_model(job.model)) return send_error(res, *e);
+    const int n_choices = static_cast<int>(job.prompts.size()) * job.n;
+    if (!admit(n_choices))
+        return send_error(res, ApiError{429,
+                                        "the server is busy: " + std::to_string(*m_pending) +
+                                            " requests are queued or running (limit " +
+                                            std::to_string(m_opt.max_pending) + "); retry later",
+                                        "server_overloaded", "", "too_many_requests"});
+    auto call = submit(job);
+    const bool chat = kind == ApiKind::chat;
+    const std::string id = new_id(chat ? "chatcmpl-" : "cmpl-");
+    const int64_t created = unix_now();
+
+    if (job.stream) {
+        auto st = std::make_shared<StreamState>(StreamState{call, std::move(job), id, created, handler});
+        res.status = 200;
+        res.set_header("Cache-Control", "no-cache");
+        res.set_header("X-Accel-Buffering", "no");
+        res.set_chunked_content_provider(
+            "text/event-stream", [this, st](size_t, httplib::DataSink& sink) { return stream_events(*st, sink); },
+            [this, st](bool success) {
+                if (!success) cancel(*st->call);  // the client went away: free its blocks now
+                st->handler.reset();
+            });
+        return;
+    }
+
+    bool cancelled = false;
+    while (!call->wait_all(std::chrono::milliseconds(200)))
+        if (m_stopping && !cancelled) {
+            cancel(*call);
+            cancelled = true;
+        }
+    const std::vector<ApiCall::Choice> choices = call->choices();
+    int64_t completion_tokens = 0;
+    int max_gen = 0;
+    json arr = json::array();
+    for (size_t i = 0; i < choices.size(); ++i) {
+        const ApiCall::Choice& c = choices[i];
+        if (!c.error.empty())  // the engine refused it (e.g. more KV than the whole pool)
+            return send_error(res, bad_request(c.error, "prompt"));
+        completion_tokens += static_cast<int64_t>(c.tokens.size());
+        max_gen = std::max(max_gen, static_cast<int>(c.tokens.size()));
+        json ch = {{"index", i}, {"logprobs", nullptr}, {"finish_reason", finish_reason_text(c.reason)}};
+        if (chat) ch["message"] = {{"role", "assistant"}, {"content", c.text}};
+        else
+            ch["text"] = c.text;
+        if (job.return_token_ids) ch["token_ids"] = ids_json(c.tokens);
+        arr.push_back(std::move(ch));
+    }
+    m_metrics->on_api_request_finished(job.n, max_gen);
+    json out = {{"id", id},           {"object", chat ? "chat.completion" : "text_completion"},
+                {"created", created}, {"model", m_opt.served_model_name},
+                {"choices", arr},     {"usage", usage_json(prompt_tokens_of(job), completion_tokens)}};
+    if (job.return_token_ids) {
+        json pids = json::array();
+        for (const auto& p : job.prompts) pids.push_back(ids_json(p));
+        out["prompt_token_ids"] = job.prompts.size() == 1 ? pids[0] : pids;
+    }
+    send_json(res, out);
+}
+
+bool OpenAiServer::stream_events(StreamState& st, httplib::DataSink& sink) {
+    const bool chat = st.job.kind == ApiKind::chat;
+    const int n_choices = static_cast<int>(st.job.prompts.size()) * st.job.n;
+    auto chunk = [&](json choices) {
+        json j = {{"id", st.id},
+                  {"object", chat ? "chat.completion.chunk" : "text_completion"},
+                  {"created", st.created},
+                  {"model", m_opt.served_model_name},
+                  {"choices", std::move(choices)}};
+        if (st.job.include_usage) j["usage"] = nullptr;
+        return j;
+    };
+    auto write_text = [&](const std::string& s) { return sink.write(s.data(), s.size()); };
+    auto write = [&](const json& j) { return write_text("data: " + dump_json(j) + "\n\n"); };
+    auto gone = [&] {
+        cancel(*st.call);
+        return false;
+    };
+    if (chat)
+        for (int i = 0; i < n_choices; ++i)
+            if (!write(chunk(json::array({{{"index", i},
+                                           {"delta", {{"role", "assistant"}, {"content", ""}}},
+                                           {"logprobs", nullptr},
+                                           {"finish_reason", nullptr}}}))))
+                return gone();
+    bool cancelled = false;
+    int idle_ms = 0;
+    bool last_round = false;
+    while (true) {
+        const bool all_done = st.call->all_finished();  // final events are queued before this turns true
+        auto events = st.call->take(std::chrono::milliseconds(all_done ? 0 : 250));
+        if (m_stopping && !cancelled) {
+            cancel(*st.call);
+            cancelled = true;
+        }
+        if (events.empty() && !all_done) {
+            idle_ms += 250;
+            if (idle_ms >= 1000) {  // an SSE comment: finds a client that has gone while nothing streams
+                if (!write_text(": keep-alive\n\n")) return gone();
+                idle_ms = 0;
+            }
+            continue;
+        }
+        idle_ms = 0;
+        for (const ApiCall::Event& ev : events) {
+            if (!ev.error.empty()) {
+                if (!write(bad_request(ev.error, "prompt").to_json())) return gone();
+                continue;
+            }
+            if (ev.text.empty() && !ev.finished) continue;
+            json c = {{"index", ev.index},
+                      {"logprobs", nullptr},
+                      {"finish_reason", ev.finished ? json(finish_reason_text(ev.reason)) : json(nullptr)}};
+            if (chat) c["delta"] = ev.text.empty() ? json::object() : json{{"content", ev.text}};
+            else
+                c["text"] = ev.text;
+            if (st.job.return_token_ids && ev.token >= 0) c["token_ids"] = json::array({ev.token});
+            if (!write(chunk(json::array({c})))) return gone();
+        }
+        if (last_round) break;
+        if (all_done) last_round = true;  // one more take drains what came with the last event
+    }
+    const std::vector<ApiCall::Choice> choices = st.call->choices();
+    int64_t completion_tokens = 0;
+    int max_gen = 0;
+    for (const auto& c : choices) {
+        completion_tokens += static_cast<int64_t>(c.tokens.size());
+        max_gen = std::max(max_gen, static_cast<int>(c.tokens.size()));
+    }
+    m_metrics->on_api_request_finished(st.job.n, max_gen);
+    if (st.job.include_usage) {
+        json u = chunk(json::array());
+        u["usage"] = usage_json(prompt_tokens_of(st.job), completion_tokens);
+        if (!write(u)) return gone();
+    }
+    if (!write_text("data: [DONE]\n\n")) return gone();
+    sink.done();
+    return true;
+}
+
+}  // namespace kvs::server
