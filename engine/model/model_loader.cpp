@@ -14,6 +14,7 @@
 
 #include "engine/model/awq_checkpoint.h"
 #include "engine/model/gguf_reader.h"
+#include "engine/model/gptq_checkpoint.h"
 #include "engine/model/model.h"
 #include "engine/model/model_config_io.h"
 #include "engine/model/safetensors_reader.h"
@@ -249,13 +250,17 @@ Result<std::shared_ptr<Model>> load_safetensors_folder(const std::string& dir) {
     model->config.name = fs::path(dir).filename().string();
     if (model->config.name.empty()) model->config.name = fs::path(dir).parent_path().filename().string();
     std::map<std::string, RawTensor> tensors;
-    // An AWQ checkpoint: its packed linears become I4_G128 / I4_G64 tensors named <module>.weight.
-    auto awq = read_awq_config(dir);
+    // An AWQ or GPTQ checkpoint: its packed linears become tensors named <module>.weight in
+    // the kernels' group formats (I4_G128 / I4_G64, GPTQ also Q4_1 / Q8_0).
+    auto gptq = read_gptq_config(dir);
+    if (!gptq) return gptq.status();
+    auto awq = gptq.value() ? Result<std::optional<AwqConfig>>(std::optional<AwqConfig>()) : read_awq_config(dir);
     if (!awq) return awq.status();
     std::set<std::string> consumed;
-    if (awq.value()) {
+    if (awq.value() || gptq.value()) {
         std::vector<std::string> names;
-        auto linears = convert_awq_linears(*set.value(), model->config, *awq.value(), dir, names);
+        auto linears = gptq.value() ? convert_gptq_linears(*set.value(), model->config, *gptq.value(), dir, names)
+                                    : convert_awq_linears(*set.value(), model->config, *awq.value(), dir, names);
         if (!linears) return linears.status();
         consumed.insert(names.begin(), names.end());
         for (AwqTensor& t : linears.value()) {
@@ -263,7 +268,7 @@ Result<std::shared_ptr<Model>> load_safetensors_folder(const std::string& dir) {
             const std::vector<uint8_t>& bytes = storage->owned_bytes.back();
             tensors[t.name] = RawTensor{t.dtype, t.ne, bytes.data(), bytes.size(), t.ne[0] * t.ne[1]};
         }
-        model->format = "safetensors (AWQ)";
+        model->format = gptq.value() ? "safetensors (GPTQ)" : "safetensors (AWQ)";
     }
     for (const auto& [name, t] : set.value()->tensors()) {
         if (consumed.count(name)) continue;

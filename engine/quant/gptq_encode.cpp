@@ -6,21 +6,30 @@
 
 namespace kvs {
 
+namespace {
+
+// The storage group: the largest of 128 / 64 / 32 dividing the GPTQ group (several storage
+// groups then share one scale and zero), 0 when none does.
+int storage_group(const GptqMatrix& m) {
+    for (int s : {128, 64, 32})
+        if (m.group % s == 0 && m.n_in % s == 0) return s;
+    return 0;
+}
+
+}  // namespace
+
 Result<DType> gptq_storage_type(const GptqMatrix& m) {
     using R = Result<DType>;
     if (!m.trivial_g_idx())
         return R::error(
             "GPTQ: g_idx is not contiguous (act-order without static groups): no storage format keeps "
             "its groups");
-    if (m.bits == 4) {
-        if (m.group == 128) return DType::I4_G128;
-        if (m.group == 64) return DType::I4_G64;
-        if (m.group == 32) return DType::Q4_1;
-        return R::error("GPTQ: 4-bit groups of " + std::to_string(m.group) + " have no storage format (32, 64, 128)");
-    }
+    const int s = storage_group(m);
+    if (s == 0)
+        return R::error("GPTQ: groups of " + std::to_string(m.group) +
+                        " are not a multiple of 32, 64 or 128 (the storage groups)");
+    if (m.bits == 4) return s == 128 ? DType::I4_G128 : s == 64 ? DType::I4_G64 : DType::Q4_1;
     if (m.bits == 8) {
-        if (m.group % 32 != 0)
-            return R::error("GPTQ: 8-bit groups of " + std::to_string(m.group) + " are not a multiple of 32");
         for (int32_t z : m.zeros)
             if (z != 128)
                 return R::error(
@@ -37,25 +46,27 @@ Result<std::vector<uint8_t>> gptq_encode(const GptqMatrix& m, DType* type) {
     *type = t.value();
     const size_t rb = row_bytes(*type, m.n_in);
     std::vector<uint8_t> out(rb * size_t(m.n_out));  // [n_out, row_bytes]
-    const int64_t G = m.group;
-    std::vector<float> d(static_cast<size_t>(m.n_in / G));
+    const int64_t G = m.group, S = storage_group(m);
+    std::vector<float> d(static_cast<size_t>(m.n_in / S));  // per storage group
+
     std::vector<int> z(d.size());
     std::vector<int8_t> q8(static_cast<size_t>(m.n_in));  // [n_in] Q8_0 quants
     for (int64_t o = 0; o < m.n_out; ++o) {
         uint8_t* dst = out.data() + size_t(o) * rb;
         const uint8_t* q = m.q.data() + o * m.n_in;
-        for (int64_t g = 0; g < m.n_in / G; ++g) {
-            d[size_t(g)] = m.scales[size_t(g * m.n_out + o)];
-            z[size_t(g)] = m.zeros[size_t(g * m.n_out + o)];
+        for (int64_t k = 0; k < m.n_in / S; ++k) {
+            const int64_t g = k * S / G;
+            d[size_t(k)] = m.scales[size_t(g * m.n_out + o)];
+            z[size_t(k)] = m.zeros[size_t(g * m.n_out + o)];
         }
         bool ok;
         if (*type == DType::I4_G128 || *type == DType::I4_G64) {
             ok = cpu::pack_i4_row(*type, d.data(), z.data(), q, m.n_in, dst);
         } else if (*type == DType::Q4_1) {
-            ok = cpu::pack_q4_1_row(d.data(), z.data(), q, m.n_in, int(G), dst);
+            ok = cpu::pack_q4_1_row(d.data(), z.data(), q, m.n_in, int(S), dst);
         } else {  // Q8_0: q - 128
             for (int64_t i = 0; i < m.n_in; ++i) q8[size_t(i)] = int8_t(int(q[i]) - 128);
-            ok = cpu::pack_q8_0_row(d.data(), q8.data(), m.n_in, int(G), dst);
+            ok = cpu::pack_q8_0_row(d.data(), q8.data(), m.n_in, int(S), dst);
         }
         if (!ok)
             return Result<std::vector<uint8_t>>::error("GPTQ: row " + std::to_string(o) +
