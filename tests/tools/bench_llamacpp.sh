@@ -15,6 +15,7 @@
 #   LLAMACPP_BUILD            CMake build directory        (default /tmp/llamacpp-build)
 #   BENCH_THREADS             llama-bench -t               (default 2)
 #   BENCH_JOBS                parallel compile jobs        (default 2)
+#   LLAMACPP_EXTRA_TARGETS    more targets to build, e.g. llama-server (bench_serve_llamacpp.sh)
 # Nothing is written inside the KV Scope source tree.
 set -euo pipefail
 
@@ -45,8 +46,14 @@ fetch_source() {
     tar -xzf "$sdist" -C "$src_root"
 }
 
+extra_targets=(${LLAMACPP_EXTRA_TARGETS:-})
+
 build_llamacpp() {
-    if [[ -x "$build_dir/bin/llama-bench" && -f "$build_dir/bin/libllama.so" ]]; then
+    local missing=0 t
+    for t in llama-bench "${extra_targets[@]}"; do
+        [[ -x "$build_dir/bin/$t" ]] || missing=1
+    done
+    if [[ $missing -eq 0 && -f "$build_dir/bin/libllama.so" ]]; then
         return
     fi
     fetch_source
@@ -61,9 +68,9 @@ build_llamacpp() {
         -DGGML_NATIVE=ON \
         -DLLAMA_CURL=OFF -DLLAMA_OPENSSL=OFF \
         -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
-        -DLLAMA_BUILD_SERVER=OFF -DLLAMA_BUILD_APP=OFF \
+        -DLLAMA_BUILD_SERVER=ON -DLLAMA_BUILD_APP=OFF \
         -DLLAMA_BUILD_TOOLS=ON -DLLAMA_BUILD_COMMON=ON >&2
-    nice -n 10 cmake --build "$build_dir" --target llama llama-bench -j"$jobs" >&2
+    nice -n 10 cmake --build "$build_dir" --target llama llama-bench "${extra_targets[@]}" -j"$jobs" >&2
 }
 
 build_llamacpp
