@@ -20,7 +20,8 @@
 #   MAX_SEQS       kvscope --max-seqs = llama-server -np  (default 64)
 #   SLOT_CTX       context per sequence / slot in tokens  (default 1024)
 #   THREADS        -t for both servers                    (default 2)
-#   PROMPTS_MIN    requests per run: max(PROMPTS_MIN, 2 x concurrency) (default 16)
+#   PROMPTS_MIN    requests per run: max(PROMPTS_MIN, PROMPTS_PER_CONC x concurrency) (default 16)
+#   PROMPTS_PER_CONC                                      (default 2)
 #   OUT            where the JSON of every run goes       (default /tmp/bench_serve.<date>)
 #   PORT           first port tried                       (default 18400)
 # Loopback only. Nothing is written inside the KV Scope source tree.
@@ -37,6 +38,7 @@ max_seqs="${MAX_SEQS:-64}"
 slot_ctx="${SLOT_CTX:-1024}"
 threads="${THREADS:-2}"
 prompts_min="${PROMPTS_MIN:-16}"
+prompts_per_conc="${PROMPTS_PER_CONC:-2}"
 out="${OUT:-/tmp/bench_serve.$(date +%Y%m%d-%H%M%S)}"
 port="${PORT:-18400}"
 build_dir="${LLAMACPP_BUILD:-/tmp/llamacpp-build}"
@@ -88,7 +90,7 @@ echo "== model $model, -t $threads, max-seqs / -np $max_seqs, $slot_ctx tokens p
 for round in $(seq 1 "$rounds"); do
     for wl in $workloads; do
         for c in $concurrency; do
-            n=$((2 * c)); ((n < prompts_min)) && n=$prompts_min
+            n=$((prompts_per_conc * c)); ((n < prompts_min)) && n=$prompts_min
             if ((round % 2 == 1)); then order="kvscope llama-server"; else order="llama-server kvscope"; fi
             for srv in $order; do
                 port=$((port + 1))
