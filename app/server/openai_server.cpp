@@ -2,6 +2,8 @@
 
 #include <httplib.h>
 
+#include <sys/socket.h>
+
 #include <chrono>
 #include <future>
 
@@ -65,6 +67,13 @@ Status OpenAiServer::start() {
     m_http->set_read_timeout(30, 0);
     m_http->set_write_timeout(30, 0);
     install_routes();
+    // cpp-httplib listens with a backlog of 5 (compiled into Debian's library): a burst of
+    // clients connecting at once would see resets. Keep the socket, raise the backlog after.
+    int listen_fd = -1;
+    m_http->set_socket_options([&listen_fd](socket_t sock) {
+        httplib::default_socket_options(sock);
+        listen_fd = sock;
+    });
     const std::string addr = m_opt.host + ":" + std::to_string(m_opt.port);
     if (m_opt.port == 0) {
         m_port = m_http->bind_to_any_port(m_opt.host);
@@ -75,6 +84,7 @@ Status OpenAiServer::start() {
                                  " (is the port in use, or the address not one of this machine's?)");
         m_port = m_opt.port;
     }
+    if (listen_fd >= 0) ::listen(listen_fd, 4096);
     m_stopping = false;
     m_running = true;
     m_thread = std::thread([this] { m_http->listen_after_bind(); });
