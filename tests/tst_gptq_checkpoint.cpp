@@ -16,6 +16,8 @@
 
 #include "engine/model/gptq_checkpoint.h"
 #include "engine/model/model.h"
+#include "engine/quant/quantize.h"
+#include "engine/quant/save_variant.h"
 #include "kernels/cpu/quant_formats.h"
 #include "tests/support/run_python.h"
 #include "tests/support/test_paths.h"
@@ -49,6 +51,8 @@ private Q_SLOTS:
     void weights_equal_reference_data();
     void weights_equal_reference();
     void pack_unpack_round_trip();
+    void save_load_round_trip_data();
+    void save_load_round_trip();
     void bad_checkpoints_data();
     void bad_checkpoints();
 
@@ -158,6 +162,42 @@ void TstGptqCheckpoint::pack_unpack_round_trip() {
             QCOMPARE(int((uint32_t(p.qweight[0]) >> bits) & uint32_t(maxq)), int(m.q[1]));
             QCOMPARE(int(uint32_t(p.qzeros[0]) & uint32_t(maxq)), m.zeros[0] - (v1 ? 1 : 0));
         }
+}
+
+void TstGptqCheckpoint::save_load_round_trip_data() {
+    QTest::addColumn<QString>("scheme");
+    QTest::newRow("int4-gptq") << "int4-gptq";
+    QTest::newRow("int4-gptq-act (act-order, static groups)") << "int4-gptq-act";
+}
+
+void TstGptqCheckpoint::save_load_round_trip() {
+    // GPTQ of a Hugging Face folder, saved as a GPTQ folder and loaded back: the same weights
+    QFETCH(QString, scheme);
+    auto src = load_model(m_src);
+    QVERIFY2(src, src.message().c_str());
+    QuantOptions qo;
+    for (int i = 0; i < 128; ++i) qo.calibration_tokens.push_back(int32_t((i * 53 + 7) % 280));
+    auto v = quantize_model(src.value(), QuantScheme::parse(scheme.toStdString()).value(), qo);
+    QVERIFY2(v, v.message().c_str());
+    const std::string out = test::output_path("gptq_saved_" + scheme.toStdString());
+    fs::remove_all(out);
+    auto saved = save_variant(*v.value(), out);
+    QVERIFY2(saved, saved.message().c_str());
+    QCOMPARE(saved.value().format, std::string("gptq"));
+    auto cfg = read_gptq_config(out);
+    QVERIFY(cfg && cfg.value());
+    QCOMPARE(cfg.value()->desc_act, scheme == "int4-gptq-act");
+    QCOMPARE(cfg.value()->sym, false);
+    auto back = load_model(out);
+    QVERIFY2(back, back.message().c_str());
+    QCOMPARE(back.value()->format, std::string("safetensors (GPTQ)"));
+    for (size_t il = 0; il < back.value()->layers.size(); ++il) {
+        const auto a = linears(v.value()->layers[il]), b = linears(back.value()->layers[il]);
+        for (size_t k = 0; k < 7; ++k) {
+            QCOMPARE(int(b[k]->dtype), int(a[k]->dtype));
+            QVERIFY(dequant(*a[k]) == dequant(*b[k]));
+        }
+    }
 }
 
 void TstGptqCheckpoint::bad_checkpoints_data() {

@@ -15,6 +15,7 @@
 #include "engine/model/awq_checkpoint.h"
 #include "engine/model/gguf_reader.h"
 #include "engine/model/gguf_writer.h"
+#include "engine/model/gptq_checkpoint.h"
 #include "kernels/cpu/quant_formats.h"
 
 namespace kvs {
@@ -222,7 +223,57 @@ Status write_awq_config(const fs::path& src_dir, const fs::path& out, int group_
     return Status::ok();
 }
 
+// GPTQ: quantize_config.json (and config.json's quantization_config) with quant_method
+// "gptq", checkpoint_format "gptq" (zeros minus one) unless a zero point is 0 (then "gptq_v2",
+// which stores it as it is), and qweight / qzeros / scales / g_idx per linear.
+Status write_gptq_config(const fs::path& src_dir, const fs::path& out, int group_size, bool v1, bool act_order) {
+    std::ifstream in(src_dir / "config.json", std::ios::binary);
+    if (!in) return Status::error((src_dir / "config.json").string() + ": cannot open");
+    std::stringstream ss;
+    ss << in.rdbuf();
+    json config = json::parse(ss.str(), nullptr, false);
+    if (config.is_discarded() || !config.is_object())
+        return Status::error((src_dir / "config.json").string() + ": not a valid JSON object");
+    const json q = {{"quant_method", "gptq"},
+                    {"bits", 4},
+                    {"group_size", group_size},
+                    {"desc_act", act_order},
+                    {"static_groups", act_order},
+                    {"sym", false},
+                    {"true_sequential", false},
+                    {"damp_percent", 0.01},
+                    {"checkpoint_format", v1 ? "gptq" : "gptq_v2"}};
+    config["quantization_config"] = q;
+    std::ofstream o(out / "config.json", std::ios::binary);
+    o << config.dump(2) << "\n";
+    std::ofstream oq(out / "quantize_config.json", std::ios::binary);
+    oq << q.dump(2) << "\n";
+    if (!o || !oq) return Status::error((out / "config.json").string() + ": write failed");
+    return Status::ok();
+}
+
+// m with groups of `group` (a divisor of its own group size): each of its groups split into
+// several sharing the scale and zero (the same weights).
+GptqMatrix regroup(const GptqMatrix& m, int group) {
+    if (group == m.group) return m;
+    GptqMatrix r = m;
+    const int split = m.group / group;
+    r.group = group;
+    r.scales.assign(size_t(m.n_in / group * m.n_out), 0.0f);
+    r.zeros.assign(r.scales.size(), 0);
+    for (int64_t g = 0; g < m.n_in / group; ++g)
+        for (int64_t o = 0; o < m.n_out; ++o) {
+            r.scales[size_t(g * m.n_out + o)] = m.scales[size_t((g / split) * m.n_out + o)];
+            r.zeros[size_t(g * m.n_out + o)] = m.zeros[size_t((g / split) * m.n_out + o)];
+        }
+    for (int64_t i = 0; i < m.n_in; ++i) r.g_idx[size_t(i)] = int32_t(i / group);
+    return r;
+}
+
+bool is_gptq(const Model& m) { return m.format.rfind("variant:int4-gptq", 0) == 0 || m.format == "safetensors (GPTQ)"; }
+
 Result<SavedModel> save_awq_folder(const Model& m, const std::string& out) {
+    const bool gptq = is_gptq(m);
     std::error_code ec;
     if (!fs::is_directory(m.path, ec) || !fs::exists(fs::path(m.path) / "tokenizer.json", ec))
         return Status::error(
@@ -238,11 +289,12 @@ Result<SavedModel> save_awq_folder(const Model& m, const std::string& out) {
     for (size_t il = 0; il < m.layers.size(); ++il)
         for (const Linear& lin : kLinears) {
             const DType t = (m.layers[il].*lin.view).dtype;
-            if (i4_group_size(t) == 0)
+            const int g = t == DType::Q4_1 && gptq ? 32 : i4_group_size(t);
+            if (g == 0)
                 return Status::error(out + ": layer " + std::to_string(il) + " " + lin.hf + " is " +
-                                     std::string(dtype_name(t)) +
-                                     "; an AWQ folder needs every linear in I4_G128 or I4_G64");
-            group_size = std::min(group_size, i4_group_size(t));
+                                     std::string(dtype_name(t)) + "; an " + (gptq ? "GPTQ" : "AWQ") +
+                                     " folder needs every linear in I4_G128 or I4_G64" + (gptq ? " or Q4_1" : ""));
+            group_size = std::min(group_size, g);
         }
     for (const WeightView* w : {&m.token_embd, &m.output})
         if (w->dtype != DType::F32 && w->dtype != DType::F16 && w->dtype != DType::BF16)
@@ -257,6 +309,18 @@ Result<SavedModel> save_awq_folder(const Model& m, const std::string& out) {
     std::vector<StTensor> st;
     std::vector<AwqPacked> packed;  // keeps the packed words alive until the write
     packed.reserve(m.layers.size() * std::size(kLinears));
+    std::vector<GptqPacked> gptq_packed;
+    gptq_packed.reserve(m.layers.size() * std::size(kLinears));
+    std::vector<GptqMatrix> gptq_mats;  // unpacked first: the zero layout depends on every zero
+    bool v1 = true;
+    if (gptq)
+        for (size_t il = 0; il < m.layers.size(); ++il)
+            for (const Linear& lin : kLinears) {
+                auto g = gptq_matrix_from_weight(lin.hf, m.layers[il].*lin.view);
+                if (!g) return Status::error(out + ": layer " + std::to_string(il) + " " + g.message());
+                gptq_mats.push_back(regroup(g.value(), group_size));
+                for (int32_t z : gptq_mats.back().zeros) v1 = v1 && z > 0;
+            }
     auto add_matrix = [&](const std::string& name, const WeightView& w) {
         st.push_back(
             {name, st_dtype(w.dtype), {w.n_out, w.n_in}, w.data, row_bytes(w.dtype, w.n_in) * size_t(w.n_out)});
@@ -280,6 +344,19 @@ Result<SavedModel> save_awq_folder(const Model& m, const std::string& out) {
         for (const Linear& lin : kLinears) {
             const WeightView& w = l.*lin.view;
             const std::string module = p + lin.hf;
+            if (gptq) {
+                const GptqMatrix& gm = gptq_mats[il * std::size(kLinears) + size_t(&lin - kLinears)];
+                gptq_packed.push_back(pack_gptq_linear(gm, v1));
+                const GptqPacked& a = gptq_packed.back();
+                const int64_t n_groups = w.n_in / group_size;
+                st.push_back(
+                    {module + ".qweight", "I32", {w.n_in / 8, w.n_out}, a.qweight.data(), a.qweight.size() * 4});
+                st.push_back(
+                    {module + ".qzeros", "I32", {n_groups, w.n_out / 8}, a.qzeros.data(), a.qzeros.size() * 4});
+                st.push_back({module + ".scales", "F16", {n_groups, w.n_out}, a.scales.data(), a.scales.size() * 2});
+                st.push_back({module + ".g_idx", "I32", {w.n_in}, a.g_idx.data(), a.g_idx.size() * 4});
+                continue;
+            }
             auto linear = awq_linear_from_i4(module, w, group_size);
             if (!linear) return Status::error(out + ": " + linear.message());
             packed.push_back(pack_awq_linear(*linear));
@@ -290,7 +367,9 @@ Result<SavedModel> save_awq_folder(const Model& m, const std::string& out) {
             st.push_back({module + ".scales", "F16", {n_groups, w.n_out}, a.scales.data(), a.scales.size() * 2});
         }
     }
-    KVS_RETURN_IF_ERROR(write_awq_config(m.path, out, group_size));
+    if (gptq) KVS_RETURN_IF_ERROR(write_gptq_config(m.path, out, group_size, v1, m.format == "variant:int4-gptq-act"));
+    else
+        KVS_RETURN_IF_ERROR(write_awq_config(m.path, out, group_size));
     for (const char* f :
          {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"})
         if (fs::exists(fs::path(m.path) / f, ec)) {
@@ -298,7 +377,7 @@ Result<SavedModel> save_awq_folder(const Model& m, const std::string& out) {
             if (ec) return Status::error(out + ": cannot copy " + f + ": " + ec.message());
         }
     KVS_RETURN_IF_ERROR(write_safetensors(fs::path(out) / "model.safetensors", st));
-    return SavedModel{out, "awq", size_of(out)};
+    return SavedModel{out, gptq ? "gptq" : "awq", size_of(out)};
 }
 
 }  // namespace
@@ -312,7 +391,7 @@ Result<SavedModel> save_variant(const Model& model, const std::string& out) {
                 return Status::error(out +
                                      ": an INT8 per-channel (I8_ROW) variant is saved as GGUF (its rows "
                                      "become Q8_0 blocks with the row's scale): give a path ending in .gguf");
-    if (i4_group_size(dominant_linear_type(model)) != 0) return save_awq_folder(model, out);
+    if (i4_group_size(dominant_linear_type(model)) != 0 || is_gptq(model)) return save_awq_folder(model, out);
     return Status::error(out + ": a " + std::string(dtype_name(dominant_linear_type(model))) +
                          " model is saved as GGUF: give a path ending in .gguf (folders are for INT4 AWQ checkpoints)");
 }

@@ -19,6 +19,13 @@
 //     pairs of groups of 64 sharing their scale and zero), the source's tokenizer
 //     files, and model.safetensors (qweight / qzeros / scales per linear, the rest as the
 //     model holds it). vLLM, transformers and AutoAWQ read this layout.
+//   GPTQ folder (the same, for a GPTQ variant, format "variant:int4-gptq*", or a loaded GPTQ
+//     checkpoint): quantize_config.json and config.json quantization_config {"quant_method":
+//     "gptq", "bits": 4, "group_size" (the smallest group of any linear; larger groups are
+//     written as several sharing one scale and zero), "sym": false, "desc_act" /
+//     "static_groups" (true for int4-gptq-act), "checkpoint_format": "gptq" (zeros minus
+//     one; "gptq_v2" when a zero point is 0, which v1 cannot hold)}, and qweight / qzeros /
+//     scales / g_idx per linear as engine/model/gptq_checkpoint.h describes.
 //
 // Not supported, with an error saying so: an AWQ folder from a model loaded from GGUF (it
 // needs the tokenizer.json a GGUF model lacks: save to .gguf instead); I8_ROW to a folder;
