@@ -114,10 +114,13 @@ int generate_with_engine(const GenerateOptions& o, Session& session, const std::
         return 1;
     }
     if (o.quiet_stats) return 0;
-    if (o.beams > 1)
+    std::fflush(stdout);
+    if (o.beams > 1) {  // the hypotheses instead of token timings (a beam request streams nothing)
         for (const BeamHypothesis& h : e.beam_hypotheses(*id))
             std::fprintf(stderr, "beam: score %.4f | sum log p %.4f | %zu tokens | %s\n", h.score, h.logprob,
                          h.tokens.size(), session.decode(h.tokens).c_str());
+        return 0;
+    }
     for (const RequestMetrics& m : e.request_metrics()) {
         if (m.id != *id) continue;
         const double decode_s = m.n_output > 1 ? (m.token_times_ms.back() - m.first_token_ms) / 1000.0 : 0.0;

@@ -217,6 +217,7 @@ private:
     // Beam search (engine_beam.cpp).
     void init_beam(Req& r, int width, int max_tokens, bool ignore_eos);
     void beam_collect(Req& r, const float* logits);
+    int beam_candidates(const BeamGroup& g) const;
     void advance_beams(const std::vector<BeamGroup*>& groups, std::vector<RequestId>* finished);
     void beam_advance(BeamGroup& g, std::vector<RequestId>* finished);
     void beam_finish(BeamGroup& g, std::vector<RequestId>* finished);

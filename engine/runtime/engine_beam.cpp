@@ -33,8 +33,13 @@ std::vector<BeamHypothesis> Engine::beam_hypotheses(RequestId id) const {
 // Hugging Face's beam search, one beam's part: log_softmax over the whole vocabulary (in
 // double), end-of-generation tokens dropped while the beam is shorter than min_new_tokens
 // (after the softmax, as its MinNewTokensLengthLogitsProcessor does), then the best
-// 2 x width tokens (lower id first among equals): enough for `width` continuations even
-// when end-of-generation tokens are among them.
+// max(2, 1 + n_eog) x width tokens (lower id first among equals): enough for `width`
+// continuations even when every end-of-generation token is among them.
+// Hugging Face's n_tokens_to_keep: max(2, 1 + end-of-generation ids) x width.
+int Engine::beam_candidates(const BeamGroup& g) const {
+    return std::max(2, 1 + static_cast<int>(m_eog_ids.size())) * g.width;
+}
+
 void Engine::beam_collect(Req& r, const float* logits) {
     const int n = m_model->config.n_vocab;
     const double mx = *std::max_element(logits, logits + n);
@@ -47,7 +52,7 @@ void Engine::beam_collect(Req& r, const float* logits) {
     idx.reserve(static_cast<size_t>(n));
     for (int32_t i = 0; i < n; ++i)
         if (!hold || !std::binary_search(m_eog_ids.begin(), m_eog_ids.end(), i)) idx.push_back(i);
-    const int w = std::min<int>(2 * g.width, static_cast<int>(idx.size()));
+    const int w = std::min<int>(beam_candidates(g), static_cast<int>(idx.size()));
     std::partial_sort(idx.begin(), idx.begin() + w, idx.end(),
                       [&](int32_t a, int32_t b) { return logits[a] != logits[b] ? logits[a] > logits[b] : a < b; });
     auto& cand = r.beam->pending[r.id];
@@ -81,7 +86,7 @@ void Engine::beam_advance(BeamGroup& g, std::vector<RequestId>* finished) {
         if (a.score != b.score) return a.score > b.score;
         return a.rank != b.rank ? a.rank < b.rank : a.token < b.token;
     });
-    if (cands.size() > static_cast<size_t>(2 * g.width)) cands.resize(static_cast<size_t>(2 * g.width));
+    if (cands.size() > static_cast<size_t>(beam_candidates(g))) cands.resize(static_cast<size_t>(beam_candidates(g)));
     // Generated tokens after this step (every live beam has the same count).
     const int cur_len = g.live.empty() ? 1 : m_sched->request(g.live.front())->num_output() + 1;
     std::vector<Cand> keep;

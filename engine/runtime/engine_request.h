@@ -71,7 +71,7 @@ struct Engine::BeamGroup {
     int min_new_tokens = 0;                       // no end-of-generation before this many tokens
     std::vector<RequestId> live;                  // rank order (best first)
     std::unordered_map<RequestId, double> score;  // sum of log-probs of a live beam
-    // This position's best 2 x `width` (log-prob, token) of each live beam that has run.
+    // This position's best max(2, 1 + n_eog) x `width` (log-prob, token) of each live beam that has run.
     std::unordered_map<RequestId, std::vector<std::pair<double, int32_t>>> pending;
     std::vector<BeamHypothesis> done;  // at most `width`, the best by score
     bool finished = false;

@@ -52,7 +52,7 @@ std::vector<BeamHypothesis> beam_reference(SequenceRunner& runner, int n_vocab, 
             if (a.score != b.score) return a.score > b.score;
             return a.rank != b.rank ? a.rank < b.rank : a.token < b.token;
         });
-        cands.resize(std::min(cands.size(), size_t(2 * p.width)));
+        cands.resize(std::min(cands.size(), size_t(std::max<size_t>(2, 1 + p.eog.size()) * size_t(p.width))));
         std::vector<Beam> next;
         for (size_t i = 0; i < cands.size() && static_cast<int>(next.size()) < p.width; ++i) {
             const Cand& c = cands[i];

@@ -2,8 +2,8 @@
 // Hugging Face's beam search (BeamSearchScorer with early_stopping=False), written plainly
 // as the reference for the engine's: every step recomputes each live beam from scratch with
 // the runner (no KV reuse, no forks); log_softmax in double; end-of-generation ids dropped
-// while a beam has fewer than min_new_tokens tokens; the best 2 x width candidates (ties:
-// better parent, then lower id); an end-of-generation candidate among the first `width`
+// while a beam has fewer than min_new_tokens tokens; the best max(2, 1 + n_eog) x width
+// candidates (ties: better parent, then lower id); an end-of-generation candidate among the first `width`
 // ends a hypothesis scored sum / (tokens + 1)^length_penalty, the first `width` others
 // continue; done when `width` hypotheses ended and the worst beats the best candidate's sum
 // / current length^length_penalty; at max_tokens the live beams end too (score sum /
