@@ -386,7 +386,7 @@ private Q_SLOTS:
         const std::string before = metrics_text(*ls);
         const double aborts0 = test::metric_value(
             before, "vllm:request_success_total{engine=\"0\",model_name=\"tiny\",finished_reason=\"abort\"}");
-        QCOMPARE(aborts0, 0.0);
+        QVERIFY2(aborts0 == 0.0, before.c_str());
         httplib::Request req;
         req.method = "POST";
         req.path = "/v1/completions";
@@ -406,14 +406,14 @@ private Q_SLOTS:
                 break;
             std::this_thread::sleep_for(std::chrono::milliseconds(50));
         }
-        QCOMPARE(test::metric_value(
-                     m, "vllm:request_success_total{engine=\"0\",model_name=\"tiny\",finished_reason=\"abort\"}"),
-                 1.0);
-        QCOMPARE(test::metric_value(m, "vllm:num_requests_running{"), 0.0);
-        QCOMPARE(test::metric_value(m, "vllm:num_requests_waiting{"), 0.0);
-        QCOMPARE(test::metric_value(m, "vllm:kv_cache_usage_perc{"), 0.0);
-        QVERIFY(test::metric_value(m, "vllm:request_generation_tokens_count{") == 1.0);
-        QVERIFY(test::metric_value(m, "vllm:request_generation_tokens_sum{") < 400.0);  // cut short
+        const std::string abort_key =
+            "vllm:request_success_total{engine=\"0\",model_name=\"tiny\",finished_reason=\"abort\"}";
+        QVERIFY2(test::metric_value(m, abort_key) == 1.0, m.c_str());
+        QVERIFY2(test::metric_value(m, "vllm:num_requests_running{") == 0.0, m.c_str());
+        QVERIFY2(test::metric_value(m, "vllm:num_requests_waiting{") == 0.0, m.c_str());
+        QVERIFY2(test::metric_value(m, "vllm:kv_cache_usage_perc{") == 0.0, m.c_str());
+        QVERIFY2(test::metric_value(m, "vllm:request_generation_tokens_count{") == 1.0, m.c_str());
+        QVERIFY2(test::metric_value(m, "vllm:request_generation_tokens_sum{") < 400.0, m.c_str());  // cut short
         QCOMPARE(ls->server->requests_in_flight(), 0);
     }
 
