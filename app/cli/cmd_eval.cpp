@@ -213,7 +213,13 @@ Status make_variants(std::shared_ptr<const Model> source, const std::vector<Quan
                      const QuantOptions& qo, bool explicit_list, std::vector<Row>& rows, json& skipped) {
     for (const QuantScheme& s : schemes) {
         const auto t0 = Clock::now();
-        auto m = quantize_model(source, s, qo);
+        QuantOptions with_progress = qo;
+        with_progress.on_progress = [&](int layer, int n_layer) {  // a progress line on the terminal
+            std::fprintf(stderr, "\r%s: layer %d / %d (%.0f s)", s.name.c_str(), layer + 1, n_layer, seconds_since(t0));
+            if (layer + 1 == n_layer) std::fprintf(stderr, "\n");
+            return true;
+        };
+        auto m = quantize_model(source, s, with_progress);
         if (!m) {
             if (explicit_list) return Status::error("quantizing to " + s.name + ": " + m.message());
             std::fprintf(stderr, "skipping %s: %s\n", s.name.c_str(), m.message().c_str());

@@ -30,6 +30,12 @@ int cmd_quantize(const QuantizeOptions& o) {
         qo.calibration_tokens = std::move(tokens.value());
     }
     const auto t0 = std::chrono::steady_clock::now();
+    qo.on_progress = [&](int layer, int n_layer) {  // a progress line on the terminal
+        std::fprintf(stderr, "\r%s: layer %d / %d (%.0f s)", scheme->name.c_str(), layer + 1, n_layer,
+                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+        if (layer + 1 == n_layer) std::fprintf(stderr, "\n");
+        return true;
+    };
     auto variant = quantize_model(model, scheme.value(), qo);
     if (!variant) {
         std::fprintf(stderr, "error: %s\n", variant.message().c_str());

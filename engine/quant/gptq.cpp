@@ -72,18 +72,24 @@ bool inverse_cholesky_upper(const std::vector<double>& h, int64_t n, std::vector
     for (int64_t i = 0; i < n; ++i)
         for (int64_t j = 0; j < n; ++j) a[size_t(i * n + j)] = h[size_t((n - 1 - i) * n + (n - 1 - j))];
     if (!cholesky_lower(a, n)) return false;
-    // R[i][j] = L[n-1-i][n-1-j], upper. Invert R column by column (back substitution):
-    // R X = I, X upper.
-    auto R = [&](int64_t i, int64_t j) { return a[size_t((n - 1 - i) * n + (n - 1 - j))]; };
-    u.assign(size_t(n * n), 0.0);
-    for (int64_t j = 0; j < n; ++j) {
-        u[size_t(j * n + j)] = 1.0 / R(j, j);
-        for (int64_t i = j - 1; i >= 0; --i) {
-            double s = 0.0;
-            for (int64_t k = i + 1; k <= j; ++k) s += R(i, k) * u[size_t(k * n + j)];
-            u[size_t(i * n + j)] = -s / R(i, i);
+    // R[i][j] = L[n-1-i][n-1-j], so U = R^-1 = J L^-1 J. L^-1 column by column (forward
+    // substitution, each column a contiguous vector): xt[j][i] = (L^-1)[i][j].
+    std::vector<double> xt(static_cast<size_t>(n * n), 0.0);  // [n, n] (L^-1)^T
+    parallel_ranges(n, 2, [&](int64_t j0, int64_t j1) {
+        for (int64_t j = j0; j < j1; ++j) {
+            double* x = xt.data() + j * n;
+            x[j] = 1.0 / a[size_t(j * n + j)];
+            for (int64_t i = j + 1; i < n; ++i) {
+                const double* li = a.data() + i * n;
+                double s = 0.0;
+                for (int64_t k = j; k < i; ++k) s += li[k] * x[k];
+                x[i] = -s / li[i];
+            }
         }
-    }
+    });
+    u.assign(static_cast<size_t>(n * n), 0.0);
+    for (int64_t r = 0; r < n; ++r)  // U[r][c] = (L^-1)[n-1-r][n-1-c] = xt[n-1-c][n-1-r]
+        for (int64_t c = r; c < n; ++c) u[size_t(r * n + c)] = xt[size_t((n - 1 - c) * n + (n - 1 - r))];
     return true;
 }
 
