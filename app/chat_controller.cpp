@@ -1,10 +1,17 @@
 #include "app/chat_controller.h"
 
+#include <QFile>
+#include <QFileInfo>
+#include <QLocale>
+#include <QSaveFile>
 #include <QStackedWidget>
+#include <QUuid>
 
+#include "app/chat_export.h"
 #include "app/engine_bridge.h"
 #include "app/sampling_form.h"
 #include "ui/chat_view.h"
+#include "ui/context_gauge.h"
 
 namespace kvs::app {
 
@@ -60,7 +67,10 @@ ui::ChatView* ChatController::viewFor(const QString& convId) {
     connect(v, &ui::ChatView::regenerateRequested, this, [this, convId] { retry(convId, false); });
     connect(v, &ui::ChatView::editRequested, this, [this, convId] { retry(convId, true); });
     connect(v, &ui::ChatView::editCancelRequested, this, [this, convId] { cancelEdit(convId); });
+    connect(v, &ui::ChatView::contextPolicyChanged, this,
+            [this, convId](const QString& policy) { setContextPolicy(convId, policy); });
     v->setCanRetry(lastUserTurn(convId) >= 0);
+    updateGauge(convId);
     return v;
 }
 
@@ -73,6 +83,7 @@ void ChatController::setReady(bool ready, const QString& why) {
     m_ready = ready;
     m_notReadyWhy = why;
     for (auto* v : std::as_const(m_views)) v->setReady(ready, why);
+    for (auto it = m_views.cbegin(); it != m_views.cend(); ++it) updateGauge(it.key());
 }
 
 void ChatController::select(const QString& convId) {
@@ -164,15 +175,28 @@ bool ChatController::submit(const QString& convId, const QString& text, int keep
     if (i < 0 || m_live.contains(convId)) return false;
     if (convId == m_currentId) storeForm();
     Conversation& c = m_store.conversations()[i];
-    QList<ChatTurn> turns = c.messages(keep);
+    const int start = c.settings.contextPolicy == "drop-oldest" ? fitStart(c, keep, text) : c.contextStart;
+    Conversation seen = c;
+    seen.contextStart = start;
+    QList<ChatTurn> turns = seen.messages(keep);
     turns.append({"user", text});
     auto* v = viewFor(convId);
     const SubmitResult sub = m_bridge->submitChat(turns, c.settings);
     if (!sub.ok()) {  // not queued: nothing is saved or removed, the text goes back to the user
-        v->appendNotice(tr("Not sent: %1. Your message is back in the prompt box.").arg(sub.error));
+        QString notice = tr("Not sent: %1. Your message is back in the prompt box.").arg(sub.error);
+        if (sub.tooLong() && c.settings.contextPolicy != "drop-oldest")
+            notice += tr(" To go on in this chat, choose “When full: drop the oldest turns” under the transcript.");
+        v->appendNotice(notice);
         if (v->promptText().trimmed().isEmpty()) v->setPromptText(text);
         return false;
     }
+    if (start > std::min(c.contextStart, keep)) {
+        v->appendNotice(tr("The %n oldest turn(s) no longer fit the context of %1 tokens: the model does not see "
+                           "them any more (they stay in this chat).",
+                           nullptr, start - c.contextStart)
+                            .arg(QLocale().toString(sub.contextTokens)));
+    }
+    c.contextStart = std::min(start, keep);
     if (keep == 0 && (c.title.isEmpty() || c.title == tr("New chat"))) {
         c.title = text.simplified().left(40);  // the first message names the chat
         Q_EMIT listChanged();
@@ -197,7 +221,8 @@ bool ChatController::submit(const QString& convId, const QString& text, int keep
         v->appendUserMessage(text);
     v->beginAssistantMessage();
     v->setGenerating(true);
-    m_live.insert(convId, Live{sub.id, {}, false});
+    m_live.insert(convId, Live{sub.id, {}, false, sub.promptTokens, 0, sub.contextTokens});
+    updateGauge(convId);
     m_requestConv.insert(sub.id, convId);
     Q_EMIT requestSubmitted(sub.id, c.title.left(24), !c.settings.speculative.isEmpty());
     return true;
@@ -245,8 +270,11 @@ void ChatController::onToken(qint64 id, const QString& piece) {
     Live& live = m_live[conv];
     live.pending += piece;
     live.dirty = true;
+    ++live.pieces;
     if (!m_flushTimer.isActive()) m_flushTimer.start();
-    viewFor(conv)->appendAssistantText(piece);
+    auto* v = viewFor(conv);
+    v->appendAssistantText(piece);
+    if (auto* g = v->contextGauge(); g->limit() > 0) g->setUsage(live.promptTokens + live.pieces, g->limit());
 }
 
 void ChatController::flush() {
@@ -274,6 +302,7 @@ void ChatController::onFinished(qint64 id, const QString& summary) {
     v->endAssistantMessage(summary);
     v->setGenerating(false);
     v->setCanRetry(true);
+    updateGauge(conv);
     Q_EMIT statusMessage(summary, 8000);
 }
 
@@ -292,6 +321,7 @@ void ChatController::onFailed(qint64 id, const QString& message) {
     save();
     v->setGenerating(false);
     v->setCanRetry(!turns.isEmpty());
+    updateGauge(conv);
 }
 
 void ChatController::interrupt(const QString& convId) {
@@ -322,15 +352,21 @@ void ChatController::replay(const QString& convId, ui::ChatView* v) {
     v->clearTranscript();
     const int i = m_store.indexOf(convId);
     if (i < 0) return;
-    const QList<SavedTurn>& turns = m_store.conversations()[i].turns;
+    const Conversation& c = m_store.conversations()[i];
+    const QList<SavedTurn>& turns = c.turns;
     for (int t = 0; t < turns.size(); ++t) {
+        if (t == c.contextStart && t > 0)
+            v->appendNotice(tr("The turns above no longer fit the context: the model does not see them."));
         if (turns[t].role == "user") {
             v->appendUserMessage(turns[t].content);
         } else if (turns[t].role == "assistant") {
             const bool streaming = m_live.contains(convId) && t == turns.size() - 1;
-            v->beginAssistantMessage();
-            v->appendAssistantText(streaming ? m_live.value(convId).pending : turns[t].content);
-            if (!streaming) v->endAssistantMessage(footer(turns[t]));
+            if (streaming) {
+                v->beginAssistantMessage();
+                v->appendAssistantText(m_live.value(convId).pending);
+            } else {
+                v->appendAssistantMessage(turns[t].content, footer(turns[t]));
+            }
         }
     }
 }
@@ -341,6 +377,103 @@ QString ChatController::footer(const SavedTurn& t) {
     const QString cut = tr("interrupted before it finished");
     if (t.state == SavedTurn::State::Complete) return t.summary;
     return t.summary.isEmpty() ? cut : t.summary + " · " + cut;
+}
+
+int ChatController::fitStart(const Conversation& c, int keep, const QString& text) const {
+    const ContextUse all = m_bridge->countContext(c.messages(keep) << ChatTurn{"user", text}, c.settings);
+    if (all.limit <= 0) return c.contextStart;
+    const int reserve = std::min(c.settings.maxTokens, all.limit / 4);  // room for the reply
+    auto fits = [&](int start) {
+        Conversation seen = c;
+        seen.contextStart = start;
+        const ContextUse u = m_bridge->countContext(seen.messages(keep) << ChatTurn{"user", text}, c.settings);
+        return u.used + reserve <= u.limit;
+    };
+    if (all.used + reserve <= all.limit) return c.contextStart;
+    // Whole exchanges leave: candidates are the user turns after contextStart, then keep itself
+    // (only the new message). Fewer turns never take more tokens: a binary search finds the first.
+    QList<int> starts;
+    for (int t = c.contextStart + 1; t < keep; ++t)
+        if (c.turns[t].role == "user") starts << t;
+    starts << keep;
+    if (!fits(starts.last())) return c.contextStart;  // even the message alone does not fit: refused as is
+    int lo = 0, hi = int(starts.size()) - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi) / 2;
+        if (fits(starts[mid])) hi = mid;
+        else
+            lo = mid + 1;
+    }
+    return starts[lo];
+}
+
+ContextUse ChatController::contextUse(const QString& convId) const {
+    const int i = m_store.indexOf(convId);
+    if (i < 0 || !m_ready) return {};
+    const auto live = m_live.constFind(convId);
+    if (live != m_live.constEnd()) return {live->promptTokens + live->pieces, live->contextTokens};
+    return m_bridge->countContext(m_store.conversations()[i].messages(), m_store.conversations()[i].settings);
+}
+
+void ChatController::updateGauge(const QString& convId) {
+    auto* v = m_views.value(convId);
+    const int i = m_store.indexOf(convId);
+    if (!v || i < 0) return;
+    const ContextUse u = contextUse(convId);
+    v->contextGauge()->setUsage(u.used, u.limit);
+    v->contextGauge()->setPolicy(m_store.conversations()[i].settings.contextPolicy);
+}
+
+void ChatController::setContextPolicy(const QString& convId, const QString& policy) {
+    const int i = m_store.indexOf(convId);
+    if (i < 0) return;
+    m_store.conversations()[i].settings.contextPolicy = policy == "drop-oldest" ? "drop-oldest" : "stop";
+    save();
+}
+
+bool ChatController::exportChat(const QString& convId, const QString& path, const QString& format,
+                                QString* error) const {
+    const int i = m_store.indexOf(convId);
+    if (i < 0) {
+        *error = tr("no such chat");
+        return false;
+    }
+    Conversation c = m_store.conversations()[i];
+    if (const auto live = m_live.constFind(convId); live != m_live.constEnd() && !c.turns.isEmpty())
+        c.turns.last().content = live->pending;  // what has streamed so far
+    const QByteArray bytes = format == "md" ? chatToMarkdown(c).toUtf8() : chatToJson(c);
+    QSaveFile f(path);
+    if (!f.open(QIODevice::WriteOnly) || f.write(bytes) != bytes.size() || !f.commit()) {
+        *error = tr("cannot write %1: %2").arg(path, f.errorString());
+        return false;
+    }
+    return true;
+}
+
+bool ChatController::importChats(const QString& path, QString* error) {
+    QFile f(path);
+    QList<Conversation> imported;
+    if (!f.open(QIODevice::ReadOnly)) {
+        *error = tr("cannot read %1: %2").arg(path, f.errorString());
+    } else if (f.size() > (qint64(256) << 20)) {
+        *error = tr("%1 is %2 MiB; a chat export is at most 256 MiB").arg(path).arg(f.size() >> 20);
+    } else if (parseChatImport(f.readAll(), QFileInfo(path).fileName(), &imported, error)) {
+        // Each comes in as a new chat (a fresh id: importing twice gives two copies).
+        for (int k = int(imported.size()) - 1; k >= 0; --k) {
+            Conversation c = imported[k];
+            c.id = QUuid::createUuid().toString(QUuid::WithoutBraces);
+            if (c.title.isEmpty()) c.title = QFileInfo(path).completeBaseName();
+            if (!c.updated.isValid()) c.updated = QDateTime::currentDateTimeUtc();
+            m_store.conversations().prepend(c);
+        }
+        select(m_store.conversations().first().id);
+        Q_EMIT listChanged();
+        save();
+        Q_EMIT statusMessage(tr("Imported %n chat(s) from %1", nullptr, int(imported.size())).arg(path), 8000);
+        return true;
+    }
+    Q_EMIT importFailed(*error);
+    return false;
 }
 
 void ChatController::loadForm() {

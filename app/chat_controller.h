@@ -71,6 +71,13 @@ public:
     // exchange stays until the edited message is sent (cancelEdit keeps it).
     void retry(const QString& convId, bool edit);
     void cancelEdit(const QString& convId);
+    // Export a chat as Markdown (format "md") or JSON ("json"); import JSON back (one exported
+    // chat or a whole chats.json), each as a new chat first in the list, the first one shown.
+    // A damaged file adds nothing (importFailed says what was wrong, naming the field).
+    bool exportChat(const QString& convId, const QString& path, const QString& format, QString* error) const;
+    bool importChats(const QString& path, QString* error);
+    // The chat's context use as its gauge shows it (0 of 0 without a model).
+    ContextUse contextUse(const QString& convId) const;
     // Cancels every reply in flight and saves what each has streamed, marked interrupted
     // (the window is closing). Safe to call more than once.
     void interruptAll();
@@ -83,12 +90,16 @@ Q_SIGNALS:
     void requestSubmitted(qint64 id, const QString& label, bool speculative);
     void statusMessage(const QString& text, int timeoutMs);
     void deletedChanged();  // a chat was deleted or brought back (canUndoDelete may change)
+    void importFailed(const QString& message);
 
 private:
     struct Live {  // a conversation's reply in flight
         qint64 requestId = 0;
-        QString pending;     // all it streamed so far
-        bool dirty = false;  // pending has text the store's turn lacks
+        QString pending;       // all it streamed so far
+        bool dirty = false;    // pending has text the store's turn lacks
+        int promptTokens = 0;  // the request's prompt; the gauge adds the pieces streamed
+        int pieces = 0;
+        int contextTokens = 0;  // the engine's context
     };
     struct Deleted {  // a deleted conversation, for undoDelete
         Conversation conversation;
@@ -98,6 +109,12 @@ private:
     // replaced by the message and its (streaming) reply. False when the bridge refused it.
     bool submit(const QString& convId, const QString& text, int keep);
     int lastUserTurn(const QString& convId) const;  // -1 when none
+    // "drop-oldest": the first turn (a user turn at or after contextStart, at most keep) from
+    // which the conversation up to keep plus `text` fits with room for a reply; contextStart
+    // when it fits as it is or nothing would make it fit.
+    int fitStart(const Conversation& c, int keep, const QString& text) const;
+    void updateGauge(const QString& convId);
+    void setContextPolicy(const QString& convId, const QString& policy);
     void onToken(qint64 id, const QString& piece);
     void onFinished(qint64 id, const QString& summary);
     void onFailed(qint64 id, const QString& message);

@@ -24,7 +24,8 @@ QJsonObject settings_json(const ChatSettings& s) {
             {"system_prompt", s.systemPrompt},
             {"speculative", s.speculative},
             {"spec_k", s.specK},
-            {"spec_adaptive", s.specAdaptive}};
+            {"spec_adaptive", s.specAdaptive},
+            {"context_policy", s.contextPolicy}};
 }
 
 ChatSettings settings_from(const QJsonObject& o) {
@@ -40,6 +41,7 @@ ChatSettings settings_from(const QJsonObject& o) {
     s.speculative = o.value("speculative").toString();
     s.specK = std::clamp(o.value("spec_k").toInt(s.specK), 1, 8);
     s.specAdaptive = o.value("spec_adaptive").toBool(false);
+    s.contextPolicy = o.value("context_policy").toString() == "drop-oldest" ? "drop-oldest" : "stop";
     return s;
 }
 
@@ -111,11 +113,13 @@ QJsonObject ChatStore::toJson(const Conversation& c) {
         if (t.state != SavedTurn::State::Complete) o.insert("state", state_name(t.state));
         turns.append(o);
     }
-    return QJsonObject{{"id", c.id},
-                       {"title", c.title},
-                       {"updated", c.updated.toString(Qt::ISODate)},
-                       {"turns", turns},
-                       {"settings", settings_json(c.settings)}};
+    QJsonObject o{{"id", c.id},
+                  {"title", c.title},
+                  {"updated", c.updated.toString(Qt::ISODate)},
+                  {"turns", turns},
+                  {"settings", settings_json(c.settings)}};
+    if (c.contextStart > 0) o.insert("context_start", c.contextStart);
+    return o;
 }
 
 Conversation ChatStore::fromJson(const QJsonObject& o) {
@@ -134,13 +138,14 @@ Conversation ChatStore::fromJson(const QJsonObject& o) {
         c.turns.append(turn);
     }
     c.settings = settings_from(o.value("settings").toObject());
+    c.contextStart = std::clamp(o.value("context_start").toInt(0), 0, int(c.turns.size()));
     return c;
 }
 
 QList<ChatTurn> Conversation::messages(int n) const {
     QList<ChatTurn> out;
     const int end = n < 0 ? int(turns.size()) : std::min(n, int(turns.size()));
-    for (int i = 0; i < end; ++i) out.append({turns[i].role, turns[i].content});
+    for (int i = std::clamp(contextStart, 0, end); i < end; ++i) out.append({turns[i].role, turns[i].content});
     return out;
 }
 

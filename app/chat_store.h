@@ -32,7 +32,10 @@ struct Conversation {
     QDateTime updated;
     QList<SavedTurn> turns;
     ChatSettings settings;
-    // The messages the model sees: the first n turns (all when n < 0), without stats.
+    // The first turn the model sees: turns before it were dropped from its context to fit
+    // (settings.contextPolicy "drop-oldest"); they stay in the chat. Saved as "context_start".
+    int contextStart = 0;
+    // The messages the model sees: turns[contextStart, n) (n < 0: to the end), without stats.
     QList<ChatTurn> messages(int n = -1) const;
 };
 

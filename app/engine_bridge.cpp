@@ -151,14 +151,17 @@ SubmitResult EngineBridge::submitChat(const QList<ChatTurn>& turns, const ChatSe
     for (const auto& t : turns) msgs.push_back({t.role.toStdString(), t.content.toStdString()});
     GenerationRequest req;
     req.prompt = m_session->encode_chat(msgs);
-    if (static_cast<int>(req.prompt.size()) >= m_maxModelLen) {
+    const int promptTokens = static_cast<int>(req.prompt.size());
+    if (promptTokens >= m_maxModelLen) {
         const int lastTurn =
             turns.isEmpty() ? 0 : static_cast<int>(m_session->encode_text(turns.back().content.toStdString()).size());
-        return {0, tr("the conversation is %1 tokens (your message %2), but the context holds %3 tokens with room "
-                      "for the reply; shorten the message or start a new chat")
-                       .arg(req.prompt.size())
-                       .arg(lastTurn)
-                       .arg(m_maxModelLen - 1)};
+        return {0,
+                tr("the conversation is %1 tokens (your message %2), but the context holds %3 tokens with room "
+                   "for the reply; shorten the message or start a new chat")
+                    .arg(req.prompt.size())
+                    .arg(lastTurn)
+                    .arg(m_maxModelLen - 1),
+                promptTokens, m_maxModelLen};
     }
     req.params.temperature = static_cast<float>(s.temperature);
     req.params.top_k = s.topK;
@@ -170,7 +173,23 @@ SubmitResult EngineBridge::submitChat(const QList<ChatTurn>& turns, const ChatSe
     // names the seed used, so a reply can be reproduced by fixing it.
     req.params.seed = s.seed >= 0 ? static_cast<uint64_t>(s.seed) : freshSeed();
     req.spec = std::move(spec.value());
-    return {submitLocked(std::move(req), true), {}};
+    return {submitLocked(std::move(req), true), {}, promptTokens, m_maxModelLen};
+}
+
+ContextUse EngineBridge::countContext(const QList<ChatTurn>& turns, const ChatSettings& s) const {
+    std::shared_ptr<const Session> session;
+    int limit = 0;
+    {
+        std::lock_guard<std::mutex> lk(m_mu);
+        if (!m_loop) return {};
+        session = m_session;
+        limit = m_maxModelLen;
+    }
+    // Encoded outside the lock: a long chat takes milliseconds the engine thread need not wait.
+    std::vector<ChatMessage> msgs;
+    if (!s.systemPrompt.isEmpty()) msgs.push_back({"system", s.systemPrompt.toStdString()});
+    for (const auto& t : turns) msgs.push_back({t.role.toStdString(), t.content.toStdString()});
+    return {static_cast<int>(session->encode_chat(msgs).size()), limit};
 }
 
 qint64 EngineBridge::submitLocked(GenerationRequest req, bool chatReply) {

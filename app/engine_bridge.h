@@ -47,6 +47,16 @@ struct ChatSettings {
     QString speculative;
     int specK = 4;              // drafts per step, 1..8
     bool specAdaptive = false;  // k moves within 1..8 with the acceptance
+    // When the conversation no longer fits the context: "stop" (refuse the message, saying
+    // so) or "drop-oldest" (the oldest exchanges leave what the model sees; app/chat_controller).
+    QString contextPolicy = "stop";
+};
+
+// How much of the context a conversation takes, as the model sees it (template, system
+// prompt and the generation prompt included). limit 0: no model is loaded.
+struct ContextUse {
+    int used = 0;
+    int limit = 0;
 };
 
 // What submitChat returns: the request's id (> 0) once it is queued, or why it could not be.
@@ -54,6 +64,11 @@ struct SubmitResult {
     qint64 id = 0;
     QString error;  // empty when id > 0
     bool ok() const { return id > 0; }
+    // The prompt's tokens and the context's size, once the conversation was encoded (also when
+    // it was refused for not fitting: then promptTokens >= contextTokens).
+    int promptTokens = 0;
+    int contextTokens = 0;
+    bool tooLong() const { return !ok() && contextTokens > 0 && promptTokens >= contextTokens; }
 };
 
 class EngineBridge : public QObject {
@@ -68,6 +83,10 @@ public:
     // come later (the engine rejects the prompt) arrive as requestFailed with that id.
     SubmitResult submitChat(const QList<kvs::app::ChatTurn>& turns, const kvs::app::ChatSettings& settings);
     void cancel(qint64 requestId);  // frees its blocks at once; unknown ids are ignored
+    // Thread-safe: the conversation's size in tokens as submitChat would encode it, and the
+    // context's (both 0 without a model). Tokenizes the whole conversation: call it when a chat
+    // is shown or a reply ends, not per token.
+    ContextUse countContext(const QList<kvs::app::ChatTurn>& turns, const kvs::app::ChatSettings& settings) const;
     // Lesson mode: n requests of random prompt tokens that generate exactly outputLen
     // tokens each (end-of-generation ignored). Returns their ids (empty without a model).
     // sharedPrefix: that many tokens, the same in every call, come before each prompt.

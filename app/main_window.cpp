@@ -147,6 +147,8 @@ void MainWindow::buildFileMenu() {
     });
     file->addAction(tr("&Open model…"), QKeySequence::Open, this, &MainWindow::openModel);
     file->addAction(tr("&New chat"), QKeySequence::New, this, &MainWindow::newChat);
+    file->addAction(tr("E&xport chat…"), m_chatList, &ChatListPanel::askExport);
+    file->addAction(tr("&Import chat…"), m_chatList, &ChatListPanel::askImport);
     file->addSeparator();
     file->addAction(tr("Export &view as PNG…"), this, [this] {
         // The dock under the mouse's last focus, else the whole window.
@@ -226,6 +228,19 @@ void MainWindow::connectChats() {
         if (!can) m_undoButton->hide();
     });
     connect(m_chats, &ChatController::statusMessage, statusBar(), &QStatusBar::showMessage);
+    connect(m_chatList, &ChatListPanel::exportRequested, this,
+            [this](const QString& id, const QString& path, const QString& fmt) {
+                QString err;
+                if (m_chats->exportChat(id, path, fmt, &err))
+                    statusBar()->showMessage(tr("Chat exported to %1").arg(path), 8000);
+                else
+                    statusBar()->showMessage(tr("Chat not exported: %1").arg(err), 15000);
+            });
+    connect(m_chatList, &ChatListPanel::importRequested, this, [this](const QString& path) {
+        QString err;
+        if (m_chats->importChats(path, &err)) m_chatList->showImportError({});
+    });
+    connect(m_chats, &ChatController::importFailed, m_chatList, &ChatListPanel::showImportError);
     connect(m_chats, &ChatController::requestSubmitted, this,
             [this](qint64 id, const QString& label, bool speculative) {
                 m_feed->setLabel(id, label);

@@ -1,5 +1,8 @@
 #include "ui/chat_view.h"
 
+#include <QApplication>
+#include <QClipboard>
+#include <QDesktopServices>
 #include <QHBoxLayout>
 #include <QKeyEvent>
 #include <QLabel>
@@ -7,15 +10,24 @@
 #include <QPushButton>
 #include <QScrollBar>
 #include <QTextBrowser>
+#include <QUrl>
 #include <QVBoxLayout>
 #include <utility>
+
+#include "ui/chat_transcript.h"
+#include "ui/context_gauge.h"
 
 namespace kvs::ui {
 
 ChatView::ChatView(QWidget* parent) : QWidget(parent) {
     m_transcript = new QTextBrowser(this);
     m_transcript->setOpenExternalLinks(false);
+    m_transcript->setOpenLinks(false);  // a click never replaces the transcript with another page
     m_transcript->setObjectName("chatTranscript");
+    m_doc = std::make_unique<ChatTranscript>(m_transcript);
+    connect(m_transcript, &QTextBrowser::anchorClicked, this, &ChatView::openLink);
+    m_gauge = new ContextGauge(this);
+    connect(m_gauge, &ContextGauge::policyChanged, this, &ChatView::contextPolicyChanged);
     m_prompt = new QPlainTextEdit(this);
     m_prompt->setObjectName("chatPrompt");
     m_prompt->setPlaceholderText(tr("Message the model… (Ctrl+Enter to send)"));
@@ -46,6 +58,7 @@ ChatView::ChatView(QWidget* parent) : QWidget(parent) {
     bottom->addLayout(buttons);
     auto* lay = new QVBoxLayout(this);
     lay->addWidget(m_transcript, 1);
+    lay->addWidget(m_gauge);
     lay->addWidget(m_hint);
     lay->addLayout(bottom);
 
@@ -62,6 +75,21 @@ ChatView::ChatView(QWidget* parent) : QWidget(parent) {
     });
     setReady(false, tr("Loading model…"));
 }
+
+ChatView::~ChatView() = default;
+
+void ChatView::openLink(const QUrl& url) {
+    if (url.scheme() == QLatin1String(kCopyScheme)) {
+        bool ok = false;
+        const int i = url.path().toInt(&ok);
+        if (ok && i >= 0 && i < m_doc->codeBlockCount()) QApplication::clipboard()->setText(m_doc->codeBlock(i));
+        return;
+    }
+    if (url.scheme() == "http" || url.scheme() == "https") QDesktopServices::openUrl(url);
+}
+
+QString ChatView::codeBlock(int i) const { return m_doc->codeBlock(i); }
+int ChatView::codeBlockCount() const { return m_doc->codeBlockCount(); }
 
 bool ChatView::eventFilter(QObject* obj, QEvent* ev) {
     if (obj == m_prompt && ev->type() == QEvent::KeyPress) {
@@ -120,31 +148,14 @@ void ChatView::updateButtons() {
     m_hint->setVisible(!hint.isEmpty());
 }
 
-void ChatView::appendUserMessage(const QString& text) {
-    m_turns.append({"user", text, {}});
-    render();
+void ChatView::appendUserMessage(const QString& text) { m_doc->appendUser(text); }
+void ChatView::beginAssistantMessage() { m_doc->beginReply(); }
+void ChatView::appendAssistantText(const QString& piece) { m_doc->appendReply(piece); }
+void ChatView::endAssistantMessage(const QString& footer) { m_doc->endReply(footer); }
+void ChatView::appendAssistantMessage(const QString& text, const QString& footer) {
+    m_doc->appendReplyWhole(text, footer);
 }
-
-void ChatView::beginAssistantMessage() {
-    m_turns.append({"assistant", {}, {}});
-    render();
-}
-
-void ChatView::appendAssistantText(const QString& piece) {
-    if (m_turns.isEmpty() || m_turns.last().role != "assistant") beginAssistantMessage();
-    m_turns.last().text += piece;
-    render();
-}
-
-void ChatView::endAssistantMessage(const QString& footer) {
-    if (!m_turns.isEmpty() && m_turns.last().role == "assistant") m_turns.last().footer = footer;
-    render();
-}
-
-void ChatView::clearTranscript() {
-    m_turns.clear();
-    render();
-}
+void ChatView::clearTranscript() { m_doc->clear(); }
 
 void ChatView::setPromptText(const QString& text) {
     m_prompt->setPlainText(text);
@@ -156,32 +167,9 @@ void ChatView::setCanRetry(bool can) {
     updateButtons();
 }
 
-void ChatView::appendNotice(const QString& text) {
-    m_turns.append({"notice", text, {}});
-    render();
-}
+void ChatView::appendNotice(const QString& text) { m_doc->appendNotice(text); }
 
 QString ChatView::transcriptText() const { return m_transcript->toPlainText(); }
 QString ChatView::promptText() const { return m_prompt->toPlainText(); }
-
-void ChatView::render() {
-    QString html;
-    for (const auto& t : m_turns) {
-        const QString body = t.text.toHtmlEscaped().replace("\n", "<br>");
-        if (t.role == "user") html += QString("<p style='margin:8px 0'><b>You</b><br>%1</p>").arg(body);
-        else if (t.role == "assistant")
-            html +=
-                QString("<p style='margin:8px 0'><b>Assistant</b><br>%1%2</p>")
-                    .arg(body, t.footer.isEmpty() ? QString()
-                                                  : QString("<br><span style='color:gray; font-size:small'>%1</span>")
-                                                        .arg(t.footer.toHtmlEscaped()));
-        else
-            html += QString("<p style='margin:8px 0; color:#b05000'><i>%1</i></p>").arg(body);
-    }
-    auto* sb = m_transcript->verticalScrollBar();
-    const bool at_end = sb->value() >= sb->maximum() - 4;
-    m_transcript->setHtml(html);
-    if (at_end) sb->setValue(sb->maximum());
-}
 
 }  // namespace kvs::ui

@@ -1,19 +1,27 @@
 #pragma once
-// The chat view: the conversation as it streams, a prompt box, Send and Stop.
+// The chat view: the conversation as it streams (replies rendered as Markdown, code blocks
+// with a Copy link; ui/chat_transcript), the context gauge and its full-context choice
+// (ui/context_gauge), a prompt box, Send and Stop.
 // Plain Qt; it knows nothing of the engine (app/engine_bridge feeds it).
 #include <QWidget>
+#include <memory>
 
 class QTextBrowser;
 class QPlainTextEdit;
 class QPushButton;
 class QLabel;
+class QUrl;
 
 namespace kvs::ui {
+
+class ChatTranscript;
+class ContextGauge;
 
 class ChatView : public QWidget {
     Q_OBJECT
 public:
     explicit ChatView(QWidget* parent = nullptr);
+    ~ChatView() override;
 
     void setReady(bool ready, const QString& why = {});  // enable Send once a model is loaded
     void setGenerating(bool generating);
@@ -21,6 +29,7 @@ public:
     void beginAssistantMessage();
     void appendAssistantText(const QString& piece);
     void endAssistantMessage(const QString& footer);
+    void appendAssistantMessage(const QString& text, const QString& footer);  // a finished reply, at once
     void appendNotice(const QString& text);  // errors and status lines in the transcript
     void clearTranscript();                  // before replaying an edited conversation
     void setPromptText(const QString& text);
@@ -31,31 +40,32 @@ public:
     bool isEditing() const { return m_editing; }
     QString transcriptText() const;
     QString promptText() const;
+    ContextGauge* contextGauge() const { return m_gauge; }
+    // The text of the transcript's i-th code block, as its Copy link puts it on the clipboard.
+    QString codeBlock(int i) const;
+    int codeBlockCount() const;
 
 Q_SIGNALS:
     void sendRequested(const QString& text);
     void stopRequested();
-    void regenerateRequested();  // answer the last message again
-    void editRequested();        // take the last message back into the prompt box
-    void editCancelRequested();  // keep the last exchange as it is
+    void regenerateRequested();                        // answer the last message again
+    void editRequested();                              // take the last message back into the prompt box
+    void editCancelRequested();                        // keep the last exchange as it is
+    void contextPolicyChanged(const QString& policy);  // "stop" or "drop-oldest", the user's choice
 
 protected:
     bool eventFilter(QObject* obj, QEvent* ev) override;
 
 private:
     void send();
-    void render();
+    void openLink(const QUrl& url);  // a code block's Copy link, or a web link in a reply
     // Enables the buttons for the state; a button that had keyboard focus and goes disabled
     // hands it to the prompt box (not to the next widget of the window, the chat search).
     void updateButtons();
 
-    struct Turn {
-        QString role;  // "user", "assistant", "notice"
-        QString text;
-        QString footer;
-    };
-    QList<Turn> m_turns;
     QTextBrowser* m_transcript;
+    std::unique_ptr<ChatTranscript> m_doc;
+    ContextGauge* m_gauge;
     QPlainTextEdit* m_prompt;
     QPushButton* m_send;
     QPushButton* m_stop;

@@ -1,0 +1,66 @@
+#pragma once
+// The chat transcript's document: turns are appended at its end and never re-rendered, so a
+// token costs the same at turn 200 as at turn 1. A streaming reply is Markdown in two parts:
+// the complete blocks before MarkdownStreamSplit's cut are rendered once, the unfinished
+// tail after it again for each piece; the finished reply is rendered whole once more when
+// it was streamed in parts (so lists and numbering come out exactly as Qt's importer makes
+// them). Your messages and notices are plain text.
+#include <QString>
+#include <QStringList>
+
+#include "ui/markdown_render.h"
+#include "ui/markdown_stream.h"
+
+class QTextBrowser;
+class QTextDocument;
+class QTextCursor;
+class QTextBlockFormat;
+class QTextCharFormat;
+
+namespace kvs::ui {
+
+class ChatTranscript {
+public:
+    explicit ChatTranscript(QTextBrowser* browser);
+
+    void clear();
+    void appendUser(const QString& text);
+    void beginReply();
+    void appendReply(const QString& piece);                             // begins a reply when none is open
+    void endReply(const QString& footer);                               // the stats line under it (may be empty)
+    void appendReplyWhole(const QString& text, const QString& footer);  // a finished reply, rendered once
+    void appendNotice(const QString& text);                             // closes an open reply first
+    bool replyOpen() const { return m_open; }
+    // The text of the transcript's i-th code block (its Copy link's number); empty when none.
+    QString codeBlock(int i) const { return m_code.value(i); }
+    int codeBlockCount() const { return int(m_code.size()); }
+
+private:
+    QTextCursor newBlock(const QTextBlockFormat& block, const QTextCharFormat& chars);
+    void appendHeader(const QString& who);
+    void appendFooter(const QString& footer);
+    // Removes everything from `pos` to the end (and the code blocks listed from `firstCode`),
+    // leaving an empty plain block at `pos`; the cursor stands there.
+    QTextCursor truncate(int pos, int firstCode);
+    MarkdownStyle style() const;
+    // Keeps the view at the bottom when it was there before a change.
+    template <class F>
+    void edit(F&& change);
+
+    QTextBrowser* m_browser;
+    QTextDocument* m_doc;
+    QStringList m_code;  // every code block's text, by its Copy link's number
+    QString m_lastRole;  // "user", "assistant", "notice" or "" (empty transcript)
+    // The open reply.
+    bool m_open = false;
+    QString m_reply;
+    MarkdownStreamSplit m_split;
+    qsizetype m_rendered = 0;  // m_reply.left(m_rendered) is rendered for good (before m_tailPos)
+    int m_replyPos = 0;        // where the reply's text starts in the document
+    int m_tailPos = 0;         // where its unfinished tail starts
+    int m_codeAtReply = 0;     // m_code's size when the reply began
+    int m_codeAtTail = 0;      // … and when its tail began
+    int m_parts = 0;           // stable parts rendered so far
+};
+
+}  // namespace kvs::ui
