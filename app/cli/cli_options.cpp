@@ -63,6 +63,9 @@ void add_sampling_options(CLI::App* c, SamplingParams& s) {
     c->add_option("--seed", s.seed, "random seed");
     c->add_option("--stop", s.stop, "stop string (repeatable)");
     c->add_flag("--ignore-eos", s.ignore_eos, "keep generating past end-of-sequence tokens");
+    c->add_flag("--watermark", s.watermark,
+                "watermark the text: +2 on the logits of a green half of the vocabulary seeded by the previous token "
+                "(TGI's scheme; kvscope watermark-detect finds it)");
     c->add_option("--min-new-tokens", s.min_new_tokens, "no end-of-sequence token before this many tokens")
         ->check(CLI::Range(0, kMaxTokens));
 }

@@ -22,7 +22,7 @@ CLI::Validator thread_count_check();
 void add_cpu_options(CLI::App* c, RunnerOptions& r);
 // the CPU options and --ctx, --batch, --block-size, --kv-type
 void add_runner_options(CLI::App* c, RunnerOptions& r);
-// -n/--max-tokens, --temp, --top-k, --top-p, --min-p, penalties, --seed, --stop, --ignore-eos
+// -n/--max-tokens, --temp, --top-k, --top-p, --min-p, penalties, --seed, --stop, --ignore-eos, --watermark
 void add_sampling_options(CLI::App* c, SamplingParams& s);
 
 }  // namespace kvs::app
