@@ -26,7 +26,7 @@ if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
 
 DEBS=(build-essential cmake ninja-build ccache pkg-config git unzip ca-certificates
       qt6-base-dev qt6-base-dev-tools libqt6test6 libqt6opengl6-dev libqcustomplot-dev
-      nlohmann-json3-dev libcli11-dev libpcre2-dev libxxhash-dev libcpp-httplib-dev
+      nlohmann-json3-dev libcli11-dev libpcre2-dev libxxhash-dev libcpp-httplib-dev qtkeychain-qt6-dev
       python3 python3-venv python3-pip xvfb xauth fonts-dejavu-core fonts-noto-cjk)
 missing=()
 for p in "${DEBS[@]}"; do
