@@ -152,17 +152,22 @@ def rope_half(x, pos, base):
     return np.concatenate([x1 * cos - x2 * sin, x2 * cos + x1 * sin], axis=-1)
 
 
-def forward(weights, cfg, tokens, until_last_mlp=False):
+def forward(weights, cfg, tokens, until_last_mlp=False, past=None, keep=None):
     """Logits [T, n_vocab] of the tokens as one causal sequence from position 0; with
-    until_last_mlp, the residual stream [T, n_embd] after the last layer's attention."""
+    until_last_mlp, the residual stream [T, n_embd] after the last layer's attention.
+    past: the `keep` of an earlier call on a prefix (its K/V per layer): the tokens follow
+    it. keep: a dict this call fills with every layer's K/V (past + these tokens)."""
     d, nh, nkv = cfg["hidden_size"], cfg["num_attention_heads"], cfg["num_key_value_heads"]
     hd, eps, base = d // nh, cfg["rms_norm_eps"], cfg["rope_theta"]
     W = weights
     x = W["model.embed_tokens.weight"][tokens]
     dt = x.dtype  # float64 for references, float32 to train fast: every buffer keeps it
     T = len(tokens)
-    pos = np.arange(T, dtype=np.float64)
-    mask = np.triu(np.full((T, T), -np.inf), 1).astype(dt)
+    start = past["n"] if past else 0
+    pos = np.arange(start, start + T, dtype=np.float64)
+    mask = np.triu(np.full((T, start + T), -np.inf), start + 1).astype(dt)
+    if keep is not None:
+        keep["n"] = start + T
     for layer in range(cfg["num_hidden_layers"]):
         p = f"model.layers.{layer}."
         h = rms_norm(x, W[p + "input_layernorm.weight"], eps)
@@ -172,6 +177,11 @@ def forward(weights, cfg, tokens, until_last_mlp=False):
         q = rope_half(q.reshape(T, nh, hd), pos, base).astype(dt)
         k = rope_half(k.reshape(T, nkv, hd), pos, base).astype(dt)
         v = v.reshape(T, nkv, hd)
+        if past:
+            k = np.concatenate([past[layer][0], k])
+            v = np.concatenate([past[layer][1], v])
+        if keep is not None:
+            keep[layer] = (k, v)
         rep = nh // nkv
         att = np.empty((T, nh, hd), dtype=dt)
         for hq in range(nh):
