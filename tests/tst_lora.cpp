@@ -115,6 +115,7 @@ private Q_SLOTS:
     void adapter_for_another_model();
     void session_loads_and_unloads();
     void prefix_cache_salt();
+    void default_model_demo_adapter_data();
     void default_model_demo_adapter();
 
 private:
@@ -447,7 +448,14 @@ void TstLora::session_loads_and_unloads() {
 // forward of the dequantized weights with the adapter merged, at the last prompt position of
 // two held-out chats. The quantized path rounds activations (Q8_1), so the adapter's effect
 // (adapted - base logits) is compared, and the top token with and without it.
+void TstLora::default_model_demo_adapter_data() {
+    QTest::addColumn<QString>("format");
+    QTest::newRow("PEFT") << "peft";
+    QTest::newRow("GGUF (converted here)") << "gguf";
+}
+
 void TstLora::default_model_demo_adapter() {
+    QFETCH(QString, format);
     const std::string model_path = test::default_model_path();
     if (model_path.empty()) QSKIP("the default model is not installed (installer/setup.sh)");
     const std::string dir = test::source_root() + "/tests/data/lora_pirate";
@@ -456,8 +464,18 @@ void TstLora::default_model_demo_adapter() {
     const json ref = json::parse(in);
     auto s = Session::open(model_path);
     QVERIFY2(s.is_ok(), s.message().c_str());
-    auto info = (*s)->load_adapter("pirate", dir);
+    std::string path = dir;
+    if (format == "gguf") {
+        if (!m_skip.isEmpty()) QSKIP(qPrintable(m_skip));
+        path = test::output_path("lora_pirate.gguf");
+        const auto run = test::run_python({QString::fromStdString(test::tool_path("make_lora_fixture.py")),
+                                           "--peft-to-gguf", QString::fromStdString(dir), "--out",
+                                           QString::fromStdString(path), "--arch", "llama", "--heads", "9,3"});
+        QVERIFY2(run.ok, qPrintable(run.error));
+    }
+    auto info = (*s)->load_adapter("pirate", path);
     QVERIFY2(info.is_ok(), info.message().c_str());
+    QCOMPARE(info->format, format.toStdString());
     const LoraAdapter* a = (*s)->adapter("pirate").value().get();
     auto backend = make_cpu_backend(2);
     KvTensors kv(*backend, (*s)->model().config, 8, 16);

@@ -20,6 +20,8 @@ Writes into --out:
   reference.json   {"tokens": [...], "logits": {"base"|"peft"|"peft_rslora": [[n_vocab] per token]}}
 
 Usage: make_lora_fixture.py --model DIR --out DIR --tokens 1,2,3   (needs numpy and gguf)
+       make_lora_fixture.py --peft-to-gguf PEFT_DIR --out FILE.gguf --arch llama --heads 9,3
+         (a PEFT folder as convert_lora_to_gguf.py would write it: for the default model's adapter)
 """
 from __future__ import annotations
 
@@ -208,13 +210,37 @@ def merged(weights, pairs, scale):
     return w
 
 
+def peft_to_gguf(peft_dir, out, arch, n_head, n_kv_head):
+    with open(os.path.join(peft_dir, "adapter_config.json")) as f:
+        config = json.load(f)
+    tensors = read_safetensors(os.path.join(peft_dir, "adapter_model.safetensors"))
+    pairs = {}
+    for name, t in tensors.items():
+        m = name.split(".")  # base_model.model.model.layers.N.<block>.<proj>.lora_X.weight
+        key = (int(m[4]), m[6])
+        a, b = pairs.get(key, (None, None))
+        pairs[key] = (t, b) if m[7] == "lora_A" else (a, t)
+    cfg = {"model_type": arch, "num_attention_heads": n_head, "num_key_value_heads": n_kv_head}
+    write_gguf_adapter(out, pairs, config["lora_alpha"], cfg, arch)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    ap.add_argument("--model", required=True, help="tiny Hugging Face folder (config.json, model.safetensors)")
+    ap.add_argument("--model", help="tiny Hugging Face folder (config.json, model.safetensors)")
     ap.add_argument("--out", required=True)
-    ap.add_argument("--tokens", required=True, help="comma-separated token ids")
+    ap.add_argument("--tokens", help="comma-separated token ids")
     ap.add_argument("--seed", type=int, default=7)
+    ap.add_argument("--peft-to-gguf", help="convert this PEFT folder to a GGUF adapter (--out) and stop")
+    ap.add_argument("--arch", default="llama")
+    ap.add_argument("--heads", default="9,3", help="n_head,n_kv_head (for B's Q/K permutation)")
     args = ap.parse_args()
+    if args.peft_to_gguf:
+        n_head, n_kv = (int(x) for x in args.heads.split(","))
+        peft_to_gguf(args.peft_to_gguf, args.out, args.arch, n_head, n_kv)
+        print("wrote", args.out)
+        return
+    if not args.model or not args.tokens:
+        ap.error("--model and --tokens are needed")
     with open(os.path.join(args.model, "config.json")) as f:
         cfg = json.load(f)
     weights = {}
