@@ -135,7 +135,8 @@ void OpenAIClient::cancel() {
 
 Result<OpenAIClient::Reply> OpenAIClient::send(const std::string& method, const std::string& path,
                                                const std::string& body,
-                                               const std::function<bool(const char*, size_t)>& on_bytes) {
+                                               const std::function<bool(const char*, size_t)>& on_bytes,
+                                               bool any_status) {
     const std::string where = method + " " + url(path);
     if (m_host.empty()) return parse_url(m_opt.base_url).status();
     if (m_cancel) return Status::error(where + ": cancelled");
@@ -208,13 +209,19 @@ Result<OpenAIClient::Reply> OpenAIClient::send(const std::string& method, const 
         return Status::error(where + ": " + why);
     }
     if (reply.status == 0) reply.status = res.status;
-    if (reply.status != 200) {
+    if (reply.status != 200 && !any_status) {
         const std::string m = error_message_of(reply.body);
         return Status::error(where + ": HTTP " + std::to_string(reply.status) + (res.reason.empty() ? "" : " ") +
                              res.reason +
                              (m.empty() ? (reply.body.empty() ? "" : ": '" + clip(reply.body) + "'") : ": " + m));
     }
     return reply;
+}
+
+Result<OpenAIClient::HttpReply> OpenAIClient::get(const std::string& path) {
+    auto r = send("GET", m_base_path + path, "", {}, true);
+    if (!r) return r.status();
+    return HttpReply{r->status, std::move(r->body)};
 }
 
 Result<std::vector<std::string>> OpenAIClient::list_models() {

@@ -103,6 +103,14 @@ public:
     // saying so). Without streaming on_delta is not called.
     Result<CompletionResult> complete(const CompletionRequest& req,
                                       const std::function<bool(const StreamDelta&)>& on_delta = {});
+    // GET of another path of the server (base path + path, e.g. "/metrics", "/version",
+    // "/slots"): the status and body whatever the status; an error only when no answer came
+    // (refused, timed out, cancelled, over max_body_bytes).
+    struct HttpReply {
+        int status = 0;
+        std::string body;
+    };
+    Result<HttpReply> get(const std::string& path);
     // POST /tokenize (vLLM's {"prompt"} and llama-server's {"content"} shapes): token ids of
     // text as the server counts them, without special tokens.
     Result<std::vector<int32_t>> tokenize(const std::string& model, const std::string& text);
@@ -121,7 +129,7 @@ private:
         std::string body;
     };
     Result<Reply> send(const std::string& method, const std::string& path, const std::string& body,
-                       const std::function<bool(const char*, size_t)>& on_bytes);
+                       const std::function<bool(const char*, size_t)>& on_bytes, bool any_status = false);
     std::string v1(const std::string& tail) const;  // base path + /v1 + tail
     std::string url(const std::string& path) const;
 
