@@ -98,6 +98,7 @@ QString EngineBridge::startEngine(std::shared_ptr<const Session> session, const 
         m_ring = std::move(ring);
         m_kvBytesPerBlock = blockBytes;
         m_maxModelLen = eo.max_model_len;
+        m_settings = es;
         m_recent.clear();
     }
     old.reset();
@@ -302,6 +303,11 @@ QStringList EngineBridge::tokenPieces(const std::vector<int32_t>& ids) const {
 void EngineBridge::cancel(qint64 requestId) {
     std::lock_guard<std::mutex> lk(m_mu);
     if (m_loop) m_loop->cancel(requestId);
+}
+
+EngineSettings EngineBridge::engineSettings() const {
+    std::lock_guard<std::mutex> lk(m_mu);
+    return m_settings;
 }
 
 void EngineBridge::pause() {

@@ -96,6 +96,8 @@ public:
     // Lesson mode: one greedy chat request whose user message is `text`, at most outputLen
     // tokens. Returns its id (0 without a model).
     qint64 injectText(const QString& text, int outputLen, int priority, const QString& speculative = {}, int specK = 4);
+    // The settings the engine runs with now (thread-safe): a lesson puts them back when it ends.
+    EngineSettings engineSettings() const;
     // Lesson controls of the engine thread.
     void pause();
     void resume();
@@ -162,7 +164,8 @@ private:
     std::set<qint64> m_inFlight;
     std::vector<RequestMetrics> m_recent;  // finished requests, newest last, at most kRecentRequests
     int64_t m_kvBytesPerBlock = 0;
-    int m_maxModelLen = 0;  // the engine's prompt + output limit in tokens
+    int m_maxModelLen = 0;      // the engine's prompt + output limit in tokens
+    EngineSettings m_settings;  // the engine's
 };
 
 }  // namespace kvs::app

@@ -39,6 +39,12 @@ EnginePanel::EnginePanel(EngineBridge* bridge, QWidget* parent) : QWidget(parent
     m_caption->setFrameShape(QFrame::StyledPanel);
     m_caption->setMargin(m_caption->fontMetrics().height() / 3);
     l->addWidget(m_caption);
+    m_endLesson = new QPushButton(tr("End lesson"), this);
+    m_endLesson->setObjectName("endLessonButton");
+    m_endLesson->setToolTip(tr("give the engine back its settings from before the lesson"));
+    m_endLesson->setVisible(false);
+    connect(m_endLesson, &QPushButton::clicked, this, &EnginePanel::endLessonRequested);
+    controls->addWidget(m_endLesson);
     l->addWidget(buildInjectRow());
     buildRequestTable();
     l->addWidget(m_requests, 1);
@@ -104,6 +110,8 @@ void EnginePanel::buildRequestTable() {
 }
 
 void EnginePanel::setPaused(bool paused) { m_pauseButton->setChecked(paused); }
+
+void EnginePanel::setLessonActive(bool active) { m_endLesson->setVisible(active); }
 
 void EnginePanel::setCaption(const QString& html) {
     m_caption->setText(html);

@@ -42,6 +42,90 @@ bool parse_injection_extras(const QJsonObject& inj, const QString& where, Lesson
     out->speculative = proposer;
     return get_int(spec, "k", 1, 8, &out->specK, where + ".spec", error);
 }
+bool parse_views(const QJsonObject& o, QStringList* out, QString* error) {
+    static const QStringList known = {"kv_blocks", "batch_slots", "draft_acceptance", "metrics"};
+    const QJsonArray views = o.value("views").toArray();
+    for (int i = 0; i < views.size(); ++i) {
+        const QString v = views[i].toString();
+        if (!known.contains(v)) {
+            *error = QString("views[%1] must be one of %2, not \"%3\"").arg(i).arg(known.join(", "), v);
+            return false;
+        }
+        out->push_back(v);
+    }
+    return true;
+}
+
+bool parse_events(const QJsonObject& o, QVector<LessonEvent>* out, QString* error) {
+    const QJsonArray events = o.value("events").toArray();
+    if (events.isEmpty()) {
+        *error = "events is missing or empty";
+        return false;
+    }
+    for (int i = 0; i < events.size(); ++i) {
+        const QJsonObject ev = events[i].toObject();
+        const QString where = QString("events[%1]").arg(i);
+        if (ev.contains("caption")) {
+            *error = where + ".caption: captions go in \"captions\", each with the conditions (\"when\") it claims";
+            return false;
+        }
+        LessonEvent le;
+        if (!get_int(ev, "at_step", 0, 1 << 20, &le.atStep, where, error)) return false;
+        const QJsonObject inj = ev.value("inject").toObject();
+        const QString iw = where + ".inject";
+        if (!get_int(inj, "n", 0, 256, &le.inject.n, iw, error) ||
+            !get_int(inj, "prompt", 1, 4096, &le.inject.prompt, iw, error) ||
+            !get_int(inj, "output", 1, 4096, &le.inject.output, iw, error) ||
+            !get_int(inj, "priority", -100, 100, &le.inject.priority, iw, error) ||
+            !get_int(inj, "shared_prefix", 0, 4096, &le.inject.sharedPrefix, iw, error))
+            return false;
+        if (!parse_injection_extras(inj, iw, &le.inject, error)) return false;
+        if (le.inject.n == 0) {
+            *error = where + " injects no requests (inject.n is missing or 0)";
+            return false;
+        }
+        out->push_back(le);
+    }
+    return true;
+}
+
+bool parse_captions(const QJsonObject& o, QVector<LessonCaption>* out, QString* error) {
+    const QJsonArray captions = o.value("captions").toArray();
+    if (captions.isEmpty()) {
+        *error = "captions is missing or empty";
+        return false;
+    }
+    for (int i = 0; i < captions.size(); ++i) {
+        const QJsonObject c = captions[i].toObject();
+        const QString where = QString("captions[%1]").arg(i);
+        LessonCaption lc;
+        lc.text = c.value("text").toString();
+        if (lc.text.isEmpty()) {
+            *error = where + ".text must be a non-empty string";
+            return false;
+        }
+        if (const QString bad = unknown_placeholder(lc.text); !bad.isEmpty()) {
+            *error = QString("%1.text: {%2} is not a fact (known: %3)").arg(where, bad, lesson_fact_names().join(", "));
+            return false;
+        }
+        const QJsonArray when = c.value("when").toArray();
+        if (when.isEmpty()) {
+            *error = where + ".when must list the conditions the caption claims";
+            return false;
+        }
+        for (int j = 0; j < when.size(); ++j) {
+            LessonCondition cond;
+            QString e;
+            if (!parse_lesson_condition(when[j].toString(), &cond, &e)) {
+                *error = QString("%1.when[%2]: %3").arg(where).arg(j).arg(e);
+                return false;
+            }
+            lc.when.push_back(cond);
+        }
+        out->push_back(lc);
+    }
+    return true;
+}
 }  // namespace
 
 bool parse_lesson(const QByteArray& json, Lesson* out, QString* error) {
@@ -83,32 +167,9 @@ bool parse_lesson(const QByteArray& json, Lesson* out, QString* error) {
     }
     s.swap = pre == "swap";
     s.prefixCaching = e.value("prefix_caching").toBool(true);
-    const QJsonArray events = o.value("events").toArray();
-    if (events.isEmpty()) {
-        *error = "events is missing or empty";
+    if (!parse_views(o, &l.views, error) || !parse_events(o, &l.events, error) ||
+        !parse_captions(o, &l.captions, error))
         return false;
-    }
-    for (int i = 0; i < events.size(); ++i) {
-        const QJsonObject ev = events[i].toObject();
-        const QString where = QString("events[%1]").arg(i);
-        LessonEvent le;
-        le.caption = ev.value("caption").toString();
-        if (!get_int(ev, "at_step", 0, 1 << 20, &le.atStep, where, error)) return false;
-        const QJsonObject inj = ev.value("inject").toObject();
-        const QString iw = where + ".inject";
-        if (!get_int(inj, "n", 0, 256, &le.inject.n, iw, error) ||
-            !get_int(inj, "prompt", 1, 4096, &le.inject.prompt, iw, error) ||
-            !get_int(inj, "output", 1, 4096, &le.inject.output, iw, error) ||
-            !get_int(inj, "priority", -100, 100, &le.inject.priority, iw, error) ||
-            !get_int(inj, "shared_prefix", 0, 4096, &le.inject.sharedPrefix, iw, error))
-            return false;
-        if (!parse_injection_extras(inj, iw, &le.inject, error)) return false;
-        if (le.caption.isEmpty() && le.inject.n == 0) {
-            *error = where + " has neither a caption nor requests to inject";
-            return false;
-        }
-        l.events.push_back(le);
-    }
     std::stable_sort(l.events.begin(), l.events.end(),
                      [](const LessonEvent& a, const LessonEvent& b) { return a.atStep < b.atStep; });
     *out = l;

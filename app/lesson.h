@@ -1,21 +1,27 @@
 #pragma once
 // Scripted lessons (resources/lessons/*.json, built into the program as Qt resources
-// under :/lessons): an engine configuration and a list of events, each at an engine step,
-// that inject synthetic requests and show a caption. The window plays one paused, so the
-// user walks through it with Step (or Resume, or slow motion).
+// under :/lessons): an engine configuration, events that inject requests at given engine
+// steps, and captions that follow the engine: each is shown once every condition it lists
+// holds in the frame the views draw (app/lesson_condition.h), in order, at most one new
+// caption per frame. The window plays a lesson paused, so the user walks through it with
+// Step (or Resume, or slow motion); End lesson gives the engine back its earlier settings.
 //
 // Format: {"title", "description",
+//          "views": ["kv_blocks", "batch_slots", "draft_acceptance", "metrics"],
 //          "engine": {"kv_blocks", "max_seqs", "step_budget", "block_size", "policy":
 //                     "continuous"|"static", "preemption": "recompute"|"swap", "prefix_caching"},
-//          "events": [{"at_step", "caption", "inject": {"n", "prompt", "output",
-//                                                       "priority", "shared_prefix",
-//                                                       "text", "spec": {"proposer", "k"}}}]}
+//          "events": [{"at_step", "inject": {"n", "prompt", "output", "priority",
+//                                            "shared_prefix", "text", "spec": {"proposer", "k"}}}],
+//          "captions": [{"when": ["shared_blocks >= 6", ...], "text": "... {shared_blocks} ..."}]}
 // inject.text: n greedy chat requests with this user message (instead of random tokens);
 // inject.spec: speculative decoding for the injected requests, proposer "ngram" (prompt
 // lookup), "layer-skip" or "int4" (ChatSettings::speculative), k 1..8.
+// views: the docks the lesson talks about, shown and raised when it starts.
 #include <QString>
 #include <QStringList>
 #include <QVector>
+
+#include "app/lesson_condition.h"
 
 namespace kvs::app {
 
@@ -43,15 +49,21 @@ struct LessonInjection {
 
 struct LessonEvent {
     int atStep = 0;
-    QString caption;
     LessonInjection inject;
+};
+
+struct LessonCaption {
+    QVector<LessonCondition> when;  // all must hold in the frame on screen
+    QString text;                   // {fact} placeholders take the frame's numbers
 };
 
 struct Lesson {
     QString title;
     QString description;
     EngineSettings engine;
-    QVector<LessonEvent> events;  // by at_step (stable)
+    QStringList views;                // "kv_blocks", "batch_slots", "draft_acceptance", "metrics"
+    QVector<LessonEvent> events;      // by at_step (stable)
+    QVector<LessonCaption> captions;  // in the order they are shown
 };
 
 // Parses a lesson; false and *error naming the field when it is not one.

@@ -1,6 +1,7 @@
 #include "app/lesson_player.h"
 
 #include "app/engine_bridge.h"
+#include "app/lesson_condition.h"
 
 namespace kvs::app {
 
@@ -9,9 +10,13 @@ LessonPlayer::LessonPlayer(EngineBridge* bridge, QObject* parent) : QObject(pare
 bool LessonPlayer::play(const QString& name, QString* error) {
     Lesson l;
     if (!load_builtin_lesson(name, &l, error)) return false;
+    if (!m_active) m_before = m_bridge->engineSettings();  // a lesson after a lesson keeps the first's
     m_lesson = l;
+    m_active = true;
     m_next = 0;
     m_started = false;
+    m_shown = -1;
+    m_shownWith = {-2, -2};
     m_caption = tr("<b>%1</b><br>%2").arg(l.title.toHtmlEscaped(), l.description.toHtmlEscaped());
     Q_EMIT captionChanged(m_caption);
     EngineBridge* bridge = m_bridge;  // configureEngine runs on the bridge's thread
@@ -20,11 +25,25 @@ bool LessonPlayer::play(const QString& name, QString* error) {
     return true;
 }
 
+void LessonPlayer::end() {
+    if (!m_active) return;
+    m_active = false;
+    m_next = -1;
+    m_started = false;
+    m_shown = -1;
+    m_caption.clear();
+    Q_EMIT captionChanged(m_caption);
+    EngineBridge* bridge = m_bridge;
+    auto configure = [bridge, engine = m_before] { bridge->configureEngine(engine); };
+    QMetaObject::invokeMethod(bridge, configure, Qt::QueuedConnection);
+    Q_EMIT ended();
+}
+
 QVector<qint64> LessonPlayer::injectSynthetic(int n, int promptLen, int outputLen, int priority, int sharedPrefix,
                                               const QString& speculative, int specK) {
     const auto ids =
         m_bridge->injectSynthetic(n, promptLen, outputLen, priority, m_injectSeed++, sharedPrefix, speculative, specK);
-    for (qint64 id : ids) Q_EMIT requestInjected(id, tr("synthetic %1").arg(id));
+    for (qint64 id : ids) Q_EMIT requestInjected(id, tr("synthetic #%1").arg(id));
     if (ids.isEmpty()) Q_EMIT nothingInjected(tr("No model is loaded: nothing injected"));
     return ids;
 }
@@ -32,10 +51,11 @@ QVector<qint64> LessonPlayer::injectSynthetic(int n, int promptLen, int outputLe
 void LessonPlayer::engineConfigured() {
     m_lastStep = -1;
     m_idleAt = -1;
-    if (m_next < 0 || m_started) return;
+    if (!m_active || m_next < 0 || m_started) return;
     m_started = true;
     m_bridge->pause();
     Q_EMIT pausedEngine();
+    Q_EMIT started();
     runEvents(0);
 }
 
@@ -49,35 +69,55 @@ void LessonPlayer::stepsRan(qint64 lastStep) {
 void LessonPlayer::idle(const ui::StepPoint& newest) {
     if (m_next < 0 || !m_started || m_lastStep < 0 || m_idleAt == m_lastStep) return;
     if (newest.step != m_lastStep || newest.running > 0 || newest.waiting > 0 || newest.swapped > 0) return;
-    for (int j = m_next; j < m_lesson.events.size(); ++j) {
-        if (m_lesson.events[j].inject.n == 0) continue;
+    if (m_next < m_lesson.events.size()) {
         m_idleAt = m_lastStep;
-        runEvents(m_lesson.events[j].atStep);
-        return;
+        runEvents(m_lesson.events[m_next].atStep);
     }
 }
 
-// Runs the lesson's events due at this step: requests to inject, the caption to show.
+// Injects the requests of the lesson's events due at this step.
 void LessonPlayer::runEvents(qint64 step) {
     if (m_next < 0 || !m_started) return;
     while (m_next < m_lesson.events.size() && m_lesson.events[m_next].atStep <= step) {
-        const LessonEvent& e = m_lesson.events[m_next++];
-        const LessonInjection& in = e.inject;
+        const LessonInjection& in = m_lesson.events[m_next++].inject;
         for (int i = 0; i < in.n && !in.text.isEmpty(); ++i) {
             const qint64 id = m_bridge->injectText(in.text, in.output, in.priority, in.speculative, in.specK);
-            if (id > 0) Q_EMIT requestInjected(id, tr("lesson %1").arg(id));
+            if (id > 0) Q_EMIT requestInjected(id, tr("lesson #%1").arg(id));
         }
         if (in.n > 0 && in.text.isEmpty())
             injectSynthetic(in.n, in.prompt, in.output, in.priority, in.sharedPrefix, in.speculative, in.specK);
-        if (!e.caption.isEmpty()) {
-            m_caption = tr("<b>%1</b> · step %2<br>%3")
-                            .arg(m_lesson.title.toHtmlEscaped())
-                            .arg(step)
-                            .arg(e.caption.toHtmlEscaped());
-            Q_EMIT captionChanged(m_caption);
-        }
     }
     if (m_next >= m_lesson.events.size()) m_next = -1;  // all events ran
+}
+
+void LessonPlayer::frameShown(const ui::EngineFrame& frame, const ui::SpecFrame& spec) {
+    if (!m_active || !m_started || m_lastStep < 0) return;  // no frame of this lesson's engine yet
+    const QPair<qint64, qint64> key{frame.step.step, spec.step};
+    const int next = m_shown + 1;
+    if (next < m_lesson.captions.size() && key != m_shownWith) {  // at most one new caption per frame
+        const LessonFacts facts = lesson_facts(frame, spec);
+        bool holds = true;
+        for (const LessonCondition& c : m_lesson.captions[next].when) holds = holds && condition_holds(c, facts);
+        if (holds) {
+            m_shown = next;
+            m_shownWith = key;
+            showCaption(frame, spec);
+            Q_EMIT captionShown(m_shown, frame.step.step);
+            return;
+        }
+    }
+    if (m_shown >= 0) showCaption(frame, spec);  // its numbers follow the frame on screen
+}
+
+void LessonPlayer::showCaption(const ui::EngineFrame& frame, const ui::SpecFrame& spec) {
+    const QString text = render_caption(m_lesson.captions[m_shown].text, lesson_facts(frame, spec));
+    const QString html = tr("<b>%1</b> · step %2<br>%3")
+                             .arg(m_lesson.title.toHtmlEscaped())
+                             .arg(frame.step.step)
+                             .arg(text.toHtmlEscaped());
+    if (html == m_caption) return;
+    m_caption = html;
+    Q_EMIT captionChanged(m_caption);
 }
 
 }  // namespace kvs::app

@@ -3,13 +3,16 @@
 #include <QActionGroup>
 #include <QApplication>
 #include <QCloseEvent>
+#include <QDir>
 #include <QDockWidget>
 #include <QFileDialog>
+#include <QImageWriter>
 #include <QInputDialog>
 #include <QKeySequence>
 #include <QLabel>
 #include <QLineEdit>
 #include <QMenuBar>
+#include <QMessageBox>
 #include <QProgressBar>
 #include <QSettings>
 #include <QStackedWidget>
@@ -26,6 +29,7 @@
 #include "app/quant_compare_dock.h"
 #include "app/sampling_form.h"
 #include "app/telemetry_feed.h"
+#include "engine/runtime/session.h"  // machine_ram_bytes
 #include "ui/chat_view.h"
 #include "ui/dark_palette.h"
 #include "ui/draft_acceptance_view.h"
@@ -41,6 +45,7 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
     : QMainWindow(parent) {
     setWindowTitle("KV Scope");
     resize(1280, 800);
+    setMinimumSize(900, 600);  // the chat, the Engine dock's controls and one view stay usable
     setDockNestingEnabled(true);
     startBridge();
     m_chats = new ChatController(m_bridge, chatsPath.isEmpty() ? ChatStore::defaultPath() : chatsPath, this);
@@ -110,6 +115,7 @@ void MainWindow::buildDocks() {
     m_metrics = new ui::MetricsView(this);
     m_planner = new ui::MemoryPlannerView(this);
     m_planner->setKvBytesPerTokenFn(&EngineBridge::kvBytesPerToken);
+    if (const qint64 ram = Session::machine_ram_bytes(); ram > 0) m_planner->setAvailableMemory(ram);
     m_draftView = new ui::DraftAcceptanceView(this);
     m_quantView = new ui::QuantCompareView(this);
     tabifyDockWidget(engineDock, addDock(tr("Batch slots"), "slotTimelineDock", m_timeline, Qt::RightDockWidgetArea));
@@ -158,16 +164,12 @@ void MainWindow::buildFileMenu() {
                 target = d->widget();
         const QString path =
             QFileDialog::getSaveFileName(this, tr("Export view"), "kvscope-view.png", tr("PNG images (*.png)"));
-        if (path.isEmpty()) return;
-        if (!exportPng(target, path)) statusBar()->showMessage(tr("Could not write %1").arg(path), 8000);
+        if (!path.isEmpty()) exportViewTo(target, path);
     });
     file->addAction(tr("Export &trace as JSON…"), this, [this] {
         const QString path =
             QFileDialog::getSaveFileName(this, tr("Export trace"), "kvscope-trace.json", tr("JSON (*.json)"));
-        if (path.isEmpty()) return;
-        QString err;
-        if (exportTrace(path, &err)) err = tr("Trace written to %1").arg(path);
-        statusBar()->showMessage(err, 8000);
+        if (!path.isEmpty()) exportTraceTo(path);
     });
     file->addSeparator();
     file->addAction(tr("&Quit"), QKeySequence::Quit, this, &QWidget::close);
@@ -210,6 +212,10 @@ void MainWindow::buildLessonsMenu() {
         });
         a->setToolTip(l.description);
     }
+    lessons->addSeparator();
+    m_endLessonAction = lessons->addAction(tr("&End lesson"), this, &MainWindow::endLesson);
+    m_endLessonAction->setObjectName("endLessonAction");
+    m_endLessonAction->setEnabled(false);
 }
 
 void MainWindow::connectChats() {
@@ -242,8 +248,9 @@ void MainWindow::connectChats() {
     });
     connect(m_chats, &ChatController::importFailed, m_chatList, &ChatListPanel::showImportError);
     connect(m_chats, &ChatController::requestSubmitted, this,
-            [this](qint64 id, const QString& label, bool speculative) {
-                m_feed->setLabel(id, label);
+            [this](qint64 id, const QString& title, bool speculative) {
+                m_feed->setLabel(id, tr("%1 #%2").arg(title).arg(id));  // several replies of one chat differ
+                m_requestChat.insert(id, m_chats->currentId());
                 if (speculative) followSpeculative(id);
             });
     // Saved conversations (a corrupt file is reported and left alone; we start a new list).
@@ -253,6 +260,13 @@ void MainWindow::connectChats() {
 
 void MainWindow::connectLessons() {
     connect(m_lessons, &LessonPlayer::captionChanged, m_enginePanel, &EnginePanel::setCaption);
+    connect(m_lessons, &LessonPlayer::started, this, [this] { showLessonViews(); });
+    connect(m_lessons, &LessonPlayer::ended, this, [this] {
+        m_endLessonAction->setEnabled(false);
+        m_enginePanel->setLessonActive(false);
+        m_enginePanel->setPaused(false);  // the user's engine runs
+    });
+    connect(m_enginePanel, &EnginePanel::endLessonRequested, this, &MainWindow::endLesson);
     connect(m_lessons, &LessonPlayer::pausedEngine, m_enginePanel, [this] { m_enginePanel->setPaused(true); });
     connect(m_lessons, &LessonPlayer::requestInjected, m_feed, &TelemetryFeed::setLabel);
     connect(m_lessons, &LessonPlayer::nothingInjected, this,
@@ -279,7 +293,9 @@ void MainWindow::connectBridge() {
     });
     connect(m_bridge, &EngineBridge::engineConfigured, this, [this](const QString& d) {
         statusBar()->showMessage(tr("Engine: %1").arg(d), 10000);
-        m_feed->restart();
+        m_feed->restart();  // no view keeps the old engine's requests
+        m_enginePanel->showRequests(m_feed->frame().requests);
+        m_liveLabel->setText(m_feed->liveFigures());
         m_lessons->engineConfigured();
     });
     connect(m_bridge, &EngineBridge::modelShape, m_planner, &ui::MemoryPlannerView::setLoadedModel);
@@ -321,6 +337,7 @@ void MainWindow::deleteChat(const QString& id) {
     if (i < 0) return;
     const QString title = m_chats->store().conversations()[i].title;
     m_chats->deleteChat(id);
+    hideDeletedReplies();
     statusBar()->showMessage(tr("Deleted “%1”.").arg(title), 20000);
     m_undoButton->show();
     m_undoHide.start();
@@ -331,6 +348,7 @@ void MainWindow::undoDeleteChat() {
     const QString title = m_chats->lastDeletedTitle();
     m_chatList->clearSearch();  // the chat comes back where it can be seen
     m_chats->undoDelete();
+    hideDeletedReplies();
     statusBar()->showMessage(tr("Restored “%1”.").arg(title), 8000);
     m_undoButton->hide();
 }
@@ -346,14 +364,52 @@ void MainWindow::injectRequests(int n, int promptLen, int outputLen, int priorit
     m_lessons->injectSynthetic(n, promptLen, outputLen, priority, sharedPrefix, speculative, specK);
 }
 
-bool MainWindow::playLesson(const QString& name, QString* error) { return m_lessons->play(name, error); }
+bool MainWindow::playLesson(const QString& name, QString* error) {
+    if (!m_lessons->play(name, error)) return false;
+    m_endLessonAction->setEnabled(true);
+    m_enginePanel->setLessonActive(true);
+    showLessonViews();
+    return true;
+}
+
+void MainWindow::endLesson() { m_lessons->end(); }
+bool MainWindow::lessonActive() const { return m_lessons->active(); }
+int MainWindow::lessonCaptionIndex() const { return m_lessons->captionIndex(); }
+LessonPlayer* MainWindow::lessonPlayer() const { return m_lessons; }
+
+// The Engine dock (the caption, Step, End lesson) and the views the lesson talks about, in front.
+void MainWindow::showLessonViews() {
+    static const QHash<QString, QString> docks = {{"kv_blocks", "kvBlockMapDock"},
+                                                  {"batch_slots", "slotTimelineDock"},
+                                                  {"draft_acceptance", "draftAcceptanceDock"},
+                                                  {"metrics", "metricsDock"}};
+    QStringList names = {"engineDock"};
+    for (const QString& v : m_lessons->lesson().views) names << docks.value(v);
+    for (const QString& n : names)
+        if (auto* d = findChild<QDockWidget*>(n)) {
+            d->show();
+            d->raise();
+        }
+}
+
+// The draft acceptance view leaves out the replies of deleted chats (undo brings them back).
+void MainWindow::hideDeletedReplies() {
+    QSet<qint64> hidden;
+    for (auto it = m_requestChat.cbegin(); it != m_requestChat.cend(); ++it)
+        if (m_chats->store().indexOf(it.value()) < 0) hidden.insert(it.key());
+    m_feed->setHiddenRequests(hidden);
+}
 QString MainWindow::lessonCaption() const { return m_lessons->caption(); }
 
 void MainWindow::poll() {
     QElapsedTimer timer;
     timer.start();
-    if (!m_feed->poll()) return m_lessons->idle(m_feed->frame().step);
+    if (!m_feed->poll()) {
+        m_lessons->frameShown(m_feed->frame(), m_draftView->frame());  // the draft view may have moved
+        return m_lessons->idle(m_feed->frame().step);
+    }
     m_lessons->stepsRan(m_feed->lastStep());
+    m_lessons->frameShown(m_feed->frame(), m_draftView->frame());
     m_enginePanel->showRequests(m_feed->frame().requests);
     m_liveLabel->setText(m_feed->liveFigures());
     m_lastPollMs = timer.nsecsElapsed() / 1e6;
@@ -374,7 +430,37 @@ void MainWindow::setTheme(const QString& theme) {
     QSettings().setValue("window/theme", theme);
 }
 
-bool MainWindow::exportPng(QWidget* w, const QString& path) const { return w->grab().save(path, "PNG"); }
+bool MainWindow::exportPng(QWidget* w, const QString& path, QString* error) const {
+    QImageWriter writer(path, "png");
+    if (writer.write(w->grab().toImage())) return true;
+    if (error) *error = writer.errorString();
+    return false;
+}
+
+bool MainWindow::exportViewTo(QWidget* w, const QString& path) {
+    QString err;
+    if (!exportPng(w, path, &err)) return exportFailed(tr("the view"), path, err);
+    statusBar()->showMessage(tr("Exported the view to %1").arg(path), 8000);
+    return true;
+}
+
+bool MainWindow::exportTraceTo(const QString& path) {
+    QString err;
+    if (!exportTrace(path, &err)) return exportFailed(tr("the trace"), path, err);
+    statusBar()->showMessage(tr("Exported the trace to %1").arg(path), 8000);
+    return true;
+}
+
+// Every export error the same way: one dialog naming what, where and why.
+bool MainWindow::exportFailed(const QString& what, const QString& path, const QString& why) {
+    auto* box = new QMessageBox(QMessageBox::Warning, tr("Export failed"),
+                                tr("Could not export %1 to %2: %3").arg(what, QDir::toNativeSeparators(path), why),
+                                QMessageBox::Ok, this);
+    box->setObjectName("exportError");
+    box->setAttribute(Qt::WA_DeleteOnClose);
+    box->open();  // window-modal, returns at once
+    return false;
+}
 
 bool MainWindow::exportTrace(const QString& path, QString* error) const {
     return m_feed->writeTrace(path, m_modelLabel->text(), error);

@@ -8,6 +8,7 @@
 // thread of its own; the window's timer has app/telemetry_feed read its newest telemetry
 // every 33 ms and never waits on it. Lessons play through app/lesson_player.
 #include <QElapsedTimer>
+#include <QHash>
 #include <QMainWindow>
 #include <QThread>
 #include <QTimer>
@@ -59,8 +60,12 @@ public:
     double maxPollMs() const { return m_maxPollMs; }
     // File ▸ Export: a view as PNG, the engine's recent steps and newest snapshot as a
     // trace (the format of `kvscope bench --trace`).
-    bool exportPng(QWidget* w, const QString& path) const;
+    bool exportPng(QWidget* w, const QString& path, QString* error = nullptr) const;
     bool exportTrace(const QString& path, QString* error) const;
+    // The menu's exports: a message in the status bar when written, else one dialog
+    // ("Could not export the view / the trace to <path>: <why>", object name exportError).
+    bool exportViewTo(QWidget* w, const QString& path);
+    bool exportTraceTo(const QString& path);
     // View ▸ Theme: "system" (the platform's palette), "light" or "dark"; remembered.
     void setTheme(const QString& theme);
     // The model the window opened last (File ▸ Open model), if any.
@@ -68,7 +73,13 @@ public:
     // Plays a built-in lesson (resources/lessons): a fresh engine with its settings,
     // paused; its events inject requests and show captions as the steps go by.
     bool playLesson(const QString& name, QString* error);
+    // Lessons ▸ End lesson / the Engine dock's End lesson: the engine's settings from before
+    // the lesson come back, its caption goes.
+    void endLesson();
+    bool lessonActive() const;
     QString lessonCaption() const;
+    int lessonCaptionIndex() const;  // -1: the lesson's description
+    LessonPlayer* lessonPlayer() const;
     // Lesson mode: inject n synthetic requests (see EngineBridge::injectSynthetic).
     void injectRequests(int n, int promptLen, int outputLen, int priority, int sharedPrefix = 0,
                         const QString& speculative = {}, int specK = 4);
@@ -107,6 +118,9 @@ private:
     void refreshList();
     void askRename();
     void followSpeculative(qint64 requestId);
+    void showLessonViews();
+    bool exportFailed(const QString& what, const QString& path, const QString& why);
+    void hideDeletedReplies();
     void poll();
     void openModel();
     void loadModelPath(const QString& path);
@@ -132,10 +146,12 @@ private:
     QLabel* m_modelLabel = nullptr;
     QLabel* m_liveLabel = nullptr;
     QProgressBar* m_loadProgress = nullptr;
-    QToolButton* m_undoButton = nullptr;  // "Undo" after a chat is deleted
-    QAction* m_undoAction = nullptr;      // Edit ▸ Undo delete
-    QTimer m_undoHide;                    // the status bar's Undo goes after a while (the menu's stays)
-    QString m_loadingModel;               // a model chosen with File ▸ Open model, remembered once loaded
+    QToolButton* m_undoButton = nullptr;   // "Undo" after a chat is deleted
+    QAction* m_undoAction = nullptr;       // Edit ▸ Undo delete
+    QAction* m_endLessonAction = nullptr;  // Lessons ▸ End lesson
+    QHash<qint64, QString> m_requestChat;  // chat reply request id -> conversation id
+    QTimer m_undoHide;                     // the status bar's Undo goes after a while (the menu's stays)
+    QString m_loadingModel;                // a model chosen with File ▸ Open model, remembered once loaded
 
     QTimer m_pollTimer;
     double m_lastPollMs = 0, m_maxPollMs = 0;

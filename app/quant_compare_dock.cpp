@@ -68,7 +68,8 @@ void QuantCompareDock::start() {
         return;
     }
     m_worker->setModel(std::move(model));
-    m_worker->cancel();  // a run still going (e.g. a build the user stopped) ends first
+    m_worker->cancel();     // a run still going (e.g. a build the user stopped) ends first
+    m_view->clearResult();  // the old result is not this run's
     m_view->setBusy(tr("Waiting for the worker…"));
     m_run = m_worker->requestCompare(req);
 }

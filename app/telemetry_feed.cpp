@@ -20,12 +20,20 @@ void TelemetryFeed::setLabel(qint64 id, const QString& label) { m_labels.insert(
 
 bool TelemetryFeed::poll() {
     pollSpec();
-    const auto snaps = m_bridge->snapshotsAfter(m_lastStep);
-    if (snaps.empty()) return false;
+    auto snaps = m_bridge->snapshotsAfter(m_lastStep);
+    if (snaps.empty()) {
+        auto latest = m_bridge->latestSnapshot();  // republished for the step on screen?
+        if (!latest || latest == m_snap || latest->step.step != m_lastStep) return false;
+        snaps.push_back(std::move(latest));
+    }
     auto label = [this](RequestId id) { return m_labels.value(id); };
-    // Every step since the last poll goes to the timeline; the newest to the other views.
-    for (const auto& snap : snaps)
+    // Every step since the last poll goes to the timeline once; the newest to the other views.
+    qint64 appended = m_lastStep;
+    for (const auto& snap : snaps) {
+        if (snap->step.step <= appended) continue;
+        appended = snap->step.step;
         m_views.timeline->appendStep(to_step_point(snap->step), to_request_rows(*snap, label));
+    }
     m_snap = snaps.back();
     m_lastStep = m_snap->step.step;
     m_frame = to_frame(*m_snap, label);
@@ -38,9 +46,21 @@ void TelemetryFeed::restart() {
     m_views.timeline->clear();
     m_lastStep = -1;
     m_specStep = -1;
+    m_snap.reset();
+    m_frame = ui::EngineFrame{};
+    m_views.blockMap->setFrame(m_frame);
+    m_views.draft->setFrame(ui::SpecFrame{});
 }
 
 void TelemetryFeed::resetSpec() { m_specStep = -1; }
+
+void TelemetryFeed::setHiddenRequests(const QSet<qint64>& ids) {
+    if (ids == m_hidden) return;
+    m_hidden = ids;
+    m_specStep = -1;  // redraw from the newest speculative snapshot
+    m_specClock.invalidate();
+    pollSpec();
+}
 
 // Output tok/s over the last steps, latencies of recently finished requests, memory.
 void TelemetryFeed::appendMetrics() {
@@ -75,7 +95,9 @@ void TelemetryFeed::pollSpec() {
     m_specStep = spec->step;
     auto label = [this](RequestId id) { return m_labels.value(id); };
     auto pieces = [this](const std::vector<int32_t>& ids) { return m_bridge->tokenPieces(ids); };
-    m_views.draft->setFrame(to_spec_frame(*spec, label, pieces));
+    ui::SpecFrame f = to_spec_frame(*spec, label, pieces);
+    f.requests.removeIf([this](const ui::SpecRequestFrame& r) { return m_hidden.contains(r.id); });
+    m_views.draft->setFrame(f);
 }
 
 QString TelemetryFeed::blockText(qint64 request, int tableIndex) const {

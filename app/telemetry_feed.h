@@ -9,6 +9,7 @@
 #include <QElapsedTimer>
 #include <QHash>
 #include <QObject>
+#include <QSet>
 #include <QString>
 #include <memory>
 
@@ -41,10 +42,15 @@ public:
 
     // How the views name a request ("Hello there", "synthetic 12"); unnamed: "req <id>".
     void setLabel(qint64 id, const QString& label);
-    // Updates the views with what is new; false when the engine ran no step since the last call.
+    // Updates the views with what is new; false when the engine published nothing since the
+    // last call. A snapshot published again for the same step (after a cancel between steps:
+    // Engine::republish) replaces the frame without adding a step to the timeline.
     bool poll();
-    void restart();    // a fresh engine: its steps count from 0 again
+    // A fresh engine: its steps count from 0 again, and no view keeps the old engine's frame.
+    void restart();
     void resetSpec();  // a new model: the draft view takes its next speculative snapshot
+    // Requests the draft acceptance view leaves out (those of deleted chats); it is redrawn.
+    void setHiddenRequests(const QSet<qint64>& ids);
     const ui::EngineFrame& frame() const { return m_frame; }  // the newest step's
     qint64 lastStep() const { return m_lastStep; }
     // The status bar's line for the newest step: step, running, waiting, KV use, tokens/s.
@@ -65,6 +71,7 @@ private:
     std::shared_ptr<const EngineSnapshot> m_snap;  // the newest, for block text on hover
     qint64 m_lastStep = -1;
     qint64 m_specStep = -1;  // the spec snapshot the draft view shows
+    QSet<qint64> m_hidden;   // left out of the draft view
     QElapsedTimer m_specClock;
 };
 

@@ -1,13 +1,21 @@
 // ctest-labels: ui
 // Scripted lessons: every lesson shipped in resources/lessons parses; broken lesson files
-// are refused with the field named; and playing one in the real window (tiny model)
-// reconfigures the engine, injects its requests step by step and shows its captions.
+// are refused with the field named; playing one in the real window (tiny model)
+// reconfigures the engine, injects its requests step by step and shows its captions; a
+// lesson started from the menu brings its controls and views forward; End lesson gives the
+// engine its earlier settings back and clears the caption. (tst_lesson_audit checks every
+// caption's claim against the views.)
+#include <QDockWidget>
+#include <QLabel>
+#include <QMenu>
+#include <QMenuBar>
 #include <QPushButton>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTextDocument>
 #include <QtTest>
 
+#include "app/engine_bridge.h"
 #include "app/lesson.h"
 #include "app/main_window.h"
 #include "tests/support/tiny_model.h"
@@ -65,6 +73,22 @@ private Q_SLOTS:
         QTest::newRow("empty text") << QByteArray(R"({"title":"t","events":[{"inject":{"n":1,"text":""}}]})")
                                     << "events[0].inject.text";
         QTest::newRow("empty event") << QByteArray(R"({"title":"t","events":[{"at_step":3}]})") << "events[0]";
+        const QByteArray inject = R"("events":[{"inject":{"n":1}}])";
+        QTest::newRow("caption in an event")
+            << QByteArray(R"({"title":"t","events":[{"inject":{"n":1},"caption":"x"}]})") << "events[0].caption";
+        QTest::newRow("no captions") << QByteArray(R"({"title":"t",)" + inject + "}") << "captions";
+        QTest::newRow("caption without a condition")
+            << QByteArray(R"({"title":"t",)" + inject + R"(,"captions":[{"text":"x"}]})") << "captions[0].when";
+        QTest::newRow("unknown fact") << QByteArray(R"({"title":"t",)" + inject +
+                                                    R"(,"captions":[{"text":"x","when":["blocs >= 1"]}]})")
+                                      << "captions[0].when[0]: \"blocs >= 1\": unknown fact \"blocs\"";
+        QTest::newRow("no operator") << QByteArray(R"({"title":"t",)" + inject +
+                                                   R"(,"captions":[{"text":"x","when":["blocks 1"]}]})")
+                                     << "captions[0].when[0]";
+        QTest::newRow("unknown placeholder")
+            << QByteArray(R"({"title":"t",)" + inject + R"(,"captions":[{"text":"{nope}","when":["blocks > 0"]}]})")
+            << "captions[0].text: {nope}";
+        QTest::newRow("unknown view") << QByteArray(R"({"title":"t","views":["kv"],)" + inject + "}") << "views[0]";
     }
     void brokenLessonsNameTheField() {
         QFETCH(QByteArray, json);
@@ -87,10 +111,12 @@ private Q_SLOTS:
         // Paused with the lesson's requests queued: nothing ran yet.
         auto* pause = w.findChild<QPushButton*>("pauseButton");
         QTRY_VERIFY_WITH_TIMEOUT(pause->isChecked(), 10000);
-        QVERIFY(w.lessonCaption().contains("8 requests"));
-        // One step at a time: the first step prefills and the frame shows 8 requests.
+        QVERIFY(w.lessonCaption().contains("Eight requests"));  // the description: no step ran yet
+        // One step at a time: the first step prefills and the frame shows 8 requests, and
+        // with it comes the first caption.
         QTest::mouseClick(w.findChild<QPushButton*>("stepButton"), Qt::LeftButton);
         QTRY_COMPARE_WITH_TIMEOUT(int(w.lastFrame().requests.size()), 8, 10000);
+        QTRY_VERIFY2_WITH_TIMEOUT(w.lessonCaption().contains("8 requests"), qPrintable(w.lessonCaption()), 5000);
         QCOMPARE(w.lastFrame().step.nBlocks, 24);  // the lesson's pool
         // Hovering a used block shows the text it holds (the request's tokens, decoded).
         auto* map = w.findChild<kvs::ui::KvBlockMapView*>();
@@ -135,6 +161,69 @@ private Q_SLOTS:
         QCOMPARE(view->frame().requests[1].k, 3);
         QVERIFY(view->frame().requests[1].verifySteps > 0);  // a draft model always proposes
         QVERIFY(!view->document()->isEmpty());
+    }
+
+    // From the Lessons menu: the Engine dock (caption, Step, End lesson) and the views the
+    // lesson talks about come forward, even when the user had closed them.
+    void menuShowsTheLessonsViews() {
+        const QString model = m_dir.filePath("tiny-menu.gguf");
+        QVERIFY(kvs::test::write_tiny_gguf(model.toStdString(), kvs::test::TinyModelSpec{}).is_ok());
+        kvs::app::MainWindow w(model, nullptr, m_dir.filePath("chats-menu.json"));
+        w.resize(1400, 900);
+        w.show();
+        QTRY_VERIFY_WITH_TIMEOUT(w.chatView()->findChild<QPushButton*>("sendButton")->isEnabled(), 20000);
+        auto* slots = w.findChild<QDockWidget*>("slotTimelineDock");
+        auto* engine = w.findChild<QDockWidget*>("engineDock");
+        slots->hide();
+        w.findChild<QDockWidget*>("metricsDock")->raise();  // the engine dock behind another tab
+        QAction* lesson = nullptr;
+        for (QAction* a : w.menuBar()->actions())
+            if (a->menu())
+                for (QAction* b : a->menu()->actions())
+                    if (b->text() == "Static vs continuous batching") lesson = b;
+        QVERIFY(lesson);
+        lesson->trigger();
+        QTRY_VERIFY_WITH_TIMEOUT(w.findChild<QPushButton*>("pauseButton")->isChecked(), 10000);
+        QVERIFY(slots->isVisible() && !slots->visibleRegion().isEmpty());
+        QVERIFY(engine->isVisible());
+        QVERIFY(w.findChild<QPushButton*>("endLessonButton")->isVisible());
+        QVERIFY(w.findChild<QAction*>("endLessonAction")->isEnabled());
+        QVERIFY(w.findChild<QLabel*>("lessonCaption")->isVisible());
+    }
+
+    // End lesson: the engine gets back the settings it had before (not the lesson's 256
+    // blocks and 4 seats), the caption goes, Inject afterwards runs on those settings.
+    void endLessonRestoresTheEngine() {
+        const QString model = m_dir.filePath("tiny-end.gguf");
+        QVERIFY(kvs::test::write_tiny_gguf(model.toStdString(), kvs::test::TinyModelSpec{}).is_ok());
+        kvs::app::MainWindow w(model, nullptr, m_dir.filePath("chats-end.json"));
+        w.resize(1400, 900);
+        w.show();
+        QTRY_VERIFY_WITH_TIMEOUT(w.chatView()->findChild<QPushButton*>("sendButton")->isEnabled(), 20000);
+        const kvs::app::EngineSettings before = w.bridge()->engineSettings();
+        QString err;
+        QVERIFY2(w.playLesson("04_static_vs_continuous.json", &err), qPrintable(err));
+        QTRY_VERIFY_WITH_TIMEOUT(w.findChild<QPushButton*>("pauseButton")->isChecked(), 10000);
+        QCOMPARE(w.bridge()->engineSettings().kvBlocks, 256);
+        QTest::mouseClick(w.findChild<QPushButton*>("stepButton"), Qt::LeftButton);
+        QTRY_COMPARE_WITH_TIMEOUT(w.lastFrame().step.nBlocks, 256, 10000);
+        QCOMPARE(w.lastFrame().step.maxSeqs, 4);
+        w.findChild<QAction*>("endLessonAction")->trigger();
+        QVERIFY(!w.lessonActive());
+        QVERIFY(w.lessonCaption().isEmpty());
+        QVERIFY(!w.findChild<QLabel*>("lessonCaption")->isVisible());
+        QVERIFY(!w.findChild<QPushButton*>("endLessonButton")->isVisible());
+        QVERIFY(!w.findChild<QAction*>("endLessonAction")->isEnabled());
+        QTRY_VERIFY_WITH_TIMEOUT(w.bridge()->engineSettings().kvBlocks == before.kvBlocks &&
+                                     w.bridge()->engineSettings().maxSeqs == before.maxSeqs,
+                                 10000);
+        QTRY_VERIFY_WITH_TIMEOUT(w.lastFrame().requests.isEmpty(), 10000);
+        QVERIFY(!w.findChild<QPushButton*>("pauseButton")->isChecked());  // the user's engine runs
+        QTest::mouseClick(w.findChild<QPushButton*>("injectButton"), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(!w.lastFrame().requests.isEmpty(), 10000);
+        QVERIFY2(w.lastFrame().step.nBlocks != 256, qPrintable(QString::number(w.lastFrame().step.nBlocks)));
+        QCOMPARE(w.lastFrame().step.maxSeqs, before.maxSeqs);
+        QVERIFY(w.lessonCaption().isEmpty());  // no caption comes back with the user's requests
     }
 };
 

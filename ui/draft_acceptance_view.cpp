@@ -350,9 +350,15 @@ void DraftAcceptanceView::fillFigures(const SpecRequestFrame* r) {
     }
     const double alpha = r->alpha(), k = r->meanK();
     m_alpha->setText(tr("%1  (%2 / %3)").arg(alpha, 0, 'f', 2).arg(r->accepted).arg(r->evaluated));
-    m_meanAccepted->setText(tr("%1 of k = %2").arg(r->meanAccepted(), 0, 'f', 2).arg(k, 0, 'f', 1));
+    // k is the setting (the start when adaptive); the drafts a pass really got are a mean:
+    // adaptive k moves, and the budget, max tokens or a lookup finding fewer trim them.
+    m_meanAccepted->setText(tr("%1 of k = %2%3 · %4 drafted per pass")
+                                .arg(r->meanAccepted(), 0, 'f', 2)
+                                .arg(r->k)
+                                .arg(r->adaptive ? tr(" (adaptive)") : QString())
+                                .arg(k, 0, 'f', 1));
     m_perPass->setText(tr("%1 measured").arg(r->tokensPerPass(), 0, 'f', 2));
-    m_theory->setText(tr("%1 at k = %2").arg(theoreticalTokensPerPass(alpha, k), 0, 'f', 2).arg(k, 0, 'f', 1));
+    m_theory->setText(tr("%1 at mean k = %2").arg(theoreticalTokensPerPass(alpha, k), 0, 'f', 2).arg(k, 0, 'f', 1));
     const auto ms = [](double v) { return v < 10 ? QString::number(v, 'f', 1) : QString::number(v, 'f', 0); };
     m_draftVerify->setText(tr("%1 · %2 ms").arg(ms(r->draftMs), ms(r->verifyMs)));
     // A speed-up needs two honest rates: this request's and a plain one's, both decoded alone.

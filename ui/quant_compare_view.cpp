@@ -197,7 +197,8 @@ void QuantCompareView::buildFigures() {
     m_forcedCaption->setText(
         tr("After the first divergence the variant is fed the reference's tokens (teacher-forced): "
            "its column then shows, in italics, what it would pick at each position of the "
-           "reference's text; tinted picks differ from the reference's token."));
+           "reference's text, each pick set off by a thin bar (it continues the reference's words, "
+           "not the pick before it); tinted picks differ from the reference's token."));
 
     auto* lay = new QVBoxLayout(this);
     lay->addLayout(top);
@@ -306,13 +307,21 @@ void QuantCompareView::setBusy(const QString& what) {
     m_status->setText(what);
 }
 
-void QuantCompareView::begin(const QuantSideInfo& reference, const QuantSideInfo& variant) {
-    m_ref = reference;
-    m_var = variant;
+void QuantCompareView::clearResult() {
+    m_ref = {};
+    m_var = {};
     m_events.clear();
     m_firstDivergence = -1;
     m_refText->clear();
     m_varText->clear();
+    updateFigures();
+    updatePlot();
+}
+
+void QuantCompareView::begin(const QuantSideInfo& reference, const QuantSideInfo& variant) {
+    clearResult();
+    m_ref = reference;
+    m_var = variant;
     setRunning(true);
     m_status->setText(tr("Comparing %1 with %2…").arg(variant.label, reference.label));
     updateFigures();
@@ -350,6 +359,14 @@ void QuantCompareView::appendPiece(QTextBrowser* column, const QString& text, co
     const bool atEnd = bar->value() >= bar->maximum() - 2;
     QTextCursor cur(column->document());
     cur.movePosition(QTextCursor::End);
+    if (variant && ev.teacherForced && ev.index != m_firstDivergence) {
+        // A teacher-forced pick continues the reference's text, not the pick before it:
+        // a boundary mark keeps "scattered" + "lected" from reading as one word.
+        QTextCharFormat mark;
+        mark.setForeground(pal.color(QPalette::PlaceholderText));
+        mark.setToolTip(tr("token boundary: each teacher-forced pick is its own guess"));
+        cur.insertText(QStringLiteral("\u2502"), mark);
+    }
     cur.insertText(text, fmt);
     if (atEnd) bar->setValue(bar->maximum());
 }

@@ -47,6 +47,8 @@ public:
     // A comparison was asked for: Compare off, Stop on, `what` beside a busy bar.
     void setBusy(const QString& what);
     // A new comparison starts: both columns and the plot are cleared.
+    // A new run was asked for: the previous result leaves the screen at once.
+    void clearResult();
     void begin(const QuantSideInfo& reference, const QuantSideInfo& variant);
     void appendEvent(const QuantTokenEvent& ev);
     // The comparison ended (summary: why, e.g. "max tokens"); Compare is on again.

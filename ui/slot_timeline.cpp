@@ -440,7 +440,6 @@ void SlotTimelineView::buildPlots() {
     m_plot->setNotAntialiasedElements(QCP::aePlottables | QCP::aeFills);
     m_plot->setPlottingHint(QCP::phFastPolylines, true);
     m_plot->plotLayout()->clear();
-    m_plot->plotLayout()->setRowSpacing(0);
     const QStringList titles = {tr("Slot utilization %"), tr("Tokens per step"), tr("Throughput, tokens/s")};
     for (int i = 0; i < 3; ++i) addPlotRect(i, titles[i]);
     buildGraphs();
@@ -543,6 +542,9 @@ void SlotTimelineView::stylePlots() {
         r->setMinimumMargins(QMargins(0, QFontMetrics(small).height() / 3, 0, 2));
         styleAxes(r, pal, small);
     }
+    // A row's lowest y label (0, on its bottom edge) and the next row's highest sit a label's
+    // height apart at least: stacked rows with no gap printed "0" over "100".
+    m_plot->plotLayout()->setRowSpacing(QFontMetrics(small).height() + 1);
     const QColor util = QColor(0x3D, 0x85, 0xC6);
     pp.util->setPen(QPen(util, 1));
     pp.util->setBrush(mixColors(base, util, 0.3));  // opaque: blending a 512-step area costs

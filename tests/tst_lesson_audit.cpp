@@ -1,0 +1,271 @@
+// ctest-labels: ui
+// The lesson audit: every built-in lesson is played end to end in the real window (tiny
+// generated model), stepped with the Engine dock's Step button the way a class would. Each
+// time a caption appears, its claim is checked against the frames the views draw at that
+// moment (the KV block map's frame, the Draft acceptance view's frame, the block map's own
+// Contiguous panel text), by counting in those frames here, independently of the lesson's
+// conditions; and at the end every caption of every lesson must have been shown.
+#include <QPushButton>
+#include <QRegularExpression>
+#include <QStandardPaths>
+#include <QTemporaryDir>
+#include <QtTest>
+#include <functional>
+
+#include "app/lesson.h"
+#include "app/lesson_condition.h"
+#include "app/lesson_player.h"
+#include "app/main_window.h"
+#include "tests/support/tiny_model.h"
+#include "ui/chat_view.h"
+#include "ui/draft_acceptance_view.h"
+#include "ui/kv_block_map.h"
+
+using kvs::ui::EngineFrame;
+using kvs::ui::RequestRow;
+using kvs::ui::SlotState;
+using kvs::ui::SpecFrame;
+
+namespace {
+
+struct Seen {
+    const EngineFrame& f;
+    const SpecFrame& spec;
+    const kvs::ui::KvBlockMapView& map;
+    const kvs::ui::DraftAcceptanceView& draft;
+    QString caption;  // as shown (HTML-escaped text)
+};
+// A claim: empty when it holds in what is on screen, else what contradicts it.
+using Claim = std::function<QString(const Seen&)>;
+
+int count_rows(const EngineFrame& f, const std::function<bool(const RequestRow&)>& pred) {
+    return static_cast<int>(std::count_if(f.requests.begin(), f.requests.end(), pred));
+}
+bool finished(const RequestRow& r) { return r.status == QLatin1String("finished"); }
+int blocks_with(const EngineFrame& f, const std::function<bool(const kvs::ui::BlockCell&)>& pred) {
+    return static_cast<int>(std::count_if(f.blocks.begin(), f.blocks.end(), pred));
+}
+QString expect(bool ok, const QString& what) { return ok ? QString() : what; }
+
+// What each caption of each lesson says, as counts in the frame on screen.
+QHash<QString, QVector<Claim>> claims() {
+    QHash<QString, QVector<Claim>> c;
+    c["01_paged_vs_contiguous.json"] = {
+        [](const Seen& s) {  // 12 requests; each holds only the blocks its tokens fill
+            const int bs = s.f.blockSize;
+            for (const RequestRow& r : s.f.requests)
+                if (r.blockIds.size() != (r.computedTokens + bs - 1) / bs)
+                    return QString("request %1 holds %2 blocks for %3 tokens")
+                        .arg(r.id)
+                        .arg(r.blockIds.size())
+                        .arg(r.computedTokens);
+            return expect(s.f.requests.size() == 12 &&
+                              count_rows(s.f, [](const RequestRow& r) { return r.computedTokens > 0; }) == 12,
+                          "not all 12 requests were admitted");
+        },
+        [](const Seen& s) {  // prompts in; "only X of Y" is what the Contiguous panel says
+            if (count_rows(s.f, [](const RequestRow& r) { return r.computedTokens >= r.promptTokens; }) != 12)
+                return QString("some prompt is not in the cache yet");
+            static const QRegularExpression re("only <b>(\\d+) of (\\d+)</b> requests fit");
+            const auto m = re.match(s.map.contiguousFooterText());
+            if (!m.hasMatch()) return "the panel says: " + s.map.contiguousFooterText();
+            return expect(s.caption.contains(QString("only %1 of these %2").arg(m.captured(1), m.captured(2))),
+                          "the panel says " + m.captured(0));
+        },
+        [](const Seen& s) {  // a request took a block beyond its prompt's
+            return expect(count_rows(s.f,
+                                     [&](const RequestRow& r) {
+                                         return r.blockIds.size() >
+                                                (r.promptTokens + s.f.blockSize - 1) / s.f.blockSize;
+                                     }) > 0,
+                          "no request grew a block");
+        },
+        [](const Seen& s) {  // finished requests gave their blocks back
+            const int done = count_rows(s.f, finished);
+            return expect(
+                done > 0 &&
+                    count_rows(s.f, [](const RequestRow& r) { return finished(r) && !r.blockIds.isEmpty(); }) == 0 &&
+                    s.caption.contains(QString("%1 requests finished").arg(done)),
+                "no finished request, or one still holds blocks");
+        },
+    };
+    c["02_prefix_sharing.json"] = {
+        [](const Seen& s) {
+            return expect(
+                s.f.requests.size() == 1 &&
+                    blocks_with(s.f, [](const auto& b) { return b.state == kvs::ui::BlockState::Used && b.hashed; }) >=
+                        6,
+                "not one request with 6 hashed blocks");
+        },
+        [](const Seen& s) {  // 8 requests share >= 6 blocks at ref count 8; the number shown is the map's
+            const int at8 = blocks_with(s.f, [](const auto& b) { return b.refCount == 8; });
+            const int shared =
+                blocks_with(s.f, [](const auto& b) { return b.state == kvs::ui::BlockState::Used && b.refCount > 1; });
+            return expect(
+                s.f.requests.size() == 8 && at8 >= 6 && s.caption.contains(QString("the same %1 blocks").arg(shared)) &&
+                    s.map.summaryText().contains(QString("%1 shared").arg(shared)),
+                QString("%1 blocks at ref count 8, %2 shared; map: %3").arg(at8).arg(shared).arg(s.map.summaryText()));
+        },
+        [](const Seen& s) {
+            return expect(
+                count_rows(s.f, finished) == 8 &&
+                    blocks_with(s.f, [](const auto& b) { return b.state == kvs::ui::BlockState::Cached; }) >= 6,
+                "not all finished, or fewer than 6 cached blocks");
+        },
+    };
+    c["03_preemption.json"] = {
+        [](const Seen& s) {
+            return expect(s.f.requests.size() == 8 && s.f.blocks.size() == 24 && s.caption.contains("pool has 24"),
+                          "not 8 requests on a 24-block pool");
+        },
+        [](const Seen& s) {  // a preempted request waits without blocks
+            return expect(count_rows(s.f,
+                                     [](const RequestRow& r) {
+                                         return r.status == QLatin1String("waiting") && r.preemptions > 0 &&
+                                                r.blockIds.isEmpty();
+                                     }) > 0,
+                          "no preempted request waits");
+        },
+        [](const Seen& s) {  // a preempted request runs again
+            return expect(
+                count_rows(s.f, [](const RequestRow& r) { return r.preemptions > 0 && r.scheduledTokens > 0; }) > 0,
+                "no preempted request runs again");
+        },
+    };
+    c["04_static_vs_continuous.json"] = {
+        [](const Seen& s) {
+            return expect(count_rows(s.f, [](const RequestRow& r) { return r.slot == SlotState::Prefill; }) == 4 &&
+                              count_rows(s.f, [](const RequestRow& r) { return r.computedTokens == 0; }) == 4,
+                          "not 4 prefilling and 4 waiting");
+        },
+        [](const Seen& s) {
+            return expect(count_rows(s.f, [](const RequestRow& r) { return r.slot == SlotState::Decode; }) == 4 &&
+                              count_rows(s.f, [](const RequestRow& r) { return r.status == "waiting"; }) == 4,
+                          "not 4 decoding and 4 waiting");
+        },
+        [](const Seen& s) {  // padding drawn: finished seats still in the batch, 4 waiting
+            const int pad = count_rows(s.f, [](const RequestRow& r) { return r.slot == SlotState::Padding; });
+            return expect(pad > 0 && s.f.step.paddingTokens == pad &&
+                              count_rows(s.f, [](const RequestRow& r) { return r.status == "waiting"; }) == 4,
+                          QString("%1 padding rows, %2 padding tokens").arg(pad).arg(s.f.step.paddingTokens));
+        },
+        [](const Seen& s) {  // the second batch starts only after the whole first batch finished
+            int firstDone = 0, secondRuns = 0;
+            for (const RequestRow& r : s.f.requests) {
+                if (r.id <= 4 && finished(r)) ++firstDone;
+                if (r.id > 4 && r.scheduledTokens > 0) ++secondRuns;
+            }
+            return expect(
+                firstDone == 4 && secondRuns > 0,
+                QString("%1 of the first batch finished, %2 of the second run").arg(firstDone).arg(secondRuns));
+        },
+    };
+    c["05_speculative.json"] = {
+        [](const Seen& s) { return expect(s.spec.requests.size() == 1, "no speculative request in the view"); },
+        [](const Seen& s) {  // drafts verified: the view must not say otherwise
+            qint64 verified = 0;
+            for (const auto& r : s.spec.requests) verified += r.verifySteps;
+            return expect(verified > 0 && !s.draft.figure("counts").contains("No drafts verified"),
+                          "the view says: " + s.draft.figure("counts"));
+        },
+        [](const Seen& s) {
+            int bonus = 0;
+            for (const auto& r : s.spec.requests)
+                for (const auto& t : r.tokens) bonus += t.fate == kvs::ui::TokenFate::Bonus;
+            return expect(bonus > 0, "no bonus token in the view");
+        },
+        [](const Seen& s) {
+            return expect(s.spec.requests.size() == 2 && s.spec.requests[1].proposer.startsWith("layer-skip"),
+                          "the draft-model request is not in the view");
+        },
+        [](const Seen& s) {
+            return expect(
+                s.spec.requests.size() == 2 && s.spec.requests[0].verifySteps > 0 && s.spec.requests[1].verifySteps > 0,
+                "not both requests verified drafts");
+        },
+    };
+    return c;
+}
+
+}  // namespace
+
+class TestLessonAudit : public QObject {
+    Q_OBJECT
+    QTemporaryDir m_dir;
+    QString m_model;
+
+private Q_SLOTS:
+    void initTestCase() {
+        QVERIFY(m_dir.isValid());
+        qputenv("XDG_DATA_HOME", m_dir.filePath("data").toUtf8());
+        QStandardPaths::setTestModeEnabled(true);
+        m_model = m_dir.filePath("tiny.gguf");
+        QVERIFY(kvs::test::write_tiny_gguf(m_model.toStdString(), kvs::test::TinyModelSpec{}).is_ok());
+    }
+
+    void everyLessonTellsTheTruth_data() {
+        QTest::addColumn<QString>("lesson");
+        for (const QString& n : kvs::app::builtin_lessons()) QTest::newRow(qPrintable(n)) << n;
+    }
+    void everyLessonTellsTheTruth() {
+        QFETCH(QString, lesson);
+        const auto all = claims();
+        QVERIFY2(all.contains(lesson), qPrintable(lesson + " has no audit: add its claims here"));
+        const QVector<Claim> want = all.value(lesson);
+        kvs::app::Lesson l;
+        QString err;
+        QVERIFY2(kvs::app::load_builtin_lesson(lesson, &l, &err), qPrintable(err));
+        QCOMPARE(want.size(), l.captions.size());
+
+        kvs::app::MainWindow w(m_model, nullptr, m_dir.filePath(lesson + ".chats.json"));
+        w.resize(1400, 900);
+        w.show();
+        QTRY_VERIFY_WITH_TIMEOUT(w.chatView()->findChild<QPushButton*>("sendButton")->isEnabled(), 20000);
+        auto* map = w.findChild<kvs::ui::KvBlockMapView*>();
+        auto* draft = w.draftView();
+        QVERIFY(map && draft);
+        QVector<int> shown;
+        QStringList failures;
+        connect(w.lessonPlayer(), &kvs::app::LessonPlayer::captionShown, this, [&](int index, qint64 step) {
+            shown << index;
+            qInfo("%s caption %d at step %lld: %s", qPrintable(lesson), index, static_cast<long long>(step),
+                  qPrintable(w.lessonCaption().section("<br>", 1)));
+            // The caption came with the frame the block map draws, and says what it shows.
+            if (map->frame().step.step != step)
+                failures << QString("caption %1 shown with step %2, the map draws %3")
+                                .arg(index)
+                                .arg(step)
+                                .arg(map->frame().step.step);
+            const Seen seen{map->frame(), draft->frame(), *map, *draft, w.lessonCaption()};
+            if (const QString why = want[index](seen); !why.isEmpty())
+                failures << QString("caption %1 at step %2 (%3): %4").arg(index).arg(step).arg(w.lessonCaption(), why);
+        });
+        QVERIFY2(w.playLesson(lesson, &err), qPrintable(err));
+        auto* step = w.findChild<QPushButton*>("stepButton");
+        QTRY_VERIFY_WITH_TIMEOUT(w.findChild<QPushButton*>("pauseButton")->isChecked(), 10000);
+        QCOMPARE(w.lessonCaptionIndex(), -1);  // the description first: nothing ran yet
+        QElapsedTimer clock;
+        clock.start();
+        int still = 0;  // Step clicks that ran nothing
+        for (int i = 0; i < 600 && w.lessonCaptionIndex() + 1 < l.captions.size() && still < 5; ++i) {
+            QVERIFY2(clock.elapsed() < 240000, "the lesson did not end within 4 minutes");
+            const qint64 before = map->frame().step.step;
+            const bool hadFrame = !map->frame().requests.isEmpty();
+            QTest::mouseClick(step, Qt::LeftButton);
+            const bool moved = QTest::qWaitFor([&] { return !hadFrame || map->frame().step.step > before; }, 3000) &&
+                               !map->frame().requests.isEmpty();
+            still = moved ? 0 : still + 1;
+            QTest::qWait(lesson.contains("speculative") ? 250 : 40);  // the draft view follows at 5 Hz
+        }
+        QVERIFY2(failures.isEmpty(), qPrintable(failures.join("\n")));
+        QVector<int> every(l.captions.size());
+        std::iota(every.begin(), every.end(), 0);
+        QVERIFY2(shown == every, qPrintable(QString("captions shown: %1 of %2; stuck at: %3")
+                                                .arg(shown.size())
+                                                .arg(l.captions.size())
+                                                .arg(w.lessonCaption())));
+    }
+};
+
+QTEST_MAIN(TestLessonAudit)
+#include "tst_lesson_audit.moc"
