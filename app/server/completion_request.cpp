@@ -488,6 +488,7 @@ ParsedJob parse_completion_request(const std::string& body, ApiKind kind, const 
     job.n = static_cast<int>(n);
     f.string("user", &job.user);
     f.boolean("return_token_ids", &job.return_token_ids);
+    f.boolean("watermark", &job.params.watermark);  // extension: TGI's green-list watermark
     read_sampling_fields(f, lim, &job.params, &job.seed_given);
     int64_t max_tokens = -1;
     const char* mt_param = "max_tokens";

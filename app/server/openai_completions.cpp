@@ -46,15 +46,6 @@ int64_t prompt_tokens_of(const CompletionJob& job) {
     return n;
 }
 
-// Decrements a counter once, when the last copy of it goes (the handler or the stream's releaser).
-struct HandlerToken {
-    std::atomic<int>* counter;
-    explicit HandlerToken(std::atomic<int>* c) : counter(c) { ++*counter; }
-    ~HandlerToken() { --*counter; }
-    HandlerToken(const HandlerToken&) = delete;
-    HandlerToken& operator=(const HandlerToken&) = delete;
-};
-
 }  // namespace
 
 struct OpenAiServer::StreamState {

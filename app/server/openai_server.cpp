@@ -4,11 +4,15 @@
 
 #include <sys/socket.h>
 
+#include <algorithm>
 #include <chrono>
+#include <climits>
+#include <cmath>
 #include <future>
 
 #include "app/server/http_reply.h"
 #include "app/server/worker_pool.h"
+#include "engine/sampling/watermark.h"
 
 namespace kvs::server {
 
@@ -202,6 +206,13 @@ void OpenAiServer::install_routes() {
            [this](const Request& req, Response& res) { handle_completion(req, res, ApiKind::completion); });
     s.Post("/v1/chat/completions",
            [this](const Request& req, Response& res) { handle_completion(req, res, ApiKind::chat); });
+    s.Post("/", [this](const Request& req, Response& res) { handle_tgi_generate(req, res, TgiRoute::compat); });
+    s.Post("/generate",
+           [this](const Request& req, Response& res) { handle_tgi_generate(req, res, TgiRoute::generate); });
+    s.Post("/generate_stream",
+           [this](const Request& req, Response& res) { handle_tgi_generate(req, res, TgiRoute::stream); });
+    s.Get("/info", [this](const Request&, Response& res) { handle_tgi_info(res); });
+    s.Post("/watermark/detect", [this](const Request& req, Response& res) { handle_watermark_detect(req, res); });
 }
 
 std::optional<ApiError> OpenAiServer::check_model(const std::string& model) const {
@@ -286,6 +297,44 @@ void OpenAiServer::handle_metrics(httplib::Response& res) {
         return send_error(res, ApiError{503, "the engine did not answer within 10 s", "server_error", "", ""});
     res.status = 200;
     res.set_content(m_metrics->render(fut.get()), "text/plain; version=0.0.4; charset=utf-8");
+}
+
+void OpenAiServer::handle_watermark_detect(const httplib::Request& req, httplib::Response& res) const {
+    ApiError err;
+    json j = parse_body(req, &err);
+    if (!err.message.empty()) return send_error(res, err);
+    FieldReader f(j);
+    std::string text;
+    f.string("text", &text);
+    double gamma = 0.5, delta = 2.0;
+    f.number("gamma", &gamma, 0.0, 1.0, /*lo_open=*/true);
+    f.number("delta", &delta, 0.0, 100.0);
+    if (f.error()) return send_error(res, *f.error());
+    std::vector<int32_t> ids;
+    if (f.has("tokens")) {
+        if (!j["tokens"].is_array())
+            return send_error(res, bad_request("tokens must be a list of token ids", "tokens"));
+        for (const json& t : j["tokens"]) {
+            if (!t.is_number_integer()) return send_error(res, bad_request("tokens must hold integers only", "tokens"));
+            ids.push_back(static_cast<int32_t>(std::clamp<int64_t>(t.get<int64_t>(), INT32_MIN, INT32_MAX)));
+        }
+    } else if (f.has("text")) {
+        ids = m_session->tokenizer().encode(text, false, false);  // as the text was generated: no BOS
+    } else {
+        return send_error(res, bad_request("give text or tokens to score", "text"));
+    }
+    WatermarkParams p;
+    p.gamma = static_cast<float>(gamma);
+    p.delta = static_cast<float>(delta);
+    if (gamma >= 1.0) return send_error(res, bad_request("gamma must be below 1", "gamma"));
+    auto r = detect_watermark(ids, m_session->model().config.n_vocab, p);
+    if (!r) return send_error(res, bad_request(r.message(), "tokens"));
+    send_json(res, {{"n_tokens", ids.size()},
+                    {"n_scored", r->n_scored},
+                    {"n_green", r->n_green},
+                    {"z", std::isfinite(r->z) ? json(r->z) : json(nullptr)},
+                    {"p_value", r->p_value},
+                    {"gamma", gamma}});
 }
 
 bool OpenAiServer::admit(int k) {

@@ -1,7 +1,8 @@
 #pragma once
 // KV Scope's local HTTP server: vLLM-style OpenAI API routes (/v1/models,
 // /v1/completions, /v1/chat/completions, /tokenize, /detokenize, /health, /metrics,
-// /version) on one shared Session and one EngineLoop. It owns neither: the CLI's
+// /version), TGI's (/generate, /generate_stream, POST /, /info) and /watermark/detect, on
+// one shared Session and one EngineLoop. It owns neither: the CLI's
 // `kvscope serve` makes both, and the desktop window can host the same server on the
 // EngineLoop its chats use, so HTTP requests batch with chats and show in the same views.
 //
@@ -44,6 +45,16 @@ struct ServerOptions {
     int shutdown_grace_ms = 5000;              // stop(): how long cancelled requests get to end
 };
 
+// Counts an HTTP handler in flight from construction to destruction (a streaming reply's
+// copy lives until its last byte is written).
+struct HandlerToken {
+    std::atomic<int>* counter;
+    explicit HandlerToken(std::atomic<int>* c) : counter(c) { ++*counter; }
+    ~HandlerToken() { --*counter; }
+    HandlerToken(const HandlerToken&) = delete;
+    HandlerToken& operator=(const HandlerToken&) = delete;
+};
+
 class OpenAiServer {
 public:
     // Reads the engine's context and pool through the loop (a posted command).
@@ -75,6 +86,14 @@ private:
     bool origin_allowed(const std::string& origin) const;
 
     void handle_completion(const httplib::Request& req, httplib::Response& res, ApiKind kind);
+    // TGI's routes (tgi_api.cpp): POST / (compat), /generate, /generate_stream; GET /info.
+    enum class TgiRoute { compat, generate, stream };
+    struct TgiJob;
+    std::string parse_tgi(const std::string& body, TgiJob* t) const;
+    void handle_tgi_generate(const httplib::Request& req, httplib::Response& res, TgiRoute route);
+    void handle_tgi_info(httplib::Response& res) const;
+    // POST /watermark/detect: the z-score of a text or token ids (engine/sampling/watermark.h).
+    void handle_watermark_detect(const httplib::Request& req, httplib::Response& res) const;
     struct StreamState;
     bool stream_events(StreamState& st, httplib::DataSink& sink);
     void handle_models(httplib::Response& res) const;
