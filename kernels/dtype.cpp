@@ -5,7 +5,7 @@
 
 namespace kvs {
 namespace {
-constexpr std::array<DTypeInfo, 16> kTypes = {{
+constexpr std::array<DTypeInfo, 18> kTypes = {{
     {DType::F32, "F32", 1, 4, true},
     {DType::F16, "F16", 1, 2, true},
     {DType::Q4_0, "Q4_0", 32, 2 + 16, true},
@@ -23,6 +23,8 @@ constexpr std::array<DTypeInfo, 16> kTypes = {{
     {DType::I8_ROW, "I8_ROW", 32, 32, true, false, 4},
     {DType::I4_G128, "I4_G128", 128, 2 + 1 + 1 + 64, true, false, 0},
     {DType::I4_G64, "I4_G64", 64, 2 + 1 + 1 + 32, true, false, 0},
+    {DType::NF4, "NF4", 64, 4 + 32, true, false, 0},
+    {DType::FP4, "FP4", 64, 4 + 32, true, false, 0},
 }};
 }  // namespace
 

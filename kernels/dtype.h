@@ -28,6 +28,8 @@ enum class DType : uint32_t {
     I8_ROW = 1000,   // per output channel: float scale, then n_in int8; w = scale * q
     I4_G128 = 1001,  // groups of 128: fp16 d, uint8 zero z, nibbles; w = d * (q - z) (AWQ / GPTQ)
     I4_G64 = 1002,   // the same with groups of 64 (rows of 576, 64-multiples that 128 does not divide)
+    NF4 = 1003,      // bitsandbytes 4-bit NormalFloat: blocks of 64, float absmax, 16-value code book
+    FP4 = 1004,      // bitsandbytes 4-bit float (sign + e2m1 code book), the same block layout
 };
 
 struct DTypeInfo {

@@ -58,6 +58,11 @@ struct GptqOptions {
     double damp_percent = 0.01;  // of the mean diagonal of H
     int block_size = 128;        // lazy-batch width
     bool sequential = true;      // later layers calibrate on the quantized earlier ones
+    // Tokens at the start of every calibration sequence left out of H (0: none, as the
+    // reference). The first token is an attention sink whose down inputs are 100-1000x the
+    // others'; leaving it out made SmolLM2-135M worse (PPL 25.6 vs 23.6 at 256 tokens,
+    // docs/benchmarks.md): the later tokens attend to it, so its outputs matter.
+    int hessian_skip_first = 0;
     int n_threads = 2;
     CalibrationOptions calibration;  // max_rows is raised to the token count (every token counts)
     // Called before each layer with (layer, n_layer); return false to cancel (an error).

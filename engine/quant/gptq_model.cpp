@@ -32,6 +32,19 @@ std::array<WeightView*, 7> linears(LayerWeights& L) {
     return {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down};
 }
 
+// The rows of x [n_rows, n] that go into H: all but the first hessian_skip_first of every
+// calibration sequence of seq_len rows.
+std::vector<float> hessian_rows(const std::vector<float>& x, int n_rows, int64_t n, int seq_len,
+                                const GptqOptions& opt) {
+    const int L = seq_len > 0 ? seq_len : n_rows;
+    const int skip = std::clamp(opt.hessian_skip_first, 0, L - 1);
+    std::vector<float> out;  // [kept rows, n]
+    out.reserve(x.size());
+    for (int r = 0; r < n_rows; ++r)
+        if (r % L >= skip) out.insert(out.end(), x.begin() + int64_t(r) * n, x.begin() + int64_t(r + 1) * n);
+    return out;
+}
+
 Status check_gptq_input(const Model& m, const std::vector<int32_t>& tokens, const GptqOptions& opt) {
     if (tokens.empty())
         return Status::error(
@@ -118,7 +131,8 @@ Result<std::shared_ptr<Model>> gptq_quantize(std::shared_ptr<const Model> source
         for (size_t i = 0; i < 7; ++i) {
             const WeightView& w = *ws[i];
             if (inputs[i] != h_of) {  // q/k/v and gate/up share one Hessian
-                h = gptq_hessian(inputs[i]->data(), n_rows, w.n_in);
+                const std::vector<float> x = hessian_rows(*inputs[i], n_rows, w.n_in, data.seq_len, opt);
+                h = gptq_hessian(x.data(), int(x.size() / size_t(w.n_in)), w.n_in);
                 h_of = inputs[i];
             }
             const std::vector<float> wf = dequantize_matrix(w, opt.n_threads);  // [n_out, n_in]

@@ -82,6 +82,8 @@ Result<QuantScheme> QuantScheme::parse(const std::string& text) {
     for (DType t : kGgmlVariantTypes)
         if (s == lower(std::string(dtype_name(t)))) return QuantScheme{Kind::GgmlType, t, s};
     if (s == "int8") return QuantScheme{Kind::Int8PerChannel, DType::I8_ROW, "int8"};
+    if (s == "nf4") return QuantScheme{Kind::Bnb4, DType::NF4, "nf4"};
+    if (s == "fp4") return QuantScheme{Kind::Bnb4, DType::FP4, "fp4"};
     if (s == "int4-rtn" || s == "rtn4") return QuantScheme{Kind::Int4Rtn, DType::I4_G128, "int4-rtn"};
     if (s == "int4-awq" || s == "awq4") return QuantScheme{Kind::Int4Awq, DType::I4_G128, "int4-awq"};
     if (s == "int4-gptq" || s == "gptq4" || s == "gptq")
@@ -96,8 +98,8 @@ Result<QuantScheme> QuantScheme::parse(const std::string& text) {
 std::vector<std::string> QuantScheme::spellings() {
     std::vector<std::string> out{"ref"};
     for (DType t : kGgmlVariantTypes) out.push_back(lower(std::string(dtype_name(t))));
-    for (const char* n :
-         {"int8", "int4-rtn", "rtn4", "int4-awq", "awq4", "int4-gptq", "gptq4", "gptq", "int4-gptq-act", "gptq4-act"})
+    for (const char* n : {"int8", "nf4", "fp4", "int4-rtn", "rtn4", "int4-awq", "awq4", "int4-gptq", "gptq4", "gptq",
+                          "int4-gptq-act", "gptq4-act"})
         out.emplace_back(n);
     return out;
 }
@@ -120,6 +122,8 @@ std::string quant_label(const Model& source, const QuantScheme& scheme) {
                                 : "reference (" + source.file_type + " dequantized to F32, not an FP16 model)";
         case QuantScheme::Kind::GgmlType: return std::string(dtype_name(scheme.dtype)) + " (RTN)";
         case QuantScheme::Kind::Int8PerChannel: return "INT8 per-channel (RTN)";
+        case QuantScheme::Kind::Bnb4:
+            return std::string(dtype_name(scheme.dtype)) + " (bitsandbytes, blocks of 64, float absmax)";
         case QuantScheme::Kind::Int4Rtn: return "INT4 " + int4_groups() + " (RTN)";
         case QuantScheme::Kind::Int4Awq: return "INT4 " + int4_groups() + " (AWQ)";
         case QuantScheme::Kind::Int4Gptq: return "INT4 " + int4_groups() + " (GPTQ)";

@@ -91,6 +91,17 @@ struct BlockI4 {
 using BlockI4G128 = BlockI4<128>;
 using BlockI4G64 = BlockI4<64>;
 
+// NF4 / FP4 (bitsandbytes' 4-bit formats, blocksize 64): w = absmax * code[q], the code book
+// NF4's 16 NormalFloat values or FP4's signed e2m1 values, both in [-1, 1]; quants packed
+// as bitsandbytes packs them: byte k holds element 2k in its high nibble, 2k + 1 in its low.
+// absmax is a float32, as bitsandbytes keeps it without double quantization.
+constexpr int kQKBnb = 64;
+struct BlockBnb4 {
+    float absmax;
+    uint8_t qs[kQKBnb / 2];
+};
+static_assert(sizeof(BlockBnb4) == 36);
+
 // I8_ROW: one row (output channel) of n_in weights is a little-endian float32 scale
 // followed by n_in int8 values: w[i] = scale * q[i], q in -127..127 (row_bytes = 4 + n_in).
 // There is no block struct: the int8 values form 32-element runs matching the Q8_0
@@ -136,5 +147,9 @@ void quantize_row_k(DType t, const float* src, void* dst, int64_t n);
 // The I4_G128 / I4_G64 / I8_ROW half (quant_formats_int.cpp).
 void dequantize_row_int(DType t, const void* src, float* dst, int64_t n);
 void quantize_row_int(DType t, const float* src, void* dst, int64_t n);
+// The NF4 / FP4 part (quant_formats_bnb.cpp); their dot product runs against F32 activations.
+void dequantize_row_bnb(DType t, const void* src, float* dst, int64_t n);
+void quantize_row_bnb(DType t, const float* src, void* dst, int64_t n);
+float dot_bnb_f32(DType t, const void* w, const float* a, int64_t n);
 
 }  // namespace kvs::cpu

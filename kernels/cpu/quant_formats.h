@@ -62,6 +62,14 @@ inline void unpack_i4_g128_row(const void* src, int64_t n, float* d, int* z, uin
 bool pack_q4_1_row(const float* d, const int* z, const uint8_t* q, int64_t n, int group, void* dst);
 bool pack_q8_0_row(const float* d, const int8_t* q, int64_t n, int group, void* dst);
 
+// bitsandbytes' 4-bit code books (quant_formats_bnb.cpp): NF4's 16 NormalFloat values
+// (bitsandbytes functional.py / the QLoRA paper) and FP4's (kernels' dDequantizeFP4Tree:
+// index bit 3 the sign, bits 0-2 -> 0, 0.0052083, 0.6666667, 1, 0.3333333, 0.5, 0.1666667,
+// 0.25). quantize_row(NF4 / FP4): per block of 64, absmax = max |w|, q = the index of the code
+// value nearest to w / absmax (ties to the lower value, as bitsandbytes' decision trees
+// compare with >), an all-zero block gives absmax 0.
+const float* bnb_code_book(DType t);  // [16]; null for other types
+
 // Symmetric per-row int8: scale = max|w| / 127 (float32), q[i] = round(w[i] / scale) in
 // -127..127; |w[i] - scale * q[i]| <= scale / 2. An all-zero row gives scale 0, q 0.
 // Writes row_bytes(I8_ROW, n) bytes (n a multiple of 32).
