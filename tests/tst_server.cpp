@@ -204,6 +204,28 @@ private Q_SLOTS:
         QCOMPARE(jg["choices"][0]["text"], jg["choices"][1]["text"]);
     }
 
+    // The speculative extension: prompt-lookup drafts verified by the target give the same
+    // greedy tokens as plain decoding, and /metrics counts the drafts.
+    void speculativeExtension() {
+        auto ls = start();
+        const json base = {{"prompt", "one two three one two three one two three one two"},
+                           {"max_tokens", 16},
+                           {"temperature", 0},
+                           {"ignore_eos", true},
+                           {"return_token_ids", true}};
+        auto plain = post(*ls, "/v1/completions", base);
+        json spec = base;
+        spec["speculative"] = {{"method", "ngram"}, {"k", 4}};
+        auto drafted = post(*ls, "/v1/completions", spec);
+        QVERIFY(plain && drafted && plain->status == 200 && drafted->status == 200);
+        QCOMPARE(ids_of(test::body_json(drafted->body)["choices"][0]["token_ids"]),
+                 ids_of(test::body_json(plain->body)["choices"][0]["token_ids"]));
+        const std::string m = metrics_text(*ls);
+        QVERIFY2(test::metric_value(m, "vllm:spec_decode_num_drafts_total{") > 0, m.c_str());
+        QVERIFY(test::metric_value(m, "vllm:spec_decode_num_draft_tokens_total{") >=
+                test::metric_value(m, "vllm:spec_decode_num_accepted_tokens_total{"));
+    }
+
     void badInput_data() {
         QTest::addColumn<QString>("path");
         QTest::addColumn<QByteArray>("body");
