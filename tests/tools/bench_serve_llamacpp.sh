@@ -15,6 +15,8 @@
 # Environment (all optional):
 #   KVSCOPE        the kvscope binary                     (default: build/bin/kvscope)
 #   ROUNDS         rounds per configuration               (default 3)
+#   ROUND_START    number of the first round (default 1); with the same OUT a later call adds
+#                  rounds to an earlier one's (odd rounds start with kvscope, even ones with llama-server)
 #   CONCURRENCY    concurrencies                          (default "1 8 32 64")
 #   WORKLOADS      kvscope workload specs                 (default "mixed shared-prefix")
 #   MAX_SEQS       kvscope --max-seqs = llama-server -np  (default 64)
@@ -32,6 +34,7 @@ repo="$(cd "$here/../.." && pwd)"
 model="${1:-$HOME/.local/share/kvscope/models/SmolLM2-135M-Instruct.Q4_1.gguf}"
 kvscope="${KVSCOPE:-$repo/build/bin/kvscope}"
 rounds="${ROUNDS:-3}"
+round_start="${ROUND_START:-1}"
 concurrency="${CONCURRENCY:-1 8 32 64}"
 workloads="${WORKLOADS:-mixed shared-prefix}"
 max_seqs="${MAX_SEQS:-64}"
@@ -87,7 +90,7 @@ start_server() {
 
 echo "== $(date -u +%FT%TZ) kvscope $("$kvscope" --version 2>/dev/null) vs llama-server ($("$llama_server" --version 2>&1 | grep -m1 version || true))" >&2
 echo "== model $model, -t $threads, max-seqs / -np $max_seqs, $slot_ctx tokens per slot, rounds $rounds" >&2
-for round in $(seq 1 "$rounds"); do
+for round in $(seq "$round_start" $((round_start + rounds - 1))); do
     for wl in $workloads; do
         for c in $concurrency; do
             n=$((prompts_per_conc * c)); ((n < prompts_min)) && n=$prompts_min
