@@ -5,7 +5,7 @@
 
 namespace kvs {
 namespace {
-constexpr std::array<DTypeInfo, 18> kTypes = {{
+constexpr std::array<DTypeInfo, 19> kTypes = {{
     {DType::F32, "F32", 1, 4, true},
     {DType::F16, "F16", 1, 2, true},
     {DType::Q4_0, "Q4_0", 32, 2 + 16, true},
@@ -25,6 +25,7 @@ constexpr std::array<DTypeInfo, 18> kTypes = {{
     {DType::I4_G64, "I4_G64", 64, 2 + 1 + 1 + 32, true, false, 0},
     {DType::NF4, "NF4", 64, 4 + 32, true, false, 0},
     {DType::FP4, "FP4", 64, 4 + 32, true, false, 0},
+    {DType::I8_LLM, "I8_LLM", 32, 32, true, false, 4},
 }};
 }  // namespace
 

@@ -30,6 +30,7 @@ enum class DType : uint32_t {
     I4_G64 = 1002,   // the same with groups of 64 (rows of 576, 64-multiples that 128 does not divide)
     NF4 = 1003,      // bitsandbytes 4-bit NormalFloat: blocks of 64, float absmax, 16-value code book
     FP4 = 1004,      // bitsandbytes 4-bit float (sign + e2m1 code book), the same block layout
+    I8_LLM = 1005,   // LLM.int8(): I8_ROW's bytes; the matmul keeps activations above 6.0 in float
 };
 
 struct DTypeInfo {

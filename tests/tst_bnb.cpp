@@ -4,7 +4,10 @@
 // dDequantizeFP4Tree, in bitsandbytes' nibble order (element 2k in the high nibble);
 // quantization picks the nearest code value (checked by brute force); the CPU backend's
 // matmul over NF4 / FP4 weights equals the float product of the decoded weights; the nf4 /
-// fp4 schemes store every linear of a model in those types.
+// fp4 schemes store every linear of a model in those types. LLM.int8() (DType::I8_LLM)
+// against a float reference computed here from its definition, with and without activation
+// outliers: with outliers above 6.0 it stays as close as without, where plain per-token
+// int8 activations (no decomposition) lose the small activations.
 #include <QtTest>
 
 #include <cmath>
@@ -66,6 +69,8 @@ private Q_SLOTS:
     void matmul_equals_decoded_product_data();
     void matmul_equals_decoded_product();
     void schemes_store_every_linear();
+    void llm_int8_vs_float_data();
+    void llm_int8_vs_float();
 };
 
 void TstBnb::layout() {
@@ -186,6 +191,70 @@ void TstBnb::schemes_store_every_linear() {
                 QCOMPARE(int(w->dtype), int(want));
         QVERIFY(!test::last_logits(v.value()).empty());
     }
+}
+
+void TstBnb::llm_int8_vs_float_data() {
+    QTest::addColumn<bool>("outliers");
+    QTest::newRow("no outliers") << false;
+    QTest::newRow("outliers 40-600") << true;
+}
+
+void TstBnb::llm_int8_vs_float() {
+    QFETCH(bool, outliers);
+    const int64_t n_in = 256, n_out = 16;
+    const int n_tokens = 3;
+    std::mt19937 rng(12);
+    std::normal_distribution<float> nd(0.0f, 1.0f);
+    std::vector<float> w(size_t(n_in * n_out)), x(size_t(n_in * n_tokens));
+    for (auto& v : w) v = 0.05f * nd(rng);
+    for (auto& v : x) v = nd(rng);
+    if (outliers)  // a few feature columns far above the threshold, as transformer residuals have
+        for (int t = 0; t < n_tokens; ++t)
+            for (int c : {5, 77, 200}) x[size_t(t * n_in + c)] = (t + 1) * (c == 77 ? 600.0f : 40.0f);
+    const size_t rb = row_bytes(DType::I8_LLM, n_in);
+    std::vector<uint8_t> wq(rb * size_t(n_out));
+    for (int64_t r = 0; r < n_out; ++r)
+        cpu::quantize_row(DType::I8_LLM, &w[size_t(r * n_in)], &wq[size_t(r) * rb], n_in);
+    auto be = make_cpu_backend(2);
+    std::vector<float> y(size_t(n_out * n_tokens));
+    be->matmul(WeightView{DType::I8_LLM, wq.data(), n_in, n_out}, x.data(), y.data(), n_tokens);
+    // Against the float product of the int8 weights (w_q = q * scale_w, exact in double), the
+    // error is the activations' alone; it is measured relative to the part of the output the
+    // small (non-outlier) activations make, which int8 activations scaled by the outliers lose.
+    double err_llm = 0.0, err_naive = 0.0, small_norm = 0.0, err_float = 0.0, norm = 0.0;
+    for (int t = 0; t < n_tokens; ++t) {
+        const float* xt = &x[size_t(t * n_in)];
+        float amax_all = 0.0f;
+        for (int64_t i = 0; i < n_in; ++i) amax_all = std::max(amax_all, std::fabs(xt[i]));
+        for (int64_t r = 0; r < n_out; ++r) {
+            double ref_q = 0.0, small = 0.0, naive = 0.0, ref = 0.0;
+            float sw;
+            std::memcpy(&sw, &wq[size_t(r) * rb], 4);
+            const auto* q = reinterpret_cast<const int8_t*>(&wq[size_t(r) * rb + 4]);
+            for (int64_t i = 0; i < n_in; ++i) {
+                const double wqi = double(q[i]) * sw;
+                ref_q += wqi * xt[i];
+                if (std::fabs(xt[i]) <= 6.0f) small += wqi * xt[i];
+                naive += wqi * std::nearbyint(xt[i] * 127.0 / amax_all) * amax_all / 127.0;
+                ref += double(w[size_t(r * n_in + i)]) * xt[i];  // the float layer
+            }
+            const double got = y[size_t(t * n_out + r)];
+            err_llm += (got - ref_q) * (got - ref_q);
+            err_naive += (naive - ref_q) * (naive - ref_q);
+            small_norm += small * small;
+            err_float += (got - ref) * (got - ref);
+            norm += ref * ref;
+        }
+    }
+    const double rel_llm = std::sqrt(err_llm / small_norm), rel_naive = std::sqrt(err_naive / small_norm);
+    const double rel_float = std::sqrt(err_float / norm);
+    qInfo(
+        "activation error relative to the small activations' output: LLM.int8() %.5f, int8 activations without "
+        "decomposition %.5f; vs the float layer %.5f",
+        rel_llm, rel_naive, rel_float);
+    QVERIFY2(rel_llm < 0.02, "LLM.int8()'s activation error is above 2% of the small activations' output");
+    QVERIFY2(rel_float < 0.03, "LLM.int8() is not within 3% of the float layer");
+    if (outliers) QVERIFY2(rel_naive > 0.3 && rel_llm < 0.1 * rel_naive, "the outlier decomposition does not help");
 }
 
 QTEST_GUILESS_MAIN(TstBnb)

@@ -84,6 +84,7 @@ Result<QuantScheme> QuantScheme::parse(const std::string& text) {
     if (s == "int8") return QuantScheme{Kind::Int8PerChannel, DType::I8_ROW, "int8"};
     if (s == "nf4") return QuantScheme{Kind::Bnb4, DType::NF4, "nf4"};
     if (s == "fp4") return QuantScheme{Kind::Bnb4, DType::FP4, "fp4"};
+    if (s == "llm-int8" || s == "int8-llm") return QuantScheme{Kind::LlmInt8, DType::I8_LLM, "llm-int8"};
     if (s == "int4-rtn" || s == "rtn4") return QuantScheme{Kind::Int4Rtn, DType::I4_G128, "int4-rtn"};
     if (s == "int4-awq" || s == "awq4") return QuantScheme{Kind::Int4Awq, DType::I4_G128, "int4-awq"};
     if (s == "int4-gptq" || s == "gptq4" || s == "gptq")
@@ -98,8 +99,8 @@ Result<QuantScheme> QuantScheme::parse(const std::string& text) {
 std::vector<std::string> QuantScheme::spellings() {
     std::vector<std::string> out{"ref"};
     for (DType t : kGgmlVariantTypes) out.push_back(lower(std::string(dtype_name(t))));
-    for (const char* n : {"int8", "nf4", "fp4", "int4-rtn", "rtn4", "int4-awq", "awq4", "int4-gptq", "gptq4", "gptq",
-                          "int4-gptq-act", "gptq4-act"})
+    for (const char* n : {"int8", "llm-int8", "int8-llm", "nf4", "fp4", "int4-rtn", "rtn4", "int4-awq", "awq4",
+                          "int4-gptq", "gptq4", "gptq", "int4-gptq-act", "gptq4-act"})
         out.emplace_back(n);
     return out;
 }
@@ -122,6 +123,7 @@ std::string quant_label(const Model& source, const QuantScheme& scheme) {
                                 : "reference (" + source.file_type + " dequantized to F32, not an FP16 model)";
         case QuantScheme::Kind::GgmlType: return std::string(dtype_name(scheme.dtype)) + " (RTN)";
         case QuantScheme::Kind::Int8PerChannel: return "INT8 per-channel (RTN)";
+        case QuantScheme::Kind::LlmInt8: return "LLM.int8() (int8 rows, activations above 6.0 in float)";
         case QuantScheme::Kind::Bnb4:
             return std::string(dtype_name(scheme.dtype)) + " (bitsandbytes, blocks of 64, float absmax)";
         case QuantScheme::Kind::Int4Rtn: return "INT4 " + int4_groups() + " (RTN)";

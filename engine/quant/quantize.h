@@ -17,6 +17,8 @@
 //               QuantOptions.calibration_tokens (engine/quant/calibration.h)
 //   "int4-gptq" the same INT4 formats by GPTQ (engine/quant/gptq.h; alias "gptq4"), asymmetric
 //               like int4-rtn, layers calibrated sequentially: needs calibration tokens
+//   "llm-int8"  LLM.int8() (bitsandbytes' Linear8bitLt): INT8 per output channel (DType::I8_LLM,
+//               I8_ROW's bytes) whose matmul keeps each token's activations above 6.0 in float
 //   "nf4", "fp4"  bitsandbytes' 4-bit NormalFloat / float formats (blocks of 64, float absmax,
 //               DType::NF4 / FP4; kernels/cpu/quant_formats.h), round to the nearest code value
 //   "int4-gptq-act"  GPTQ with act-order and static groups (groups stay contiguous, so the
@@ -34,7 +36,7 @@
 namespace kvs {
 
 struct QuantScheme {
-    enum class Kind { Reference, GgmlType, Int8PerChannel, Int4Rtn, Int4Awq, Int4Gptq, Int4GptqAct, Bnb4 };
+    enum class Kind { Reference, GgmlType, Int8PerChannel, Int4Rtn, Int4Awq, Int4Gptq, Int4GptqAct, Bnb4, LlmInt8 };
     Kind kind = Kind::Reference;
     DType dtype = DType::F32;  // the linears' type in the variant (INT4: I4_G128, I4_G64 where 128 does not fit)
     std::string name;          // the spelling that parsed ("q4_k", "ref", ...)

@@ -151,5 +151,7 @@ void quantize_row_int(DType t, const float* src, void* dst, int64_t n);
 void dequantize_row_bnb(DType t, const void* src, float* dst, int64_t n);
 void quantize_row_bnb(DType t, const float* src, void* dst, int64_t n);
 float dot_bnb_f32(DType t, const void* w, const float* a, int64_t n);
+// LLM.int8() (quant_formats_llm_int8.cpp): an I8_ROW row against F32 activations.
+float dot_llm_int8(const void* w, const float* a, int64_t n);
 
 }  // namespace kvs::cpu

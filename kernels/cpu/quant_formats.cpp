@@ -264,6 +264,7 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
         case DType::I4_G64: dequantize_row_int(t, src, dst, n); return;
         case DType::NF4:
         case DType::FP4: dequantize_row_bnb(t, src, dst, n); return;
+        case DType::I8_LLM: dequantize_row_int(DType::I8_ROW, src, dst, n); return;
         default: dequantize_row_k(t, src, dst, n); return;
     }
 }
@@ -293,6 +294,7 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
         case DType::I4_G64: quantize_row_int(t, src, dst, n); return;
         case DType::NF4:
         case DType::FP4: quantize_row_bnb(t, src, dst, n); return;
+        case DType::I8_LLM: quantize_row_int(DType::I8_ROW, src, dst, n); return;
         default: quantize_row_k(t, src, dst, n); return;
     }
 }

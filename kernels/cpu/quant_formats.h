@@ -70,6 +70,16 @@ bool pack_q8_0_row(const float* d, const int8_t* q, int64_t n, int group, void* 
 // compare with >), an all-zero block gives absmax 0.
 const float* bnb_code_book(DType t);  // [16]; null for other types
 
+// LLM.int8() (Dettmers et al. 2022, bitsandbytes' Linear8bitLt) on DType::I8_LLM rows (the
+// I8_ROW layout: scale_w = max|w| / 127, q_w = round(w / scale_w)): for each token, the
+// activations with |x| > kLlmInt8Threshold are multiplied in float with their weight columns
+// dequantized (q_w * scale_w); the rest are quantized per token, scale_a = max|x| / 127 over
+// them, q_a = round(x / scale_a), and y = scale_w * scale_a * sum(q_w * q_a) + the float part.
+// bitsandbytes picks the outlier columns over the whole batch; here each token picks its
+// own, so a token's result does not depend on what it is batched with.
+inline constexpr float kLlmInt8Threshold = 6.0f;
+float llm_int8_dot(const void* w_row, const float* x, int64_t n);
+
 // Symmetric per-row int8: scale = max|w| / 127 (float32), q[i] = round(w[i] / scale) in
 // -127..127; |w[i] - scale * q[i]| <= scale / 2. An all-zero row gives scale 0, q 0.
 // Writes row_bytes(I8_ROW, n) bytes (n a multiple of 32).

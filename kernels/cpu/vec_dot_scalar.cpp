@@ -212,6 +212,7 @@ float vec_dot_scalar(DType t, const void* w, const void* act, int64_t n) {
         case DType::I8_ROW: return dot_i8_row(w, static_cast<const BlockQ8_0*>(act), n);
         case DType::NF4:
         case DType::FP4: return dot_bnb_f32(t, w, static_cast<const float*>(act), n);
+        case DType::I8_LLM: return dot_llm_int8(w, static_cast<const float*>(act), n);
         case DType::F32: {
             const auto* p = static_cast<const float*>(w);
             return dot_float(static_cast<const float*>(act), n, [p](int64_t i) { return p[i]; });
