@@ -12,6 +12,7 @@
 #include <QVBoxLayout>
 
 #include "app/engine_bridge.h"
+#include "app/remote/gui/remote_chat_window.h"
 #include "engine/runtime/session.h"
 #include "ui/memory_planner.h"
 
@@ -44,6 +45,13 @@ ModelManagerDialog::ModelManagerDialog(QWidget* parent) : QDialog(parent) {
     left->addWidget(new QLabel(tr("Installed in %1").arg(QString::fromStdString(Session::models_dir())), this));
     left->addWidget(m_list, 1);
     left->addWidget(browse);
+    // Remote servers (vLLM, llama-server, kvscope serve): their own chat window and connections.
+    auto* remote = new QPushButton(tr("Remote connections…"), this);
+    remote->setObjectName(QStringLiteral("remoteConnections"));
+    left->addWidget(remote);
+    connect(remote, &QPushButton::clicked, this, [this] {
+        remote::showRemoteChatWindow(parentWidget())->openConnectionsDialog();
+    });
     auto* right = new QVBoxLayout;
     right->addWidget(m_details);
     right->addWidget(m_planner, 1);

@@ -3,7 +3,8 @@
 // folder, see what it is and what it needs before loading it (weights + KV for a chosen
 // context and batch, from the memory planner, against this machine's RAM), then load it.
 // The model is inspected on a worker thread so the dialog never freezes; a bad file shows
-// its error here and nothing is loaded.
+// its error here and nothing is loaded. "Remote connections…" opens the remote chat window
+// (app/remote/gui) and its Connections dialog: servers elsewhere instead of a local model.
 #include <QDialog>
 #include <QString>
 
