@@ -76,7 +76,8 @@ int generate_with_engine(const GenerateOptions& o, Session& session, const std::
     EngineOptions eo = engine_options_from(o.runner);
     eo.kv_blocks = 2 * ((o.runner.n_ctx + o.runner.block_size - 1) / o.runner.block_size);
     eo.kv_blocks *= std::max(1, o.beams);
-    eo.scheduler.max_num_seqs = std::max(1, o.beams);
+    // Beam search forks up to width - 1 new beams while the width old ones still run.
+    eo.scheduler.max_num_seqs = std::max(1, 2 * o.beams - 1);
     eo.snapshot_every = 0;
     auto engine = session.make_engine(eo);
     if (!engine) {
