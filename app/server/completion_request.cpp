@@ -205,7 +205,7 @@ std::vector<std::vector<int32_t>> completion_prompts(const json& body, const Ses
 }
 
 // Fields whose features the engine does not have: refused, never silently ignored.
-void refuse_unsupported(FieldReader& f, const json& body, ApiKind kind) {
+void refuse_unsupported(FieldReader& f, ApiKind kind) {
     auto refuse = [&](const char* name, const std::string& why) {
         f.fail(bad_request(std::string(name) + " is not supported by this server: " + why, name, "unsupported"));
     };
@@ -250,7 +250,6 @@ void refuse_unsupported(FieldReader& f, const json& body, ApiKind kind) {
         else if (v["type"] != "text")
             refuse("response_format", "only {\"type\": \"text\"} (no constrained decoding)");
     }
-    (void)body;
 }
 
 void read_spec(FieldReader& f, const Session& s, SpecParams* out) {
@@ -496,7 +495,7 @@ ParsedJob parse_completion_request(const std::string& body, ApiKind kind, const 
     f.integer(mt_param, &max_tokens, 1, INT32_MAX);
     if (kind == ApiKind::completion && max_tokens < 0) max_tokens = 16;  // OpenAI's default for completions
     job.params.max_tokens = static_cast<int32_t>(max_tokens);
-    refuse_unsupported(f, j, kind);
+    refuse_unsupported(f, kind);
     read_spec(f, s, &job.spec);
     if (f.error()) {
         out.error = f.error();

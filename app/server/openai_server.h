@@ -78,7 +78,6 @@ public:
     int clients_connected() const { return m_handlers; }   // HTTP requests being served
 
 private:
-    struct Route;
     void install_routes();
     // Pre-routing: CORS preflight, the API key.
     bool check_access(const httplib::Request& req, httplib::Response& res);
