@@ -173,6 +173,8 @@ void TstLora::unmerged_matches_merged_reference_data() {
                                                     << "peft";
             QTest::newRow(qPrintable(tag + "GGUF adapter")) << arch << base << "adapter.gguf"
                                                             << "peft";
+            QTest::newRow(qPrintable(tag + "GGUF adapter, F16")) << arch << base << "adapter_f16.gguf"
+                                                                 << "f16";
             QTest::newRow(qPrintable(tag + "PEFT rsLoRA, q/v of layer 1")) << arch << base << "peft_rslora"
                                                                            << "peft_rslora";
         }

@@ -13,11 +13,12 @@ Writes into --out:
   adapter.gguf     the `peft` adapter as llama.cpp's convert_lora_to_gguf.py writes it
                    (general.type adapter, adapter.lora.alpha, blk.N.<proj>.weight.lora_a/_b,
                    B's Q/K rows permuted for "llama"), F32 tensors
+  adapter_f16.gguf the same with F16 tensors (convert_lora_to_gguf.py's default)
   bad_rank/        peft with r 8 in adapter_config.json (the tensors have rank 4)
   bad_missing/     peft without one lora_B tensor
   bad_target/      peft whose target_modules name GPT-2's c_attn
   bad_arch.gguf    adapter.gguf claiming general.architecture = "gpt2"
-  reference.json   {"tokens": [...], "logits": {"base"|"peft"|"peft_rslora": [[n_vocab] per token]}}
+  reference.json   {"tokens": [...], "logits": {"base"|"peft"|"peft_rslora"|"f16": [[n_vocab] per token]}}
 
 Usage: make_lora_fixture.py --model DIR --out DIR --tokens 1,2,3   (needs numpy and gguf)
        make_lora_fixture.py --peft-to-gguf PEFT_DIR --out FILE.gguf --arch llama --heads 9,3
@@ -121,7 +122,7 @@ def llamacpp_permute(w, n_head):
     return w.reshape(n_head, 2, w.shape[0] // n_head // 2, *w.shape[1:]).swapaxes(1, 2).reshape(w.shape)
 
 
-def write_gguf_adapter(path, pairs, alpha, cfg, arch):
+def write_gguf_adapter(path, pairs, alpha, cfg, arch, dtype=np.float32):
     import gguf
     w = gguf.GGUFWriter(path, arch)
     w.add_type(gguf.GGUFType.ADAPTER)
@@ -132,8 +133,8 @@ def write_gguf_adapter(path, pairs, alpha, cfg, arch):
             heads = cfg["num_attention_heads"] if m == "q_proj" else cfg["num_key_value_heads"]
             b = llamacpp_permute(b, heads)
         name = f"blk.{layer}.{PROJ[m][1]}.weight"
-        w.add_tensor(name + ".lora_a", np.ascontiguousarray(a, dtype=np.float32))  # ne [n_in, r]
-        w.add_tensor(name + ".lora_b", np.ascontiguousarray(b, dtype=np.float32))  # ne [r, n_out]
+        w.add_tensor(name + ".lora_a", np.ascontiguousarray(a, dtype=dtype))  # ne [n_in, r]
+        w.add_tensor(name + ".lora_b", np.ascontiguousarray(b, dtype=dtype))  # ne [r, n_out]
     w.write_header_to_file()
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
@@ -258,6 +259,10 @@ def main():
           "use_rslora": False, "base_model_name_or_path": "tiny", "task_type": "CAUSAL_LM"}
     write_peft(os.path.join(args.out, "peft"), p1, c1)
     write_gguf_adapter(os.path.join(args.out, "adapter.gguf"), p1, alpha1, cfg, cfg["model_type"])
+    # convert_lora_to_gguf.py's default --outtype f16; its reference merges the f16 values.
+    p1h = {k: (a.astype(np.float16).astype(np.float64), b.astype(np.float16).astype(np.float64))
+           for k, (a, b) in p1.items()}
+    write_gguf_adapter(os.path.join(args.out, "adapter_f16.gguf"), p1h, alpha1, cfg, cfg["model_type"], np.float16)
 
     r2, alpha2 = 8, 4.0
     p2 = make_adapter(cfg, rng, r2, ["q_proj", "v_proj"], [min(1, n_layer - 1)])
@@ -283,6 +288,7 @@ def main():
             "base": forward(weights, cfg, tokens).tolist(),
             "peft": forward(merged(weights, p1, alpha1 / r1), cfg, tokens).tolist(),
             "peft_rslora": forward(merged(weights, p2, alpha2 / np.sqrt(r2)), cfg, tokens).tolist(),
+            "f16": forward(merged(weights, p1h, alpha1 / r1), cfg, tokens).tolist(),
         },
     }
     with open(os.path.join(args.out, "reference.json"), "w") as f:
