@@ -313,6 +313,25 @@ private Q_SLOTS:
         QVERIFY(ok && ok->status == 200);
     }
 
+    // A prompt that fits the context but not the whole KV pool: the engine refuses it and the
+    // client gets a 400 saying why (stream: an error event, then [DONE]).
+    void promptOverPoolIs400() {
+        EngineOptions eo;
+        eo.kv_blocks = 4;  // 64 tokens of KV
+        auto ls = start({}, eo);
+        std::vector<int> ids(100, 7);
+        auto r = post(*ls, "/v1/completions", {{"prompt", ids}, {"max_tokens", 4}});
+        QVERIFY(r);
+        QCOMPARE(r->status, 400);
+        QVERIFY2(test::is_openai_error(test::body_json(r->body)), r->body.c_str());
+        auto s = post(*ls, "/v1/completions", {{"prompt", ids}, {"max_tokens", 4}, {"stream", true}});
+        QVERIFY(s && s->status == 200);
+        const test::SseBody sse = test::parse_sse(s->body);
+        QVERIFY(sse.done && sse.bad_lines.empty() && !sse.chunks.empty());
+        QVERIFY2(test::is_openai_error(sse.chunks.front()), s->body.c_str());
+        QCOMPARE(ls->server->requests_in_flight(), 0);
+    }
+
     void bodyOverLimitIs413() {
         server::ServerOptions so;
         so.max_body_bytes = 4096;
