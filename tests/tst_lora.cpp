@@ -300,6 +300,10 @@ void TstLora::batch_mixing_three_adapters_and_base() {
         max_seqs = std::max(max_seqs, static_cast<int>(st->out.chunks.size()));
     }
     QCOMPARE(max_seqs, 4);  // all four really ran in the same steps
+    // The snapshot names each request's adapter (what the views colour by).
+    std::map<RequestId, std::string> named;
+    for (const RequestView& v : (*e)->snapshot(StepRecord{}).requests) named[v.id] = v.adapter;
+    for (size_t i = 0; i < ads.size(); ++i) QCOMPARE(named[ids[i]], ads[i] ? ads[i]->name : std::string());
     for (size_t i = 0; i < ads.size(); ++i) QCOMPARE((*e)->output_tokens(ids[i]), want[i]);
     // Only the request with the first one's adapter found its blocks cached.
     QCOMPARE((*e)->kv_cache().stats().hit_tokens, int64_t{32});

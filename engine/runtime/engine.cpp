@@ -422,6 +422,8 @@ EngineSnapshot Engine::snapshot(const StepRecord& step) const {
     for (const SchedRequest* r : m_sched->requests()) {
         const auto host = m_sched->host_blocks(r->id);
         s.requests.push_back(request_view(*r, *m_kv_mgr, static_cast<int>(host.size())));
+        if (auto it = m_reqs.find(r->id); it != m_reqs.end() && it->second->adapter)
+            s.requests.back().adapter = it->second->adapter->name;
         if (!host.empty()) host_tables.emplace_back(r->id, host);
     }
     s.host_blocks = host_block_views(host_tables);

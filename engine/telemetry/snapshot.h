@@ -62,6 +62,7 @@ struct RequestView {
     // Prompt + output ids of a request that holds device blocks (empty otherwise), so a
     // view can show the text a block holds. Not written to trace files (too big).
     std::vector<int32_t> tokens;
+    std::string adapter;  // the LoRA adapter it runs with ("" : the base model), for colouring by adapter
 };
 
 // What one engine step did, and the pool right after it. Small and fixed-size on purpose:
