@@ -458,6 +458,36 @@ private Q_SLOTS:
         QCOMPARE(ls->server->requests_in_flight(), 0);
     }
 
+    // A stream still waiting in the queue (engine paused) gets SSE comments, which both keep it
+    // well-formed and find a client that has gone: that request is cancelled while still queued.
+    void queuedStreamKeepAliveAndDisconnect() {
+        auto ls = start();
+        ls->loop->pause();
+        std::string body;
+        std::thread waiting([&] {
+            auto r = post(*ls, "/v1/completions", {{"prompt", "wait"}, {"max_tokens", 3}, {"stream", true}});
+            if (r) body = r->body;
+        });
+        httplib::Request req;
+        req.method = "POST";
+        req.path = "/v1/completions";
+        req.set_header("Content-Type", "application/json");
+        req.body = json{{"prompt", "leave"}, {"max_tokens", 3}, {"stream", true}}.dump();
+        req.content_receiver = [](const char*, size_t, uint64_t, uint64_t) { return false; };  // hang up at once
+        auto c = ls->client();
+        (void)c->send(req);
+        const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(15);
+        while (ls->server->requests_in_flight() > 1 && std::chrono::steady_clock::now() < deadline)
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        QCOMPARE(ls->server->requests_in_flight(), 1);  // the one that left is gone, though nothing ran
+        ls->loop->resume();
+        waiting.join();
+        const test::SseBody sse = test::parse_sse(body);
+        QVERIFY(body.find(": keep-alive") != std::string::npos);
+        QVERIFY(sse.done && sse.bad_lines.empty());
+        QCOMPARE(sse.chunks.back()["choices"][0]["finish_reason"], json("length"));
+    }
+
     // /metrics: every name vLLM's Grafana dashboard and the issue list, labelled model_name,
     // valid exposition lines, and counts that follow the requests served.
     void metricsNamesAndCounts() {
