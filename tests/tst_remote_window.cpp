@@ -19,6 +19,8 @@
 
 #include "app/remote/gui/connections_dialog.h"
 #include "app/remote/gui/remote_chat_window.h"
+#include "app/remote/gui/remote_point.h"
+#include "app/remote/prometheus_text.h"
 #include "tests/support/live_server.h"
 #include "ui/chat_view.h"
 #include "ui/remote_metrics_view.h"
@@ -201,6 +203,101 @@ private Q_SLOTS:
         w.retry();
         QTRY_VERIFY_WITH_TIMEOUT(!w.generating(), 60000);
         QVERIFY2(w.turns().size() == 2, qPrintable(transcript(w)));
+    }
+
+    // The view's numbers between two readings: bucket differences, counter rates.
+    void intervalPoint() {
+        auto reading = [](double t, const char* text) {
+            auto page = parse_prometheus_text(text);
+            if (!page) qFatal("%s", page.message().c_str());
+            auto m = read_vllm_metrics(*page);
+            if (!m) qFatal("%s", m.message().c_str());
+            MetricsReading r;
+            r.t_s = t;
+            r.m = *m;
+            return r;
+        };
+        // 4 requests with TTFT in (0.04, 0.06] before; then 2 more in (0.25, 0.5].
+        const MetricsReading a = reading(1.0,
+                                         "vllm:time_to_first_token_seconds_bucket{le=\"0.06\",model_name=\"m\"} 4\n"
+                                         "vllm:time_to_first_token_seconds_bucket{le=\"0.5\",model_name=\"m\"} 4\n"
+                                         "vllm:time_to_first_token_seconds_bucket{le=\"+Inf\",model_name=\"m\"} 4\n"
+                                         "vllm:generation_tokens_total{model_name=\"m\"} 100\n"
+                                         "vllm:prefix_cache_queries_total{model_name=\"m\"} 50\n"
+                                         "vllm:prefix_cache_hits_total{model_name=\"m\"} 0\n");
+        const MetricsReading b = reading(3.0,
+                                         "vllm:time_to_first_token_seconds_bucket{le=\"0.06\",model_name=\"m\"} 4\n"
+                                         "vllm:time_to_first_token_seconds_bucket{le=\"0.5\",model_name=\"m\"} 6\n"
+                                         "vllm:time_to_first_token_seconds_bucket{le=\"+Inf\",model_name=\"m\"} 6\n"
+                                         "vllm:generation_tokens_total{model_name=\"m\"} 160\n"
+                                         "vllm:prefix_cache_queries_total{model_name=\"m\"} 150\n"
+                                         "vllm:prefix_cache_hits_total{model_name=\"m\"} 75\n");
+        const ui::RemoteMetricsPoint first = to_view_point(a, nullptr);
+        QVERIFY(std::fabs(first.ttftP50 - 0.03) < 1e-12);  // 4 in (0, 0.06]: rank 2 of 4
+        const ui::RemoteMetricsPoint p = to_view_point(b, &a);
+        QVERIFY(std::fabs(p.ttftP50 - 0.28) < 1e-12);            // only the 2 new ones: 0.06 + 0.44 x 1/2
+        QVERIFY(std::fabs(p.ttftP50All - 0.045) < 1e-12);        // all 6: rank 3 = 3 of the 4 in (0, 0.06]
+        QVERIFY(std::fabs(p.generationTokPerS - 30.0) < 1e-12);  // 60 tokens in 2 s
+        QVERIFY(std::fabs(p.prefixHitRate - 0.75) < 1e-12);      // 75 of 100 queried tokens
+        QVERIFY(std::fabs(p.prefixHitRateTotal - 0.5) < 1e-12);
+        // Counters that went down (a restarted server): the reading alone, no negative rate.
+        const ui::RemoteMetricsPoint back = to_view_point(a, &b);
+        QVERIFY(std::isnan(back.generationTokPerS));
+        QVERIFY(std::fabs(back.ttftP50 - 0.03) < 1e-12);
+    }
+
+    // With the default model installed: a chat through a kvscope server running it while
+    // three other clients stream, for a screenshot with busy remote views
+    // (tests/output/remote_chat_default_model.png).
+    void screenshotWithDefaultModel() {
+        const std::string model = test::default_model_path();
+        if (model.empty()) QSKIP("the default model is not installed (installer/setup.sh)");
+        EngineOptions eo;
+        eo.kv_blocks = 256;
+        server::ServerOptions so;
+        so.served_model_name = "smollm2-135m";
+        auto ls = test::start_live_server(model, so, eo);
+        QVERIFY2(ls, ls.message().c_str());
+        const auto port = (*ls)->server->port();
+        QString id;
+        {
+            RemoteConnection c;
+            c.name = QStringLiteral("kvscope serve");
+            c.baseUrl = QStringLiteral("http://127.0.0.1:%1/v1").arg(port);
+            c.model = QStringLiteral("smollm2-135m");
+            c.kind = QStringLiteral("KV Scope");
+            QString error;
+            QVERIFY(m_store->save(c, {}, &error, &id));
+        }
+        RemoteChatWindow w(m_store.get());
+        w.resize(1600, 1000);
+        w.show();
+        w.useConnection(id);
+        RemoteSampling s;
+        s.temperature = 0;
+        s.maxTokens = 120;
+        w.setSampling(s);
+        // Other clients of the same server, so the aggregates move.
+        std::vector<std::thread> others;
+        for (int i = 0; i < 3; ++i)
+            others.emplace_back([port, i] {
+                httplib::Client c("127.0.0.1", port);
+                c.set_read_timeout(120, 0);
+                const nlohmann::json body = {{"model", "smollm2-135m"},
+                                             {"prompt", "Once upon a time, story number " + std::to_string(i)},
+                                             {"max_tokens", 160 + 40 * i},
+                                             {"ignore_eos", true}};
+                (void)c.Post("/v1/completions", body.dump(), "application/json");
+            });
+        QTest::qWait(1500);
+        w.send(QStringLiteral("In two sentences: what does a KV cache store in a transformer?"));
+        QTRY_VERIFY_WITH_TIMEOUT(!w.generating(), 180000);
+        for (auto& t : others) t.join();
+        QTest::qWait(2500);
+        QVERIFY2(w.turns().size() == 2, qPrintable(transcript(w)));
+        QVERIFY(w.grab().save(QString::fromStdString(test::output_path("remote_chat_default_model.png"))));
+        QString error;
+        QVERIFY(m_store->remove(id, &error));
     }
 };
 

@@ -16,12 +16,13 @@ struct RemoteMetricsPoint {
     double ttftP50 = kNaN, ttftP90 = kNaN, ttftP99 = kNaN;  // seconds, of requests finished since the last reading
     double tpotP50 = kNaN, tpotP99 = kNaN;
     double e2eP50 = kNaN, e2eP99 = kNaN;
-    double prefixHitRate = kNaN;       // since the last reading (hits / queries)
-    double prefixHitRateTotal = kNaN;  // since the server started
-    double preemptions = kNaN;         // total
-    double tokensPerIteration = kNaN;  // mean since the last reading
-    double generationTokPerS = kNaN;   // since the last reading
-    double specAcceptance = kNaN;      // total accepted / drafted
+    double ttftP50All = kNaN, tpotP50All = kNaN;  // of every request since the server started
+    double prefixHitRate = kNaN;                  // since the last reading (hits / queries)
+    double prefixHitRateTotal = kNaN;             // since the server started
+    double preemptions = kNaN;                    // total
+    double tokensPerIteration = kNaN;             // mean since the last reading
+    double generationTokPerS = kNaN;              // since the last reading
+    double specAcceptance = kNaN;                 // total accepted / drafted
     double specMeanLength = kNaN;
     QVector<double> specPerPosition;  // acceptance rate per draft position
 };

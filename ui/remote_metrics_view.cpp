@@ -79,6 +79,9 @@ RemoteMetricsView::RemoteMetricsView(QWidget* parent) : QWidget(parent) {
     m_ttft99 = addGraph(m_plot, lat, QColor(200, 110, 220), tr("TTFT p99"), true);
     m_tpot50 = addGraph(m_plot, lat, QColor(90, 200, 200), tr("TPOT p50"));
     m_tpot99 = addGraph(m_plot, lat, QColor(90, 200, 200), tr("TPOT p99"), true);
+    // Latency points exist only for readings after which requests finished: drawn as dots too.
+    for (QCPGraph* g : {m_ttft50, m_ttft99, m_tpot50, m_tpot99})
+        g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, 5));
     m_iterTokens = addGraph(m_plot, iter, QColor(240, 120, 90), tr("tokens per iteration"));
     m_specBars = new QCPBars(spec->axis(QCPAxis::atBottom), spec->axis(QCPAxis::atLeft));
     m_specBars->setBrush(QColor(120, 200, 120, 160));
@@ -147,14 +150,17 @@ QString RemoteMetricsView::tilesText() const {
     const QString kv = std::isfinite(p.blocksTotal)
                            ? tr("%1 of %2 blocks (%3)").arg(num(p.blocksUsed), num(p.blocksTotal), pct(p.kvUsage))
                            : pct(p.kvUsage);
-    QString spec;
-    if (std::isfinite(p.specAcceptance))
-        spec = tr(" · spec acceptance <b>%1</b> (mean length %2)").arg(pct(p.specAcceptance), num(p.specMeanLength, 2));
+    const QString spec =
+        std::isfinite(p.specAcceptance)
+            ? tr("spec acceptance <b>%1</b> (mean length %2)").arg(pct(p.specAcceptance), num(p.specMeanLength, 2))
+            : tr("no speculative decoding reported");
     return tr("KV <b>%1</b> · running <b>%2</b> · waiting <b>%3</b> · prefix hit rate <b>%4</b> (since start %5) · "
-              "preemptions <b>%6</b> · TTFT p50 %7 p99 %8 · TPOT p50 %9 · %10 tok/s%11")
+              "preemptions <b>%6</b> · generation <b>%7</b> tok/s · since start: TTFT p50 <b>%8</b>, TPOT p50 "
+              "<b>%9</b> · "
+              "%10")
         .arg(kv, num(p.running), num(p.waiting), pct(p.prefixHitRate), pct(p.prefixHitRateTotal), num(p.preemptions),
-             ms(p.ttftP50), ms(p.ttftP99), ms(p.tpotP50))
-        .arg(num(p.generationTokPerS, 1), spec);
+             num(p.generationTokPerS, 1), ms(p.ttftP50All), ms(p.tpotP50All))
+        .arg(spec);
 }
 
 void RemoteMetricsView::redraw() {

@@ -46,6 +46,8 @@ ui::RemoteMetricsPoint to_view_point(const MetricsReading& cur, const MetricsRea
     v.tpotP99 = histogram_quantile(0.99, tpot);
     v.e2eP50 = histogram_quantile(0.5, e2e);
     v.e2eP99 = histogram_quantile(0.99, e2e);
+    v.ttftP50All = histogram_quantile(0.5, m.ttft);
+    v.tpotP50All = histogram_quantile(0.5, m.tpot);
     v.prefixHitRateTotal = m.prefix_hit_rate();
     v.preemptions = m.preemptions;
     v.specAcceptance = m.spec_acceptance_rate();
