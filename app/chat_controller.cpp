@@ -67,6 +67,9 @@ ui::ChatView* ChatController::viewFor(const QString& convId) {
     connect(v, &ui::ChatView::regenerateRequested, this, [this, convId] { retry(convId, false); });
     connect(v, &ui::ChatView::editRequested, this, [this, convId] { retry(convId, true); });
     connect(v, &ui::ChatView::editCancelRequested, this, [this, convId] { cancelEdit(convId); });
+    connect(v, &ui::ChatView::showEarlierRequested, this, [this, convId] {
+        if (auto* view = m_views.value(convId)) replay(convId, view);
+    });
     connect(v, &ui::ChatView::contextPolicyChanged, this,
             [this, convId](const QString& policy) { setContextPolicy(convId, policy); });
     v->setCanRetry(lastUserTurn(convId) >= 0);
@@ -191,10 +194,15 @@ bool ChatController::submit(const QString& convId, const QString& text, int keep
         return false;
     }
     if (start > std::min(c.contextStart, keep)) {
-        v->appendNotice(tr("The %n oldest turn(s) no longer fit the context of %1 tokens: the model does not see "
-                           "them any more (they stay in this chat).",
-                           nullptr, start - c.contextStart)
-                            .arg(QLocale().toString(sub.contextTokens)));
+        const int dropped = start - c.contextStart;
+        const QString size = QLocale().toString(sub.contextTokens);
+        v->appendNotice(dropped == 1 ? tr("The oldest turn no longer fits the context of %1 tokens: the model does "
+                                          "not see it any more (it stays in this chat).")
+                                           .arg(size)
+                                     : tr("The %1 oldest turns no longer fit the context of %2 tokens: the model does "
+                                          "not see them any more (they stay in this chat).")
+                                           .arg(dropped)
+                                           .arg(size));
     }
     c.contextStart = std::min(start, keep);
     if (keep == 0 && (c.title.isEmpty() || c.title == tr("New chat"))) {
@@ -469,7 +477,8 @@ bool ChatController::importChats(const QString& path, QString* error) {
         select(m_store.conversations().first().id);
         Q_EMIT listChanged();
         save();
-        Q_EMIT statusMessage(tr("Imported %n chat(s) from %1", nullptr, int(imported.size())).arg(path), 8000);
+        Q_EMIT statusMessage(
+            tr("Imported %1 chat%2 from %3").arg(imported.size()).arg(imported.size() == 1 ? "" : "s").arg(path), 8000);
         return true;
     }
     Q_EMIT importFailed(*error);

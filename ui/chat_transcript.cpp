@@ -29,7 +29,11 @@ template <class F>
 void ChatTranscript::edit(F&& change) {
     QScrollBar* sb = m_browser->verticalScrollBar();
     const bool atEnd = sb->value() >= sb->maximum() - 4;
+    // One edit block: the layout hears of the whole change once, not of each of its steps.
+    QTextCursor block(m_doc);
+    block.beginEditBlock();
     change();
+    block.endEditBlock();
     if (atEnd) sb->setValue(sb->maximum());
 }
 
@@ -60,15 +64,59 @@ QTextCursor ChatTranscript::newBlock(const QTextBlockFormat& block, const QTextC
 
 void ChatTranscript::clear() {
     if (m_open) m_open = false;
+    m_turns.clear();
+    m_hidden = 0;
     m_doc->clear();
     m_code.clear();
     m_lastRole.clear();
 }
 
+void ChatTranscript::markTurn(int pos) {
+    QTextCursor c(m_doc);
+    c.setPosition(pos);
+    c.setKeepPositionOnInsert(true);  // the turn's own text goes after it
+    m_turns.append(c);
+}
+
+void ChatTranscript::trim() {
+    if (m_limit <= 0 || m_turns.size() < m_limit) return;
+    const int drop = int(m_turns.size()) - (m_limit - 1);
+    QTextCursor c(m_doc);
+    const int from = m_hidden > 0 ? m_doc->firstBlock().next().position() : 0;
+    c.setPosition(from);
+    c.setPosition(m_turns[drop].position(), QTextCursor::KeepAnchor);
+    c.removeSelectedText();
+    m_turns.erase(m_turns.begin(), m_turns.begin() + drop);
+    QTextCharFormat f;
+    f.setForeground(m_browser->palette().color(QPalette::PlaceholderText));
+    QTextCharFormat link = f;
+    link.setAnchor(true);
+    link.setAnchorHref(QString("%1:all").arg(QLatin1String(kEarlierScheme)));
+    link.setForeground(m_browser->palette().color(QPalette::Link));
+    link.setFontUnderline(true);
+    c.setPosition(0);
+    if (m_hidden == 0) {  // a first line of its own (the first turn's marker moves on past it)
+        c.insertBlock();
+        c.setPosition(0);
+        c.setBlockFormat(QTextBlockFormat());
+    } else {
+        c.movePosition(QTextCursor::EndOfBlock, QTextCursor::KeepAnchor);
+        c.removeSelectedText();
+    }
+    m_hidden += drop;
+    c.insertText(m_hidden == 1 ? QObject::tr("1 earlier turn not shown (the chat keeps it) — ")
+                               : QObject::tr("%1 earlier turns not shown (the chat keeps them) — ").arg(m_hidden),
+                 f);
+    c.insertText(QObject::tr("Show them"), link);
+    m_turns.first().setPosition(m_doc->firstBlock().next().position());
+}
+
 void ChatTranscript::appendHeader(const QString& who) {
     QTextCharFormat bold;
     bold.setFontWeight(QFont::Bold);
-    newBlock(spaced(m_lastRole.isEmpty() ? 0 : 12), bold).insertText(who, bold);
+    QTextCursor c = newBlock(spaced(m_lastRole.isEmpty() ? 0 : 12), bold);
+    markTurn(c.position());
+    c.insertText(who, bold);
 }
 
 void ChatTranscript::appendUser(const QString& text) {
@@ -80,9 +128,12 @@ void ChatTranscript::appendUser(const QString& text) {
     });
 }
 
-void ChatTranscript::beginReply() {
+void ChatTranscript::beginReply() { beginReply(true); }
+
+void ChatTranscript::beginReply(bool streaming) {
     edit([&] {
         if (m_open) endReply({});
+        if (streaming) trim();  // a replayed chat is drawn whole; a streaming reply paints a bounded one
         appendHeader(QObject::tr("Assistant"));
         QTextCursor c = newBlock(QTextBlockFormat(), QTextCharFormat());
         m_open = true;
@@ -153,7 +204,7 @@ void ChatTranscript::endReply(const QString& footer) {
 
 void ChatTranscript::appendReplyWhole(const QString& text, const QString& footer) {
     edit([&] {
-        beginReply();
+        beginReply(false);
         m_open = false;
         m_reply = text;
         QTextCursor c = truncate(m_replyPos, m_codeAtReply);
@@ -168,7 +219,9 @@ void ChatTranscript::appendNotice(const QString& text) {
         QTextCharFormat f;
         f.setFontItalic(true);
         f.setForeground(QColor(0xb0, 0x50, 0x00));
-        newBlock(spaced(8), f).insertText(text, f);
+        QTextCursor c = newBlock(spaced(8), f);
+        markTurn(c.position());
+        c.insertText(text, f);
         m_lastRole = "notice";
     });
 }

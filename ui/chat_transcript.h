@@ -5,23 +5,34 @@
 // tail after it again for each piece; the finished reply is rendered whole once more when
 // it was streamed in parts (so lists and numbering come out exactly as Qt's importer makes
 // them). Your messages and notices are plain text.
+// Qt paints a rich-text document by walking all of it, so the cost of a repaint grows with
+// the transcript (tables most): when a reply begins, a transcript holding more than
+// kShownTurns turns keeps only the newest, under a first line "N earlier turns are not shown
+// — Show them" (its link: kEarlierScheme) that the chat answers by drawing them all again.
+#include <QList>
 #include <QString>
 #include <QStringList>
+#include <QTextCursor>
 
 #include "ui/markdown_render.h"
 #include "ui/markdown_stream.h"
 
 class QTextBrowser;
 class QTextDocument;
-class QTextCursor;
 class QTextBlockFormat;
 class QTextCharFormat;
 
 namespace kvs::ui {
 
+inline constexpr char kEarlierScheme[] = "kvs-earlier";
+
 class ChatTranscript {
 public:
+    static constexpr int kShownTurns = 40;
     explicit ChatTranscript(QTextBrowser* browser);
+    // 0: never hide earlier turns (the user asked to see them all); kShownTurns by default.
+    void setTurnLimit(int turns) { m_limit = turns; }
+    int hiddenTurns() const { return m_hidden; }
 
     void clear();
     void appendUser(const QString& text);
@@ -37,6 +48,9 @@ public:
 
 private:
     QTextCursor newBlock(const QTextBlockFormat& block, const QTextCharFormat& chars);
+    void beginReply(bool streaming);
+    void markTurn(int pos);  // a turn's first block starts at pos
+    void trim();             // keeps the newest m_limit - 1 turns, before a reply begins
     void appendHeader(const QString& who);
     void appendFooter(const QString& footer);
     // Removes everything from `pos` to the end (and the code blocks listed from `firstCode`),
@@ -49,8 +63,11 @@ private:
 
     QTextBrowser* m_browser;
     QTextDocument* m_doc;
-    QStringList m_code;  // every code block's text, by its Copy link's number
-    QString m_lastRole;  // "user", "assistant", "notice" or "" (empty transcript)
+    QStringList m_code;          // every code block's text, by its Copy link's number
+    QString m_lastRole;          // "user", "assistant", "notice" or "" (empty transcript)
+    QList<QTextCursor> m_turns;  // where each shown turn starts (moved by Qt as text changes)
+    int m_limit = kShownTurns;
+    int m_hidden = 0;  // turns removed from the top
     // The open reply.
     bool m_open = false;
     QString m_reply;

@@ -85,11 +85,17 @@ void ChatView::openLink(const QUrl& url) {
         if (ok && i >= 0 && i < m_doc->codeBlockCount()) QApplication::clipboard()->setText(m_doc->codeBlock(i));
         return;
     }
+    if (url.scheme() == QLatin1String(kEarlierScheme)) {
+        m_doc->setTurnLimit(0);
+        Q_EMIT showEarlierRequested();
+        return;
+    }
     if (url.scheme() == "http" || url.scheme() == "https") QDesktopServices::openUrl(url);
 }
 
 QString ChatView::codeBlock(int i) const { return m_doc->codeBlock(i); }
 int ChatView::codeBlockCount() const { return m_doc->codeBlockCount(); }
+int ChatView::hiddenTurns() const { return m_doc->hiddenTurns(); }
 
 bool ChatView::eventFilter(QObject* obj, QEvent* ev) {
     if (obj == m_prompt && ev->type() == QEvent::KeyPress) {

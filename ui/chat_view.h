@@ -44,6 +44,7 @@ public:
     // The text of the transcript's i-th code block, as its Copy link puts it on the clipboard.
     QString codeBlock(int i) const;
     int codeBlockCount() const;
+    int hiddenTurns() const;  // turns the transcript no longer shows (see ChatTranscript)
 
 Q_SIGNALS:
     void sendRequested(const QString& text);
@@ -52,6 +53,8 @@ Q_SIGNALS:
     void editRequested();                              // take the last message back into the prompt box
     void editCancelRequested();                        // keep the last exchange as it is
     void contextPolicyChanged(const QString& policy);  // "stop" or "drop-oldest", the user's choice
+    // The transcript's "Show them" link: draw every turn again (the view hides none from now on).
+    void showEarlierRequested();
 
 protected:
     bool eventFilter(QObject* obj, QEvent* ev) override;
