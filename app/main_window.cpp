@@ -383,13 +383,24 @@ void MainWindow::showLessonViews() {
                                                   {"batch_slots", "slotTimelineDock"},
                                                   {"draft_acceptance", "draftAcceptanceDock"},
                                                   {"metrics", "metricsDock"}};
-    QStringList names = {"engineDock"};
-    for (const QString& v : m_lessons->lesson().views) names << docks.value(v);
-    for (const QString& n : names)
-        if (auto* d = findChild<QDockWidget*>(n)) {
-            d->show();
-            d->raise();
+    auto* engine = findChild<QDockWidget*>("engineDock");
+    engine->show();
+    for (const QString& v : m_lessons->lesson().views) {
+        auto* d = findChild<QDockWidget*>(docks.value(v));
+        if (!d) continue;
+        // A view among the Engine dock's tabs would hide the caption (or hide behind it): it
+        // leaves the tabs for a place of its own under them. (The block map has its own place.)
+        const bool tabbed = tabifiedDockWidgets(engine).contains(d) ||
+                            (d->widget() != m_blockMap && dockWidgetArea(d) == dockWidgetArea(engine));
+        if (!d->isFloating() && tabbed) {
+            const int h = engine->height();
+            addDockWidget(dockWidgetArea(engine), d, Qt::Vertical);
+            resizeDocks({engine, d}, {h * 2 / 5, h * 3 / 5}, Qt::Vertical);
         }
+        d->show();
+        d->raise();
+    }
+    engine->raise();
 }
 
 // The draft acceptance view leaves out the replies of deleted chats (undo brings them back).

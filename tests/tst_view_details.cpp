@@ -11,6 +11,7 @@
 #include <QMessageBox>
 #include <QPlainTextEdit>
 #include <QPushButton>
+#include <QSpinBox>
 #include <QStandardPaths>
 #include <QTemporaryDir>
 #include <QTextBrowser>
@@ -19,6 +20,7 @@
 #include "app/chat_store.h"
 #include "app/main_window.h"
 #include "engine/runtime/session.h"
+#include "tests/support/test_paths.h"
 #include "tests/support/tiny_model.h"
 #include "ui/chat_view.h"
 #include "ui/draft_acceptance_view.h"
@@ -57,9 +59,11 @@ class TestViewDetails : public QObject {
     Q_OBJECT
     QTemporaryDir m_dir;
     QString m_model;
+    QString m_default;  // the installed default model, if any
 
 private Q_SLOTS:
     void initTestCase() {
+        m_default = QString::fromStdString(kvs::test::default_model_path());  // before XDG_DATA_HOME moves
         QVERIFY(m_dir.isValid());
         qputenv("XDG_DATA_HOME", m_dir.filePath("data").toUtf8());
         QStandardPaths::setTestModeEnabled(true);
@@ -168,10 +172,42 @@ private Q_SLOTS:
         QCOMPARE(quant->events().size(), 0);
     }
 
+    // A chat in Korean (the course is written in Korean), on the default model when it is
+    // installed: the window with the chat is saved for a look (korean_chat.png).
+    void koreanChat() {
+        const QString model = m_default.isEmpty() ? m_model : m_default;
+        kvs::app::MainWindow w(model, nullptr, m_dir.filePath("korean.json"));
+        w.resize(1600, 1000);
+        w.show();
+        QTRY_VERIFY_WITH_TIMEOUT(w.chatView()->findChild<QPushButton*>("sendButton")->isEnabled(), 60000);
+        w.findChild<QDoubleSpinBox*>("temperature")->setValue(0);
+        for (auto* sb : w.findChildren<QSpinBox*>())
+            if (sb->minimum() == 1 && sb->maximum() == 4096 && sb->value() == 512) sb->setValue(96);  // max tokens
+        const QString text =
+            QString::fromUtf8("안녕하세요! PagedAttention이 KV 캐시를 블록으로 나누는 이유를 설명해 주세요.");
+        w.chatView()->findChild<QPlainTextEdit*>("chatPrompt")->setPlainText(text);
+        QTest::mouseClick(w.chatView()->findChild<QPushButton*>("sendButton"), Qt::LeftButton);
+        QTRY_VERIFY_WITH_TIMEOUT(w.store().conversations().size() == 1 &&
+                                     w.store().conversations()[0].turns.size() == 2 &&
+                                     w.chatView()->findChild<QPushButton*>("sendButton")->isEnabled(),
+                                 180000);
+        auto* transcript = w.chatView()->findChild<QTextBrowser*>("chatTranscript");
+        QVERIFY(transcript && transcript->toPlainText().contains(text));
+        QVERIFY(QFontMetrics(transcript->font()).inFont(QChar(0xD55C)));  // 한
+        QVERIFY(w.grab().save(QString::fromStdString(kvs::test::output_path("korean_chat.png"))));
+    }
+
     // The utilization plot's y tick labels do not run into the plot below it.
+    void utilizationLabelsApart_data() {
+        QTest::addColumn<QSize>("size");
+        QTest::newRow("dock in the window") << QSize(620, 470);
+        QTest::newRow("wide") << QSize(900, 420);
+        QTest::newRow("tall") << QSize(700, 900);
+    }
     void utilizationLabelsApart() {
+        QFETCH(QSize, size);
         SlotTimelineView v;
-        v.resize(900, 420);
+        v.resize(size);
         v.show();
         for (int s = 0; s < 40; ++s) {
             StepPoint p;
@@ -191,8 +227,22 @@ private Q_SLOTS:
         QVERIFY(plot);
         plot->replot();
         const QFontMetrics fm(plot->axisRect(0)->axis(QCPAxis::atLeft)->tickLabelFont());
-        // The lowest label of a row and the highest of the row under it (each centred on its
-        // tick) must not overlap.
+        // Within a row, neighbouring labels (each centred on its tick) must not overlap.
+        for (int i = 0; i < 3; ++i) {
+            QCPAxis* a = plot->axisRect(i)->axis(QCPAxis::atLeft);
+            QVector<double> ys;
+            for (double t : a->tickVector())
+                if (a->range().contains(t)) ys << a->coordToPixel(t);
+            std::sort(ys.begin(), ys.end());
+            for (int j = 1; j < ys.size(); ++j)
+                QVERIFY2(ys[j] - ys[j - 1] >= fm.height(),
+                         qPrintable(QString("row %1: labels %2 px apart, text %3 px (row %4 px high)")
+                                        .arg(i)
+                                        .arg(ys[j] - ys[j - 1])
+                                        .arg(fm.height())
+                                        .arg(plot->axisRect(i)->height())));
+        }
+        // The lowest label of a row and the highest of the row under it must not overlap.
         for (int i = 0; i + 1 < 3; ++i) {
             QCPAxis* up = plot->axisRect(i)->axis(QCPAxis::atLeft);
             QCPAxis* down = plot->axisRect(i + 1)->axis(QCPAxis::atLeft);

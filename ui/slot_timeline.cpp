@@ -610,6 +610,10 @@ void SlotTimelineView::syncPlotRange() {
     const SlotTimelineModel::Peaks peak = d->model.peaks(qint64(std::floor(lower)), m_viewLast);
     pp.rects[1]->axis(QCPAxis::atLeft)->setRange(0, peak.tokens * 1.35);
     pp.rects[2]->axis(QCPAxis::atLeft)->setRange(0, peak.tput * 1.35);
+    // A short row gets two y labels (0 and one step: "0", "100"), a taller one three: the
+    // labels of a row never stack on each other.
+    const int labelH = QFontMetrics(smallFont(font())).height();
+    for (QCPAxisRect* r : pp.rects) r->axis(QCPAxis::atLeft)->ticker()->setTickCount(r->height() >= 5 * labelH ? 2 : 1);
     // While steps stream in, replot at most every 50 ms (a replot of 512 steps costs a few
     // ms); scrolling and hovering replot at once.
     if (!m_appending) m_plot->replot(QCustomPlot::rpQueuedReplot);

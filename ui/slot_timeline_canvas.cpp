@@ -133,7 +133,7 @@ void TimelineCanvas::drawGutter(QPainter& p, const Layout& L, const QRect& clip)
             label = row.label.isEmpty() ? tr("req %1").arg(row.id) : row.label;
         }
         p.setPen(selected ? pal.color(QPalette::HighlightedText) : pal.color(QPalette::Text));
-        p.drawText(text, Qt::AlignVCenter | Qt::AlignLeft, fm.elidedText(label, Qt::ElideRight, int(text.width())));
+        p.drawText(text, Qt::AlignVCenter | Qt::AlignLeft, fm.elidedText(label, Qt::ElideMiddle, int(text.width())));
     }
 }
 

@@ -94,7 +94,9 @@ public:
 
     static int gutterWidth(const QFont& f) {
         const QFontMetrics fm(smallFont(f));
-        return fm.horizontalAdvance(QStringLiteral("req 00000")) + fm.height() + 6;
+        // Room for a short chat title and its request id ("Hello the… #12"): labels are
+        // elided in the middle, so the id always shows.
+        return fm.horizontalAdvance(QStringLiteral("synthetic #00000")) + fm.height() + 6;
     }
     static int rightMargin(const QFont& f) { return QFontMetrics(f).averageCharWidth() * 2; }
 
