@@ -1,4 +1,4 @@
-// ctest-labels: remote net
+// ctest-labels: remote net llamacpp
 // Remote connections end to end on 127.0.0.1 (every wait bounded in time):
 //  - the probe (app/remote/server_probe) against a live kvscope server (kind, models,
 //    /metrics, API key missing / wrong / right) and fake vLLM and llama-server answers,
@@ -11,7 +11,13 @@
 //    server that accepts and never answers, 401 / 429 / 500: each a clear message, the text
 //    streamed before the fault delivered, and the GUI thread's event loop never blocked;
 //  - the connection store: connections saved and read back, the API key in a 0600 file
-//    (never in the settings file), bad entries skipped and named.
+//    (never in the settings file), bad entries skipped and named;
+//  - a real llama-server (label llamacpp; built by tests/tools/bench_llamacpp.sh with
+//    LLAMACPP_EXTRA_TARGETS=llama-server into $LLAMACPP_BUILD, default /tmp/llamacpp-build;
+//    skipped with the reason when it or the default model is absent): probe, chat, Stop,
+//    its /metrics and /slots.
+#include <QFileInfo>
+#include <QProcess>
 #include <QtTest>
 #include <atomic>
 #include <chrono>
@@ -513,6 +519,93 @@ private Q_SLOTS:
         QCOMPARE(third.connections().size(), 0);
         QCOMPARE(third.apiKey(id, &error), QString());
         QCOMPARE(secrets->read(id, &error), QString());
+    }
+
+    void realLlamaServer() {
+        const QString build = qEnvironmentVariableIsEmpty("LLAMACPP_BUILD") ? QStringLiteral("/tmp/llamacpp-build")
+                                                                            : qEnvironmentVariable("LLAMACPP_BUILD");
+        const QString exe = build + QStringLiteral("/bin/llama-server");
+        if (!QFileInfo(exe).isExecutable())
+            QSKIP(qPrintable(exe + " not built (LLAMACPP_EXTRA_TARGETS=llama-server tests/tools/bench_llamacpp.sh)"));
+        const std::string model = test::default_model_path();
+        if (model.empty()) QSKIP("the default model is not installed (installer/setup.sh)");
+        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        QCOMPARE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
+        socklen_t len = sizeof a;
+        QCOMPARE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
+        const int port = ntohs(a.sin_port);
+        ::close(fd);
+        QProcess p;
+        p.setProcessChannelMode(QProcess::MergedChannels);
+        p.start(exe, {QStringLiteral("-m"), QString::fromStdString(model), QStringLiteral("--host"),
+                      QStringLiteral("127.0.0.1"), QStringLiteral("--port"), QString::number(port),
+                      QStringLiteral("-np"), QStringLiteral("2"), QStringLiteral("-c"), QStringLiteral("2048"),
+                      QStringLiteral("-t"), QStringLiteral("2"), QStringLiteral("--metrics")});
+        QVERIFY2(p.waitForStarted(10000), qPrintable(p.errorString()));
+        const std::string url = "http://127.0.0.1:" + std::to_string(port);
+        bool up = false;
+        for (int i = 0; i < 600 && !up && p.state() == QProcess::Running; ++i) {  // at most 60 s
+            httplib::Client c("127.0.0.1", port);
+            c.set_connection_timeout(1, 0);
+            auto r = c.Get("/health");
+            up = r && r->status == 200;
+            if (!up) QTest::qWait(100);
+        }
+        QVERIFY2(up, p.readAll().right(2000).constData());
+        ProbeResult pr = probe_server(opts(url));
+        QVERIFY2(pr.ok(), pr.message.c_str());
+        QVERIFY2(pr.kind == ServerKind::LlamaServer, pr.message.c_str());
+        QVERIFY(pr.has_metrics);
+        QVERIFY(pr.has_slots);
+        RemoteChatClient c;
+        c.setOptions(opts(url));
+        RemoteSampling s;
+        s.temperature = 0;
+        s.maxTokens = 16;
+        Reply r;
+        qint64 id = c.submit(QString::fromStdString(pr.models.front()), hello(), s);
+        collect(c, id, r);
+        QTRY_VERIFY_WITH_TIMEOUT(r.ended, 60000);
+        QVERIFY2(r.error.isEmpty(), qPrintable(r.error));
+        QVERIFY(!r.text.isEmpty());
+        // Stop at the first piece of a long reply.
+        s.maxTokens = 400;
+        s.ignoreEos = true;
+        Reply st;
+        id = c.submit(QString::fromStdString(pr.models.front()), hello(), s);
+        collect(c, id, st);
+        connect(&c, &RemoteChatClient::token, &c, [&c, id](qint64 i, const QString&) {
+            if (i == id) c.cancel(id);
+        });
+        QTRY_VERIFY_WITH_TIMEOUT(st.ended, 60000);
+        QVERIFY2(st.error.startsWith(QStringLiteral("Stopped.")), qPrintable(st.error + " " + st.summary));
+        // Its /metrics in llama.cpp's names: the tokens it generated are counted; /slots lists 2 slots.
+        httplib::Client h("127.0.0.1", port);
+        bool idle = false;
+        double generated = 0;
+        for (int i = 0; i < 100 && !idle; ++i) {
+            auto m = h.Get("/metrics");
+            auto page = parse_prometheus_text(m ? m->body : "");
+            if (page)
+                if (auto v = read_vllm_metrics(*page); v) {
+                    QVERIFY(v->dialect == MetricsDialect::LlamaCpp);
+                    idle = v->num_running == 0;
+                    generated = v->generation_tokens;
+                }
+            if (!idle) QTest::qWait(100);
+        }
+        QVERIFY(idle);
+        QVERIFY2(generated >= 1, qPrintable(QString::number(generated)));
+        auto slots = h.Get("/slots");
+        QVERIFY(slots && slots->status == 200);
+        const json js = json::parse(slots->body, nullptr, false);
+        QVERIFY(js.is_array());
+        QCOMPARE(js.size(), size_t(2));
+        p.terminate();
+        if (!p.waitForFinished(10000)) p.kill();
     }
 };
 
