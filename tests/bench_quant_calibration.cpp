@@ -9,9 +9,11 @@
 //   KVS_BENCH_SIZES    calibration sizes (default "128,256,512")
 //   KVS_BENCH_SEEDS    calibration seeds (default "0,1")
 //   KVS_BENCH_SCHEMES  calibrated schemes (default "int4-awq,int4-gptq")
-//   KVS_BENCH_PLAIN    schemes without calibration, once (default "int4-rtn,nf4,fp4")
+//   KVS_BENCH_PLAIN    schemes without calibration, once (default "int4-rtn,nf4,fp4"; "-": none)
 //   KVS_BENCH_OUT      JSON file name in the test output folder (default bench_quant_calibration.json)
-// Prints a table (PPL ± error, ΔPPL, mean KL, top-1, quantization time) and writes the JSON. Never fails on the
+// Prints a table (PPL ± error, ΔPPL, mean KL, top-1, quantization time) and writes the JSON.
+// A GPTQ or AWQ cell takes minutes: run it directly with QTEST_FUNCTION_TIMEOUT raised (Qt Test
+// stops a test function after 300 s), e.g. QTEST_FUNCTION_TIMEOUT=7200000. Never fails on the
 // numbers; skips when the default model is not installed.
 #include <QtTest>
 
@@ -38,7 +40,7 @@ std::vector<std::string> env_list(const char* name, const char* fallback) {
     std::stringstream ss(v && *v ? v : fallback);
     std::vector<std::string> out;
     for (std::string item; std::getline(ss, item, ',');)
-        if (!item.empty()) out.push_back(item);
+        if (!item.empty() && item != "-") out.push_back(item);  // "-": none
     return out;
 }
 
