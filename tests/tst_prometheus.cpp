@@ -18,6 +18,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "app/remote/llama_slots.h"
 #include "app/remote/prometheus_text.h"
 #include "app/remote/vllm_metrics.h"
 #include "tests/support/live_server.h"
@@ -279,6 +280,31 @@ private Q_SLOTS:
         QCOMPARE(m->num_running, 2.0);
         QCOMPARE(m->num_waiting, 1.0);
         QVERIFY(std::isnan(m->num_gpu_blocks));
+    }
+
+    // llama-server's /slots, in the shape its current build answers (one idle slot, one busy).
+    void llamaSlots() {
+        const std::string body =
+            R"([{"id":0,"n_ctx":512,"speculative":false,"is_processing":false},)"
+            R"({"id":1,"n_ctx":512,"speculative":false,"is_processing":true,"id_task":0,"n_prompt_tokens":21,)"
+            R"("n_prompt_tokens_processed":2,"params":{},"next_token":[{"has_next_token":true,"n_remain":181,"n_decoded":19}]}])";
+        auto s = parse_llama_slots(body);
+        QVERIFY2(s, s.message().c_str());
+        QCOMPARE(s->size(), size_t(2));
+        QCOMPARE((*s)[0].context_used(), 0);
+        QVERIFY((*s)[1].processing);
+        QCOMPARE((*s)[1].n_ctx, 512);
+        QCOMPARE((*s)[1].context_used(), 40);  // 21 prompt + 19 decoded
+        // Garbage: not JSON, not a list, wrong types (read as 0), a non-object entry (skipped).
+        QVERIFY(!parse_llama_slots("<html>"));
+        QVERIFY(!parse_llama_slots(R"({"slots":[]})"));
+        auto odd =
+            parse_llama_slots(R"([3, {"id":"x","n_ctx":-5,"is_processing":"yes","next_token":{"n_decoded":1e300}}])");
+        QVERIFY(odd);
+        QCOMPARE(odd->size(), size_t(1));
+        QCOMPARE(odd->front().n_ctx, 0);
+        QVERIFY(!odd->front().processing);
+        QCOMPARE(odd->front().n_decoded, 0);
     }
 
     // A live kvscope server's page: the engine's pool size and the counts its requests reported.

@@ -30,6 +30,8 @@
 #include <unistd.h>
 
 #include "app/remote/connection_store.h"
+#include "app/remote/llama_slots.h"
+#include "app/remote/metrics_poller.h"
 #include "app/remote/prometheus_text.h"
 #include "app/remote/remote_chat_client.h"
 #include "app/remote/server_probe.h"
@@ -601,9 +603,21 @@ private Q_SLOTS:
         QVERIFY2(generated >= 1, qPrintable(QString::number(generated)));
         auto slots = h.Get("/slots");
         QVERIFY(slots && slots->status == 200);
-        const json js = json::parse(slots->body, nullptr, false);
-        QVERIFY(js.is_array());
-        QCOMPARE(js.size(), size_t(2));
+        auto parsed = parse_llama_slots(slots->body);
+        QVERIFY2(parsed, parsed.message().c_str());
+        QCOMPARE(parsed->size(), size_t(2));
+        for (const LlamaSlot& sl : *parsed) QVERIFY(sl.n_ctx > 0 && !sl.processing);
+        // The poller the remote view uses reads /metrics and /slots together.
+        MetricsPoller poller;
+        std::vector<MetricsReading> readings;
+        connect(&poller, &MetricsPoller::reading, &poller,
+                [&readings](const MetricsReading& mr) { readings.push_back(mr); });
+        poller.start(opts(url), {}, 200, true);
+        QTRY_VERIFY_WITH_TIMEOUT(!readings.empty(), 10000);
+        poller.stop();
+        QVERIFY(readings.front().has_slots);
+        QCOMPARE(readings.front().slots.size(), size_t(2));
+        QVERIFY(readings.front().m.dialect == MetricsDialect::LlamaCpp);
         p.terminate();
         if (!p.waitForFinished(10000)) p.kill();
     }

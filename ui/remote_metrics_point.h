@@ -7,6 +7,14 @@
 
 namespace kvs::ui {
 
+// One llama-server slot (its /slots): context size, tokens its task holds, busy or idle.
+struct RemoteSlot {
+    int id = 0;
+    int nCtx = 0;
+    int used = 0;
+    bool processing = false;
+};
+
 struct RemoteMetricsPoint {
     static constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
     double tS = 0;                                          // seconds since polling started
@@ -25,6 +33,8 @@ struct RemoteMetricsPoint {
     double specAcceptance = kNaN;                 // total accepted / drafted
     double specMeanLength = kNaN;
     QVector<double> specPerPosition;  // acceptance rate per draft position
+    bool hasSlots = false;            // llama-server's /slots was read
+    QVector<RemoteSlot> slots;
 };
 
 }  // namespace kvs::ui

@@ -2,6 +2,7 @@
 
 #include <QLabel>
 #include <QVBoxLayout>
+#include <algorithm>
 #include <cmath>
 
 #include "ui/qcp.h"
@@ -57,6 +58,10 @@ RemoteMetricsView::RemoteMetricsView(QWidget* parent) : QWidget(parent) {
     m_error->setWordWrap(true);
     m_error->setStyleSheet(QStringLiteral("color: #e07070;"));
     m_error->hide();
+    m_slots = new QLabel(this);
+    m_slots->setTextFormat(Qt::RichText);
+    m_slots->setObjectName(QStringLiteral("remoteSlots"));
+    m_slots->hide();
     m_plot = new QCustomPlot(this);
     m_plot->setMinimumHeight(360);
     m_plot->plotLayout()->clear();
@@ -109,6 +114,7 @@ RemoteMetricsView::RemoteMetricsView(QWidget* parent) : QWidget(parent) {
     lay->addWidget(m_caption);
     lay->addWidget(m_tiles);
     lay->addWidget(m_error);
+    lay->addWidget(m_slots);
     lay->addWidget(m_plot, 1);
     setSource(QString());
 }
@@ -163,8 +169,26 @@ QString RemoteMetricsView::tilesText() const {
         .arg(spec);
 }
 
+QString RemoteMetricsView::slotsText() const {
+    if (m_points.empty() || !m_points.back().hasSlots) return {};
+    QString out = tr("<b>slots</b> (llama-server /slots: tokens each slot's task holds of its context)");
+    for (const RemoteSlot& s : m_points.back().slots) {
+        const int cells = 30;
+        const int full = s.nCtx > 0 ? std::clamp(int(std::lround(double(s.used) / s.nCtx * cells)), 0, cells) : 0;
+        out += QStringLiteral("<br><tt>#%1 %2%3</tt> %4 / %5 %6")
+                   .arg(s.id)
+                   .arg(QString(full, QChar(0x2588)), QString(cells - full, QChar(0x2591)))
+                   .arg(s.used)
+                   .arg(s.nCtx)
+                   .arg(s.processing ? tr("processing") : tr("idle"));
+    }
+    return out;
+}
+
 void RemoteMetricsView::redraw() {
     m_tiles->setText(tilesText());
+    m_slots->setText(slotsText());
+    m_slots->setVisible(!m_slots->text().isEmpty());
     auto fill = [this](QCPGraph* g, auto get, double scale) {
         QVector<double> x, y;
         for (const RemoteMetricsPoint& p : m_points) {

@@ -31,6 +31,7 @@ public:
     int pointCount() const { return int(m_points.size()); }
     QString captionText() const;
     QString tilesText() const;
+    QString slotsText() const;  // llama-server's slots, one line each; "" when the server has none
     QCustomPlot* plot() const { return m_plot; }
 
 private:
@@ -39,6 +40,7 @@ private:
     QLabel* m_caption;
     QLabel* m_tiles;
     QLabel* m_error;
+    QLabel* m_slots;
     QCustomPlot* m_plot;
     QCPGraph* m_used;
     QCPGraph* m_total;

@@ -21,7 +21,7 @@ void MetricsPoller::stop() {
     m_client.reset();
 }
 
-void MetricsPoller::start(const net::ClientOptions& opt, const QString& model, int intervalMs) {
+void MetricsPoller::start(const net::ClientOptions& opt, const QString& model, int intervalMs, bool pollSlots) {
     stop();
     m_stop = false;
     m_readings = 0;
@@ -34,7 +34,7 @@ void MetricsPoller::start(const net::ClientOptions& opt, const QString& model, i
     auto client = m_client;
     const std::string modelName = model.toStdString();
     QPointer<MetricsPoller> self(this);
-    m_thread = std::thread([this, self, client, modelName, intervalMs]() {
+    m_thread = std::thread([this, self, client, modelName, intervalMs, pollSlots]() {
         using Clock = std::chrono::steady_clock;
         const auto t0 = Clock::now();
         for (;;) {
@@ -60,6 +60,13 @@ void MetricsPoller::start(const net::ClientOptions& opt, const QString& model, i
                     else
                         r.m = std::move(m.value());
                 }
+            }
+            if (error.isEmpty() && pollSlots) {
+                if (auto sl = client->get("/slots"); sl && sl->status == 200)
+                    if (auto slots = parse_llama_slots(sl->body); slots) {
+                        r.has_slots = true;
+                        r.slots = std::move(slots.value());
+                    }
             }
             // The destructor joins this thread before the object goes, so posting is safe;
             // the queued call is dropped if the object is gone by the time it would run.

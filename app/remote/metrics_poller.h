@@ -12,6 +12,7 @@
 #include <thread>
 
 #include "app/net/openai_client.h"
+#include "app/remote/llama_slots.h"
 #include "app/remote/vllm_metrics.h"
 
 namespace kvs::remote {
@@ -21,7 +22,9 @@ struct MetricsReading {
     VllmMetrics m;
     double fetch_ms = 0;  // how long the GET took
     size_t page_bytes = 0;
-    size_t bad_lines = 0;  // lines of the page skipped as not Prometheus text
+    size_t bad_lines = 0;    // lines of the page skipped as not Prometheus text
+    bool has_slots = false;  // llama-server's /slots was read
+    std::vector<LlamaSlot> slots;
 };
 
 class MetricsPoller : public QObject {
@@ -30,8 +33,9 @@ public:
     explicit MetricsPoller(QObject* parent = nullptr);
     ~MetricsPoller() override;
 
-    // Starts polling base URL's /metrics (model: the model_name to read; "" the first).
-    void start(const net::ClientOptions& opt, const QString& model, int intervalMs = 1000);
+    // Starts polling base URL's /metrics (model: the model_name to read; "" the first), and
+    // llama-server's /slots too when pollSlots.
+    void start(const net::ClientOptions& opt, const QString& model, int intervalMs = 1000, bool pollSlots = false);
     void stop();
     bool running() const { return m_thread.joinable(); }
     int readings() const { return m_readings; }

@@ -14,6 +14,7 @@
 
 #include "app/remote/gui/connections_dialog.h"
 #include "app/remote/gui/remote_point.h"
+#include "app/remote/server_probe.h"
 #include "ui/chat_view.h"
 #include "ui/context_gauge.h"
 #include "ui/remote_metrics_view.h"
@@ -153,7 +154,7 @@ void RemoteChatWindow::useConnection(const QString& id) {
     m_view->setReady(true);
     const QString kind = c->kind.isEmpty() ? tr("server") : c->kind;
     m_metrics->setSource(tr("%1 at %2/metrics").arg(kind, QString::fromStdString(o.base_url)));
-    m_poller->start(o, c->model, 1000);
+    m_poller->start(o, c->model, 1000, c->kind == QLatin1String(server_kind_name(ServerKind::LlamaServer)));
 }
 
 void RemoteChatWindow::openConnectionsDialog() {

@@ -53,6 +53,8 @@ ui::RemoteMetricsPoint to_view_point(const MetricsReading& cur, const MetricsRea
     v.specAcceptance = m.spec_acceptance_rate();
     v.specMeanLength = m.spec_mean_acceptance_length();
     for (double r : m.spec_acceptance_per_pos()) v.specPerPosition.push_back(r);
+    v.hasSlots = cur.has_slots;
+    for (const LlamaSlot& sl : cur.slots) v.slots.push_back({sl.id, sl.n_ctx, sl.context_used(), sl.processing});
     if (p) {
         v.prefixHitRate =
             VllmMetrics::ratio(delta(m.prefix_hits, p->prefix_hits), delta(m.prefix_queries, p->prefix_queries));
