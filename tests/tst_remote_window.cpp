@@ -12,11 +12,14 @@
 // Saves a screenshot of the window (tests/output/remote_chat_window.png).
 #include <QComboBox>
 #include <QLineEdit>
+#include <QPushButton>
+#include <QStandardPaths>
 #include <QTextBrowser>
 #include <QtTest>
 #include <atomic>
 #include <thread>
 
+#include "app/model_manager.h"
 #include "app/remote/gui/connections_dialog.h"
 #include "app/remote/gui/remote_chat_window.h"
 #include "app/remote/gui/remote_point.h"
@@ -203,6 +206,30 @@ private Q_SLOTS:
         w.retry();
         QTRY_VERIFY_WITH_TIMEOUT(!w.generating(), 60000);
         QVERIFY2(w.turns().size() == 2, qPrintable(transcript(w)));
+    }
+
+    // File ▸ Models… ▸ Remote connections… opens the remote chat window with its Connections
+    // dialog (test mode: the connections file goes under the test's config folder).
+    void modelsDialogOpensTheRemoteWindow() {
+        QStandardPaths::setTestModeEnabled(true);
+        QWidget host;
+        app::ModelManagerDialog d(&host);
+        auto* b = d.findChild<QPushButton*>(QStringLiteral("remoteConnections"));
+        QVERIFY(b);
+        bool sawDialog = false;
+        QTimer::singleShot(300, [&sawDialog] {
+            if (auto* m = qobject_cast<ConnectionsDialog*>(QApplication::activeModalWidget())) {
+                sawDialog = true;
+                m->reject();
+            }
+        });
+        b->click();
+        QVERIFY(sawDialog);
+        auto* w = host.findChild<RemoteChatWindow*>();
+        QVERIFY(w);
+        QVERIFY(w->isVisible());
+        w->close();
+        QStandardPaths::setTestModeEnabled(false);
     }
 
     // The view's numbers between two readings: bucket differences, counter rates.
