@@ -47,6 +47,7 @@ EnginePanel::EnginePanel(EngineBridge* bridge, QWidget* parent) : QWidget(parent
     controls->addWidget(m_endLesson);
     l->addWidget(buildInjectRow());
     buildRequestTable();
+    m_requests->setMinimumHeight(m_requests->fontMetrics().height() * 4);  // a lesson's caption wins the room
     l->addWidget(m_requests, 1);
     connect(m_pauseButton, &QPushButton::toggled, this, [this](bool on) {
         if (on) {

@@ -420,9 +420,9 @@ void MainWindow::poll() {
         return m_lessons->idle(m_feed->frame().step);
     }
     m_lessons->stepsRan(m_feed->lastStep());
-    m_lessons->frameShown(m_feed->frame(), m_draftView->frame());
     m_enginePanel->showRequests(m_feed->frame().requests);
     m_liveLabel->setText(m_feed->liveFigures());
+    m_lessons->frameShown(m_feed->frame(), m_draftView->frame());  // after every view has the frame
     m_lastPollMs = timer.nsecsElapsed() / 1e6;
     m_maxPollMs = std::max(m_maxPollMs, m_lastPollMs);
 }

@@ -194,6 +194,7 @@ private Q_SLOTS:
         auto* transcript = w.chatView()->findChild<QTextBrowser*>("chatTranscript");
         QVERIFY(transcript && transcript->toPlainText().contains(text));
         QVERIFY(QFontMetrics(transcript->font()).inFont(QChar(0xD55C)));  // 한
+        QTest::qWait(600);  // the request table and the map's texts follow at most 5 times a second
         QVERIFY(w.grab().save(QString::fromStdString(kvs::test::output_path("korean_chat.png"))));
     }
 
@@ -242,6 +243,7 @@ private Q_SLOTS:
                                         .arg(fm.height())
                                         .arg(plot->axisRect(i)->height())));
         }
+        QVERIFY(plot->axisRect(0)->axis(QCPAxis::atLeft)->tickVector().contains(100));  // 100 % is labelled
         // The lowest label of a row and the highest of the row under it must not overlap.
         for (int i = 0; i + 1 < 3; ++i) {
             QCPAxis* up = plot->axisRect(i)->axis(QCPAxis::atLeft);

@@ -491,6 +491,10 @@ void SlotTimelineView::buildGraphs() {
     pp->util->setLineStyle(QCPGraph::lsStepCenter);
     pp->util->setName(tr("utilization"));
     pp->rects[0]->axis(QCPAxis::atLeft)->setRange(0, 105);
+    QSharedPointer<QCPAxisTickerFixed> percent(new QCPAxisTickerFixed);  // 0 / 50 / 100, or 0 / 100 when short
+    percent->setTickStep(50);
+    percent->setScaleStrategy(QCPAxisTickerFixed::ssNone);
+    pp->rects[0]->axis(QCPAxis::atLeft)->setTicker(percent);
 
     // Stacked step areas rather than bars (three polygons instead of 3 × 512 rectangles),
     // each filled down to zero and drawn top of the stack first: cheaper than channel fills.
@@ -614,6 +618,8 @@ void SlotTimelineView::syncPlotRange() {
     // labels of a row never stack on each other.
     const int labelH = QFontMetrics(smallFont(font())).height();
     for (QCPAxisRect* r : pp.rects) r->axis(QCPAxis::atLeft)->ticker()->setTickCount(r->height() >= 5 * labelH ? 2 : 1);
+    if (auto percent = pp.rects[0]->axis(QCPAxis::atLeft)->ticker().dynamicCast<QCPAxisTickerFixed>())
+        percent->setTickStep(pp.rects[0]->height() >= 5 * labelH ? 50 : 100);
     // While steps stream in, replot at most every 50 ms (a replot of 512 steps costs a few
     // ms); scrolling and hovering replot at once.
     if (!m_appending) m_plot->replot(QCustomPlot::rpQueuedReplot);
