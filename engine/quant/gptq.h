@@ -37,7 +37,10 @@
 // quantised inputs. Within a layer the seven linears share one pass (AutoGPTQ's
 // true_sequential=False). Storage: 4 bits in groups of 128 -> I4_G128, 64 -> I4_G64,
 // 32 -> Q4_1 (d, m = fp16(-d * zero)); 8 bits symmetric -> Q8_0 (d = scale per block of 32,
-// q - 128 as int8). Rows the group size does not divide take 64 (SmolLM2-135M's 576).
+// q - 128 as int8); a larger group (256, a whole row from a checkpoint) is stored as several of
+// those sharing one scale and zero (gptq_encode). Rows the group size does not divide take 64
+// (SmolLM2-135M's 576). Act-order without static groups has no contiguous groups and no
+// storage format here (gptq_storage_type refuses it by name).
 #include <cstdint>
 #include <functional>
 #include <memory>
