@@ -490,7 +490,7 @@ void SlotTimelineView::buildGraphs() {
     pp->util = graph(0);
     pp->util->setLineStyle(QCPGraph::lsStepCenter);
     pp->util->setName(tr("utilization"));
-    pp->rects[0]->axis(QCPAxis::atLeft)->setRange(0, 105);
+    pp->rects[0]->axis(QCPAxis::atLeft)->setRange(0, 125);               // room above 100 % for its label
     QSharedPointer<QCPAxisTickerFixed> percent(new QCPAxisTickerFixed);  // 0 / 50 / 100, or 0 / 100 when short
     percent->setTickStep(50);
     percent->setScaleStrategy(QCPAxisTickerFixed::ssNone);
