@@ -8,6 +8,8 @@
 #include <QFile>
 #include <QJsonDocument>
 #include <QJsonObject>
+#include <QLabel>
+#include <QPushButton>
 #include <QSignalSpy>
 #include <QTemporaryDir>
 #include <QTextBlock>
@@ -16,6 +18,7 @@
 
 #include "app/chat_controller.h"
 #include "app/chat_export.h"
+#include "app/chat_list_panel.h"
 #include "app/chat_store.h"
 #include "app/engine_bridge.h"
 #include "tests/support/run_python.h"
@@ -254,6 +257,19 @@ private Q_SLOTS:
         QCOMPARE(chats.store().conversations().size(), 2);
         QCOMPARE(chats.currentId(), current);
         QCOMPARE(readAll(store), before);
+        // The Chats dock shows the failure under its buttons until an import succeeds.
+        kvs::app::ChatListPanel panel;
+        connect(&chats, &kvs::app::ChatController::importFailed, &panel, &kvs::app::ChatListPanel::showImportError);
+        panel.showConversations(chats.store().conversations(), chats.currentId());
+        panel.show();
+        QVERIFY(panel.findChild<QPushButton*>("exportChatButton")->isEnabled());  // the shown chat is selected
+        auto* label = panel.findChild<QLabel*>("chatImportError");
+        QVERIFY(!label->isVisible());
+        QVERIFY(!chats.importChats(bad, &err));
+        QVERIFY(label->isVisible());
+        QCOMPARE(label->text(), "Import failed: " + err);
+        panel.showImportError({});
+        QVERIFY(!label->isVisible());
         QVERIFY(!chats.importChats(m_dir.filePath("missing.json"), &err));
         QVERIFY2(err.contains("missing.json"), qPrintable(err));
         QCOMPARE(readAll(store), before);
