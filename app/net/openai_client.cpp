@@ -2,6 +2,7 @@
 
 #include <httplib.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -193,7 +194,18 @@ Result<OpenAIClient::Reply> OpenAIClient::send(const std::string& method, const 
     };
     httplib::Response res;
     httplib::Error err = httplib::Error::Success;
-    const bool ok = m_http->send(req, res, err);
+    bool ok = m_http->send(req, res, err);
+    // A kept-alive connection the server closed while idle (llama-server does between
+    // requests) fails before any answer: the request never reached it, so send it once more
+    // on a new connection.
+    const double failed_after_s = std::chrono::duration<double>(Clock::now() - t0).count();
+    if (!ok && !m_cancel && fault.empty() && reply.status == 0 &&
+        (err == httplib::Error::Read || err == httplib::Error::Write) &&
+        failed_after_s < std::min(1.0, 0.5 * m_opt.read_timeout_s)) {  // at once, not a read timeout
+        res = httplib::Response();
+        err = httplib::Error::Success;
+        ok = m_http->send(req, res, err);
+    }
     if (m_cancel) return Status::error(where + ": cancelled");
     if (!fault.empty() && fault != "stopped") return Status::error(where + ": " + fault);
     if (fault == "stopped") {  // the caller's receiver said stop; it knows why
@@ -331,7 +343,7 @@ Result<CompletionResult> OpenAIClient::complete(const CompletionRequest& req,
         }
         return !parser.stopped() || done;  // after [DONE], read the body to its end: the connection stays open
     });
-    if (!r) return r.status();
+    if (!r && !done) return r.status();  // after data: [DONE], a connection cut before the body's end loses nothing
     if (caller_stopped) return Status::error(where + ": cancelled by the caller");
     if (!fault.empty()) return Status::error(where + ": " + fault);
     if (!done) {
