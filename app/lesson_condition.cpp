@@ -15,7 +15,7 @@ const QRegularExpression& placeholder_re() {
 
 void add_request_facts(const ui::EngineFrame& f, LessonFacts& x) {
     qint64 admitted = 0, finished = 0, prefilled = 0, prefilling = 0, decoding = 0, padding = 0, preemptedNow = 0,
-           resumed = 0, grown = 0;
+           resumed = 0, recomputed = 0, grown = 0;
     const int bs = std::max(1, f.blockSize);
     for (const ui::RequestRow& r : f.requests) {
         const bool done = r.status == QLatin1String("finished");
@@ -31,6 +31,7 @@ void add_request_facts(const ui::EngineFrame& f, LessonFacts& x) {
         }
         const bool runs = r.slot == ui::SlotState::Prefill || r.slot == ui::SlotState::Decode;
         if (r.preemptions > 0 && runs) ++resumed;
+        if (r.preemptions > 0 && (runs || done)) ++recomputed;
         if (r.blockIds.size() > (r.promptTokens + bs - 1) / bs) ++grown;
     }
     x["requests"] = f.requests.size();
@@ -42,6 +43,7 @@ void add_request_facts(const ui::EngineFrame& f, LessonFacts& x) {
     x["padding"] = padding;
     x["preempted_now"] = preemptedNow;
     x["resumed"] = resumed;
+    x["recomputed"] = recomputed;
     x["grown"] = grown;
 }
 

@@ -17,7 +17,10 @@
 //                            requests whose slot this step is prefill / decode / a static
 //                            batch's padding seat / waiting after a preemption
 //   preempted                preemptions since the engine started
-//   resumed                  requests that were preempted and run again
+//   resumed                  requests that were preempted and run again this step
+//   recomputed               requests that were preempted and came back (running again or
+//                            finished): stays true once it holds, so a lesson running at
+//                            full speed, whose frames skip steps, still reaches its caption
 //   grown                    requests holding more blocks than their prompt needs
 //   blocks, block_size, max_model_len
 //   used_blocks, shared_blocks, cached_blocks, free_blocks, hashed_blocks, max_ref

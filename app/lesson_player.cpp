@@ -94,13 +94,19 @@ void LessonPlayer::frameShown(const ui::EngineFrame& frame, const ui::SpecFrame&
     if (!m_active || !m_started || m_lastStep < 0) return;  // no frame of this lesson's engine yet
     const QPair<qint64, qint64> key{frame.step.step, spec.step};
     const int next = m_shown + 1;
-    if (next < m_lesson.captions.size() && key != m_shownWith) {  // at most one new caption per frame
+    // At most one new caption per frame, so each can be read; when the engine has gone idle on
+    // the frame the last caption came with (a lesson run at full speed ends between two polls),
+    // the next one whose conditions hold in that same frame follows after a reading pause.
+    constexpr qint64 kReadingPauseMs = 1500;
+    const bool may_show = key != m_shownWith || (m_shownAt.isValid() && m_shownAt.elapsed() >= kReadingPauseMs);
+    if (next < m_lesson.captions.size() && may_show) {
         const LessonFacts facts = lesson_facts(frame, spec);
         bool holds = true;
         for (const LessonCondition& c : m_lesson.captions[next].when) holds = holds && condition_holds(c, facts);
         if (holds) {
             m_shown = next;
             m_shownWith = key;
+            m_shownAt.start();
             showCaption(frame, spec);
             Q_EMIT captionShown(m_shown, frame.step.step);
             return;

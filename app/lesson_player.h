@@ -6,6 +6,7 @@
 // conditions hold there (app/lesson_condition.h), with its numbers from that frame. End
 // gives the engine back the settings it had before the lesson. Also the synthetic load of
 // the Engine dock's Inject button, which lessons use too.
+#include <QElapsedTimer>
 #include <QObject>
 #include <QString>
 #include <QVector>
@@ -68,6 +69,7 @@ private:
     qint64 m_idleAt = -1;                       // the step after which idle() last ran events
     int m_shown = -1;                           // the caption on screen
     QPair<qint64, qint64> m_shownWith{-2, -2};  // (engine step, spec step) of the frame it appeared with
+    QElapsedTimer m_shownAt;                    // when it appeared (pacing captions on an idle frame)
     QString m_caption;
     quint64 m_injectSeed = 1;
 };
