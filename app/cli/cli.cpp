@@ -38,6 +38,13 @@ int run_main(int argc, char** argv) {
                   "(head cut to the first V token ids)");
     g->add_option("--spec-k", gen.spec_k, "draft tokens per target pass (with --spec)")->check(CLI::Range(1, 16));
     g->add_flag("--spec-adaptive", gen.spec_adaptive, "grow / shrink the draft length with acceptance (with --spec)");
+    g->add_option("--lora", gen.lora, "a LoRA adapter on top of the model: PATH or NAME=PATH (PEFT folder or GGUF)");
+    g->add_option("--lora-scale", gen.lora_scale, "multiplies the adapter's alpha / r (default 1)")
+        ->check(CLI::Range(-100.0, 100.0));
+    g->add_option("--beams", gen.beams, "beam search with this many beams (1: off)")->check(CLI::Range(1, 8));
+    g->add_option("--length-penalty", gen.sampling.length_penalty,
+                  "beam search: hypotheses rank by sum log p / length^this (default 1; 0: plain sum)")
+        ->check(CLI::Range(-10.0, 10.0));
     add_sampling_options(g, gen.sampling);
     add_runner_options(g, gen.runner);
 
@@ -105,11 +112,11 @@ int run_main(int argc, char** argv) {
         ->check(CLI::Range(1, 1024));
     EvalCommandOptions eval;
     auto* ev = add_eval_command(app, eval);
+    WatermarkDetectOptions wm;
+    auto* wd = add_watermark_command(app, wm);
     ServeOptions serve;
     serve.model = kDefaultModel;
     auto* sv = add_serve_command(app, serve);
-    WatermarkDetectOptions wm;
-    auto* wd = add_watermark_command(app, wm);
 
     try {
         app.parse(argc, argv);
@@ -126,8 +133,8 @@ int run_main(int argc, char** argv) {
     if (in->parsed()) return cmd_inspect(ins);
     if (q->parsed()) return cmd_quantize(quant);
     if (ev->parsed()) return cmd_eval(eval);
-    if (sv->parsed()) return cmd_serve(serve);
     if (wd->parsed()) return cmd_watermark_detect(wm);
+    if (sv->parsed()) return cmd_serve(serve);
     if (b->parsed()) {
         if (!http_bench.url.empty()) {
             http_bench.json_out = bench.json_out;
