@@ -29,12 +29,6 @@ void awq_unpack_word(uint32_t word, uint8_t values[8]) {
 
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& s) {
-    std::string out = "[";
-    for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-    return out + "]";
-}
-
 Result<std::optional<json>> read_json_file(const fs::path& p) {
     std::error_code ec;
     if (!fs::exists(p, ec)) return std::optional<json>();
@@ -153,24 +147,6 @@ std::optional<std::pair<int64_t, int64_t>> awq_module_dims(const ModelConfig& c,
 
 namespace {
 
-// The tensor `name`, present with dtype `dtype` and shape `shape` (`layout` says what the
-// dimensions mean); errors name the tensor, what was found and what was expected.
-Result<const SafetensorsTensor*> packed_tensor(const SafetensorsSet& set, const std::string& name, const char* dtype,
-                                               const std::vector<int64_t>& shape, const char* layout) {
-    const SafetensorsTensor* t = set.find(name);
-    const std::string want = std::string(dtype) + " " + shape_str(shape) + " " + layout;
-    if (!t) {
-        const std::string where = set.files().empty() ? std::string("AWQ checkpoint") : set.files().front();
-        return Status::error(where + ": missing tensor '" + name + "' (expected " + want + ")");
-    }
-    if (t->dtype != dtype)
-        return Status::error(t->file + ": tensor '" + name + "' has dtype " + t->dtype + ", expected " + want);
-    if (t->shape != shape)
-        return Status::error(t->file + ": tensor '" + name + "' has shape " + shape_str(t->shape) + ", expected " +
-                             want);
-    return t;
-}
-
 int32_t load_i32(const uint8_t* p, int64_t i) {
     int32_t v;
     std::memcpy(&v, p + i * 4, 4);
@@ -186,13 +162,14 @@ Result<AwqLinear> unpack_awq_linear(const SafetensorsSet& set, const std::string
                              std::to_string(n_out) + "] needs out divisible by 8 and in divisible by the group size " +
                              std::to_string(group_size));
     const int64_t n_groups = n_in / group_size, n_words = n_out / 8;
-    auto qw = packed_tensor(set, module + ".qweight", "I32", {n_in, n_words}, "[in_features, out_features / 8]");
+    auto qw = set.find_checked(module + ".qweight", "I32", {n_in, n_words}, "[in_features, out_features / 8]",
+                               "AWQ checkpoint");
     if (!qw) return qw.status();
-    auto qz = packed_tensor(set, module + ".qzeros", "I32", {n_groups, n_words},
-                            "[in_features / group_size, out_features / 8]");
+    auto qz = set.find_checked(module + ".qzeros", "I32", {n_groups, n_words},
+                               "[in_features / group_size, out_features / 8]", "AWQ checkpoint");
     if (!qz) return qz.status();
-    auto sc =
-        packed_tensor(set, module + ".scales", "F16", {n_groups, n_out}, "[in_features / group_size, out_features]");
+    auto sc = set.find_checked(module + ".scales", "F16", {n_groups, n_out}, "[in_features / group_size, out_features]",
+                               "AWQ checkpoint");
     if (!sc) return sc.status();
 
     AwqLinear l;

@@ -20,12 +20,6 @@ using json = nlohmann::json;
 
 namespace {
 
-std::string shape_str(const std::vector<int64_t>& s) {
-    std::string out = "[";
-    for (size_t i = 0; i < s.size(); ++i) out += (i ? ", " : "") + std::to_string(s[i]);
-    return out + "]";
-}
-
 Result<std::optional<json>> read_json(const fs::path& p) {
     std::error_code ec;
     if (!fs::exists(p, ec)) return std::optional<json>();
@@ -74,22 +68,6 @@ Result<GptqConfig> parse_settings(const json& q, const std::string& where) {
     return c;
 }
 
-Result<const SafetensorsTensor*> tensor(const SafetensorsSet& set, const std::string& name, const char* dtype,
-                                        const std::vector<int64_t>& shape, const char* layout) {
-    const SafetensorsTensor* t = set.find(name);
-    const std::string want = std::string(dtype) + " " + shape_str(shape) + " " + layout;
-    if (!t) {
-        const std::string where = set.files().empty() ? std::string("GPTQ checkpoint") : set.files().front();
-        return Status::error(where + ": missing tensor '" + name + "' (expected " + want + ")");
-    }
-    if (t->dtype != dtype)
-        return Status::error(t->file + ": tensor '" + name + "' has dtype " + t->dtype + ", expected " + want);
-    if (t->shape != shape)
-        return Status::error(t->file + ": tensor '" + name + "' has shape " + shape_str(t->shape) + ", expected " +
-                             want);
-    return t;
-}
-
 uint32_t load_u32(const uint8_t* p, int64_t i) {
     uint32_t v;
     std::memcpy(&v, p + i * 4, 4);
@@ -134,13 +112,16 @@ Result<GptqMatrix> unpack_gptq_linear(const SafetensorsSet& set, const std::stri
                              std::to_string(n_out) + "] needs in and out divisible by " + std::to_string(per) +
                              " and in by the group size " + std::to_string(group));
     const int64_t n_groups = n_in / group;
-    auto qw = tensor(set, module + ".qweight", "I32", {n_in / per, n_out}, "[in_features * bits / 32, out_features]");
+    auto qw = set.find_checked(module + ".qweight", "I32", {n_in / per, n_out},
+                               "[in_features * bits / 32, out_features]", "GPTQ checkpoint");
     if (!qw) return qw.status();
-    auto qz = tensor(set, module + ".qzeros", "I32", {n_groups, n_out / per}, "[n_groups, out_features * bits / 32]");
+    auto qz = set.find_checked(module + ".qzeros", "I32", {n_groups, n_out / per},
+                               "[n_groups, out_features * bits / 32]", "GPTQ checkpoint");
     if (!qz) return qz.status();
-    auto sc = tensor(set, module + ".scales", "F16", {n_groups, n_out}, "[n_groups, out_features]");
+    auto sc =
+        set.find_checked(module + ".scales", "F16", {n_groups, n_out}, "[n_groups, out_features]", "GPTQ checkpoint");
     if (!sc) return sc.status();
-    auto gi = tensor(set, module + ".g_idx", "I32", {n_in}, "[in_features]");
+    auto gi = set.find_checked(module + ".g_idx", "I32", {n_in}, "[in_features]", "GPTQ checkpoint");
     if (!gi) return gi.status();
 
     GptqMatrix m;

@@ -155,4 +155,26 @@ const SafetensorsTensor* SafetensorsSet::find(std::string_view name) const {
     return it == m_tensors.end() ? nullptr : &it->second;
 }
 
+Result<const SafetensorsTensor*> SafetensorsSet::find_checked(const std::string& name, const char* dtype,
+                                                              const std::vector<int64_t>& shape, const char* layout,
+                                                              const char* what) const {
+    const auto shape_str = [](const std::vector<int64_t>& v) {
+        std::string out = "[";
+        for (size_t i = 0; i < v.size(); ++i) out += (i ? ", " : "") + std::to_string(v[i]);
+        return out + "]";
+    };
+    const SafetensorsTensor* t = find(name);
+    const std::string want = std::string(dtype) + " " + shape_str(shape) + " " + layout;
+    if (!t) {
+        const std::string where = m_files.empty() ? std::string(what) : m_files.front();
+        return Status::error(where + ": missing tensor '" + name + "' (expected " + want + ")");
+    }
+    if (t->dtype != dtype)
+        return Status::error(t->file + ": tensor '" + name + "' has dtype " + t->dtype + ", expected " + want);
+    if (t->shape != shape)
+        return Status::error(t->file + ": tensor '" + name + "' has shape " + shape_str(t->shape) + ", expected " +
+                             want);
+    return t;
+}
+
 }  // namespace kvs

@@ -38,6 +38,12 @@ public:
     static Result<std::shared_ptr<SafetensorsSet>> open_folder(const std::string& dir);
 
     const SafetensorsTensor* find(std::string_view name) const;
+    // The tensor `name` with dtype `dtype` and shape `shape` (`layout` says what the dimensions
+    // mean); an error names the tensor, what was found and what was expected (`what`: the
+    // kind of file, for a missing tensor of an empty set).
+    Result<const SafetensorsTensor*> find_checked(const std::string& name, const char* dtype,
+                                                  const std::vector<int64_t>& shape, const char* layout,
+                                                  const char* what) const;
     const std::map<std::string, SafetensorsTensor, std::less<>>& tensors() const { return m_tensors; }
     const std::vector<std::string>& files() const { return m_files; }
 
