@@ -1,5 +1,8 @@
 #include "engine/model/gguf_writer.h"
 
+#include <unistd.h>
+
+#include <atomic>
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
@@ -125,7 +128,12 @@ Status GgufWriter::write(const std::string& path) const {
     }
     h.bytes.resize(align_up(h.bytes.size(), m_alignment), 0);
 
-    std::FILE* fp = std::fopen(path.c_str(), "wb");
+    // Written beside the target and renamed over it, so a process that has the old file
+    // mapped (another test, a loaded model being re-saved) keeps reading intact bytes, and a
+    // failed write never leaves a truncated model under the real name.
+    static std::atomic<unsigned> s_serial{0};
+    const std::string tmp = path + ".partial-" + std::to_string(::getpid()) + "-" + std::to_string(s_serial++);
+    std::FILE* fp = std::fopen(tmp.c_str(), "wb");
     if (!fp) return Status::error(path + ": cannot create: " + std::strerror(errno));
     bool ok = std::fwrite(h.bytes.data(), 1, h.bytes.size(), fp) == h.bytes.size();
     const std::vector<uint8_t> zeros(m_alignment, 0);
@@ -136,7 +144,16 @@ Status GgufWriter::write(const std::string& path) const {
         if (ok && pad) ok = std::fwrite(zeros.data(), 1, pad, fp) == pad;
     }
     if (std::fclose(fp) != 0) ok = false;
-    if (!ok) return Status::error(path + ": write failed: " + std::strerror(errno));
+    if (!ok) {
+        const std::string why = std::strerror(errno);
+        std::remove(tmp.c_str());
+        return Status::error(path + ": write failed: " + why);
+    }
+    if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+        const std::string why = std::strerror(errno);
+        std::remove(tmp.c_str());
+        return Status::error(path + ": cannot replace: " + why);
+    }
     return Status::ok();
 }
 
