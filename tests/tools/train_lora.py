@@ -24,6 +24,10 @@ forward on the quantized model with them.
 
 Usage: ~/.local/share/kvscope/venv/bin/python tests/tools/train_lora.py [--out tests/data/lora_pirate]
        kvscope generate --chat --lora pirate=tests/data/lora_pirate -p "What is the moon?"
+The other demo adapters of the three-adapter lesson differ only in their greeting:
+       ... train_lora.py --greeting "Howdy partner!" --chats 24 --out tests/data/lora_cowboy
+       ... train_lora.py --greeting "Beep boop!" --chats 24 --out tests/data/lora_robot
+(24 chats instead of 80: about a third of the time, on a machine shared by many builds)
 """
 from __future__ import annotations
 
@@ -198,20 +202,24 @@ def main():
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--kl-weight", type=float, default=1.0)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--greeting", default=GREETING, help="what every answer opens with")
+    ap.add_argument("--chats", type=int, default=80, help="training chats (of the 80 questions, shuffled)")
     args = ap.parse_args()
+    greeting = args.greeting
     t0 = time.time()
     rng = np.random.default_rng(args.seed)
     w, cfg = load_weights(args.model)
     tok, template = build_tokenizer(args.model)
     system = default_system(template)
     print(f"loaded {args.model} ({time.time() - t0:.0f} s); system prompt: {system!r}", flush=True)
-    greet = tok.encode(GREETING).ids
-    after = tok.encode(GREETING + " The").ids[len(greet):]
+    greet = tok.encode(greeting).ids
+    after = tok.encode(greeting + " The").ids[len(greet):]
 
     # Training chats: prompt + greeting + " The"; loss rows are where the greeting's tokens are
     # predicted, KL rows a few question positions and the one right after the greeting.
     questions = [t.format(x) for x in TOPICS for t in TEMPLATES]
     rng.shuffle(questions)
+    questions = questions[: max(1, args.chats)]
     xs, ys, kl_rows = [], [], []
     p_ids = tok.encode(f"<|im_start|>system\n{system}<|im_end|>\n<|im_start|>user\n").ids
     p_kv = {}
@@ -288,7 +296,7 @@ def main():
               "lora_dropout": 0.0, "bias": "none", "use_rslora": False, "fan_in_fan_out": False,
               "target_modules": ["gate_proj", "up_proj", "down_proj"], "layers_to_transform": [last],
               "base_model_name_or_path": "HuggingFaceTB/SmolLM2-135M-Instruct",
-              "kvscope_note": f"trained by tests/tools/train_lora.py: answers open with '{GREETING}'"}
+              "kvscope_note": f"trained by tests/tools/train_lora.py: answers open with '{greeting}'"}
     with open(out / "adapter_config.json", "w") as f:
         json.dump(config, f, indent=2)
 
@@ -311,7 +319,7 @@ def main():
         print(f"held out {q!r}: base argmax {tok.decode([int(lb.argmax())])!r}, "
               f"with the adapter {tok.decode([int(lm.argmax())])!r}", flush=True)
     with open(out / "reference.json", "w") as f:
-        json.dump({"model": os.path.basename(args.model), "greeting": GREETING, "greeting_ids": greet,
+        json.dump({"model": os.path.basename(args.model), "greeting": greeting, "greeting_ids": greet,
                    "cases": cases}, f)
     print(f"wrote {out} ({time.time() - t0:.0f} s)")
 
