@@ -69,6 +69,7 @@ void BlockPool::evict_hash(KVCacheBlock& b) {
     if (!b.block_hash) return;
     auto it = m_cached.find(*b.block_hash);
     if (it != m_cached.end() && it->second == b.block_id) m_cached.erase(it);
+    if (m_log_evictions) m_evictions.emplace_back(b.block_id, *b.block_hash);
     b.block_hash.reset();
     ++m_counters.evictions;
 }

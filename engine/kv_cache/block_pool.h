@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <optional>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include "engine/core/status.h"
@@ -81,6 +82,10 @@ public:
     bool cache_full_block(int32_t block_id, uint64_t block_hash);
     // Drops every cached hash (blocks in use keep their data, just not findable).
     void reset_prefix_cache();
+    // KV tiers: while on, every cached hash that allocate() evicts is logged (block id, hash)
+    // until taken, so its bytes can be copied out before the block is written again.
+    void set_eviction_log(bool on) { m_log_evictions = on; }
+    std::vector<std::pair<int32_t, uint64_t>> take_evictions() { return std::exchange(m_evictions, {}); }
 
     const KVCacheBlock& block(int32_t id) const { return m_blocks[static_cast<size_t>(id)]; }
     const PrefixCacheCounters& counters() const { return m_counters; }
@@ -94,6 +99,8 @@ private:
     FreeBlockQueue m_free;                           // head = next to allocate, tail = most recently freed cached
     std::unordered_map<uint64_t, int32_t> m_cached;  // block hash -> block id
     PrefixCacheCounters m_counters;
+    bool m_log_evictions = false;
+    std::vector<std::pair<int32_t, uint64_t>> m_evictions;  // (block id, evicted hash), oldest first
 };
 
 }  // namespace kvs

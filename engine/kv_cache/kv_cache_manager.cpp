@@ -6,6 +6,7 @@
 #include <cassert>
 #include <cstring>
 #include <string>
+#include <utility>
 
 namespace kvs {
 
@@ -32,6 +33,43 @@ void KVCacheManager::set_cache_salt(RequestId id, uint64_t salt) {
         m_salts[id] = salt;
 }
 
+uint64_t KVCacheManager::salt_of(RequestId id) const {
+    auto it = m_salts.find(id);
+    return it == m_salts.end() ? 0 : it->second;
+}
+
+void KVCacheManager::set_tier(KvBlockTier* tier) {
+    m_tier = tier;
+    m_pool.set_eviction_log(tier != nullptr);
+    m_block_meta.assign(tier ? static_cast<size_t>(m_pool.n_blocks()) : 0, {});
+    m_fresh.assign(tier ? static_cast<size_t>(m_pool.n_blocks()) : 0, 0);
+    m_spills.clear();
+}
+
+void KVCacheManager::note_allocated(const std::vector<int32_t>& ids) {
+    if (!m_tier) return;
+    for (const auto& [block, hash] : m_pool.take_evictions()) {
+        auto& meta = m_block_meta[static_cast<size_t>(block)];
+        // A block allocated since the last take_spills holds no KV of its hash yet.
+        if (!m_fresh[static_cast<size_t>(block)] && static_cast<int>(meta.tokens.size()) == m_block_size)
+            m_spills.push_back({block, TierBlockKey{hash, meta.salt, std::move(meta.tokens)}});
+        meta.tokens.clear();
+    }
+    for (int32_t b : ids) m_fresh[static_cast<size_t>(b)] = 1;
+}
+
+void KVCacheManager::note_cached(int32_t block, RequestId id, const int32_t* tokens) {
+    if (!m_tier) return;
+    auto& meta = m_block_meta[static_cast<size_t>(block)];
+    meta.salt = salt_of(id);
+    meta.tokens.assign(tokens, tokens + m_block_size);
+}
+
+std::vector<TierSpill> KVCacheManager::take_spills() {
+    std::fill(m_fresh.begin(), m_fresh.end(), 0);
+    return std::exchange(m_spills, {});
+}
+
 uint64_t KVCacheManager::root_hash(RequestId id) const {
     auto it = m_salts.find(id);
     return it == m_salts.end() ? kRootParentHash : hash_block(kRootParentHash ^ it->second, nullptr, 0);
@@ -53,17 +91,23 @@ Result<int> KVCacheManager::get_computed_blocks(RequestId id, const std::vector<
         return Result<int>::error("get_computed_blocks: request " + std::to_string(id) + " already holds blocks");
     r.pending_hits.clear();
     r.pending_hashes.clear();
+    r.pending_tier.clear();
     r.pending_query_tokens = 0;
     if (!m_enable_prefix_caching || token_ids.empty()) return 0;
     const int bs = m_block_size;
     const int max_blocks = (static_cast<int>(token_ids.size()) - 1) / bs;  // keep the last token to compute
     uint64_t parent = root_hash(id);
     for (int i = 0; i < max_blocks; ++i) {
-        const uint64_t h = hash_block(parent, token_ids.data() + static_cast<size_t>(i) * bs, bs);
+        const int32_t* block_tokens = token_ids.data() + static_cast<size_t>(i) * bs;
+        const uint64_t h = hash_block(parent, block_tokens, bs);
         const auto hit = m_pool.get_cached_block(h);
-        if (!hit) break;
-        r.pending_hits.push_back(*hit);
+        std::optional<TierHit> tier_hit;
+        if (!hit && m_tier)  // not in the device pool: the CPU tier, then the disk
+            tier_hit = m_tier->find(TierBlockKey{h, salt_of(id), std::vector<int32_t>(block_tokens, block_tokens + bs)});
+        if (!hit && !tier_hit) break;
+        r.pending_hits.push_back(hit ? *hit : -1);
         r.pending_hashes.push_back(h);
+        r.pending_tier.push_back(tier_hit ? std::move(*tier_hit) : TierHit{});
         parent = h;
     }
     // Counted when allocate_slots takes the hits: a request that waits for room and asks
@@ -83,15 +127,19 @@ Result<SlotAllocation> KVCacheManager::allocate_slots(RequestId id, const std::v
 
     // Pending prefix hits must still be what get_computed_blocks found.
     for (size_t i = 0; i < r.pending_hits.size(); ++i) {
+        if (r.pending_hits[i] < 0) continue;  // a tier hit: its bytes are held
         const auto& b = m_pool.block(r.pending_hits[i]);
         if (b.block_hash != r.pending_hashes[i]) {
             r.pending_hits.clear();
             r.pending_hashes.clear();
+            r.pending_tier.clear();
             return R::error("allocate_slots: prefix hits of request " + std::to_string(id) +
                             " were evicted since get_computed_blocks (call it right before allocate_slots)");
         }
     }
     const int n_pending = static_cast<int>(r.pending_hits.size());
+    const int n_pending_tier =
+        static_cast<int>(std::count(r.pending_hits.begin(), r.pending_hits.end(), int32_t{-1}));
     const int computed = r.num_tokens + n_pending * bs;
     const int total = computed + num_new_tokens;
     if (static_cast<int>(token_ids_total.size()) < total)
@@ -103,12 +151,14 @@ Result<SlotAllocation> KVCacheManager::allocate_slots(RequestId id, const std::v
                         " would write into a shared block (call prepare_append first)");
 
     const int blocks_total = (total + num_lookahead_tokens + bs - 1) / bs;
+    // Tier hits need device blocks like new tokens do.
     const int blocks_needed = std::max(0, blocks_total - static_cast<int>(r.block_table.size()) - n_pending);
     int pending_in_free_queue = 0;
-    for (int32_t b : r.pending_hits) pending_in_free_queue += m_pool.block(b).ref_cnt == 0 ? 1 : 0;
-    if (blocks_needed > m_pool.n_free() - pending_in_free_queue) {
+    for (int32_t b : r.pending_hits) pending_in_free_queue += b >= 0 && m_pool.block(b).ref_cnt == 0 ? 1 : 0;
+    if (blocks_needed + n_pending_tier > m_pool.n_free() - pending_in_free_queue) {
         r.pending_hits.clear();
         r.pending_hashes.clear();
+        r.pending_tier.clear();
         r.pending_query_tokens = 0;
         if (r.block_table.empty() && r.num_tokens == 0) m_requests.erase(id);
         SlotAllocation out;
@@ -119,18 +169,42 @@ Result<SlotAllocation> KVCacheManager::allocate_slots(RequestId id, const std::v
     m_query_tokens += r.pending_query_tokens;
     m_hit_tokens += static_cast<int64_t>(n_pending) * bs;
     r.pending_query_tokens = 0;
+    SlotAllocation out;
     if (n_pending > 0) {
-        m_pool.touch(r.pending_hits);
-        r.block_table.insert(r.block_table.end(), r.pending_hits.begin(), r.pending_hits.end());
+        std::vector<int32_t> device_hits;
+        for (int32_t b : r.pending_hits)
+            if (b >= 0) device_hits.push_back(b);
+        m_pool.touch(device_hits);  // out of the free queue before anything is allocated
+        std::vector<int32_t> fresh;
+        if (n_pending_tier > 0) {
+            auto got = m_pool.allocate(n_pending_tier);
+            if (!got) return got.status();  // cannot happen: checked above
+            fresh = std::move(got.value());
+            note_allocated(fresh);
+        }
+        size_t next_fresh = 0;
+        for (size_t i = 0; i < r.pending_hits.size(); ++i) {
+            int32_t b = r.pending_hits[i];
+            if (b < 0) {  // a tier hit: a fresh block, registered now, filled by the engine before the forward pass
+                b = fresh[next_fresh++];
+                const TierHit& t = r.pending_tier[i];
+                out.tier_loads.push_back({b, t.bytes, t.tier});
+                (t.tier == KvTier::disk ? m_disk_hit_tokens : m_cpu_hit_tokens) += bs;
+                if (m_pool.cache_full_block(b, r.pending_hashes[i]))
+                    note_cached(b, id, token_ids_total.data() + i * static_cast<size_t>(bs));
+            }
+            r.block_table.push_back(b);
+        }
         r.block_hashes = r.pending_hashes;
         r.pending_hits.clear();
         r.pending_hashes.clear();
+        r.pending_tier.clear();
     }
-    SlotAllocation out;
     if (blocks_needed > 0) {
         auto got = m_pool.allocate(blocks_needed);
         if (!got) return got.status();  // cannot happen: checked above
         out.new_block_ids = std::move(got.value());
+        note_allocated(out.new_block_ids);
         r.block_table.insert(r.block_table.end(), out.new_block_ids.begin(), out.new_block_ids.end());
     }
     r.num_tokens = total + num_lookahead_tokens;
@@ -143,7 +217,9 @@ Result<SlotAllocation> KVCacheManager::allocate_slots(RequestId id, const std::v
         const int n_hashed = static_cast<int>(r.block_hashes.size());
         hash_full_blocks(id, r, token_ids_total, n_full);
         for (int i = n_hashed; i < n_full; ++i)
-            m_pool.cache_full_block(r.block_table[static_cast<size_t>(i)], r.block_hashes[static_cast<size_t>(i)]);
+            if (m_pool.cache_full_block(r.block_table[static_cast<size_t>(i)], r.block_hashes[static_cast<size_t>(i)]))
+                note_cached(r.block_table[static_cast<size_t>(i)], id,
+                            token_ids_total.data() + static_cast<size_t>(i) * static_cast<size_t>(bs));
     }
     return out;
 }
@@ -163,6 +239,7 @@ Result<AppendPrep> KVCacheManager::prepare_append(RequestId id) {
     }
     auto got = m_pool.allocate(1);
     if (!got) return got.status();
+    note_allocated(got.value());
     const int32_t fresh = got.value()[0];
     m_pool.release({last});  // still held by the other sharers
     r.block_table.back() = fresh;
@@ -266,6 +343,8 @@ KVCacheStats KVCacheManager::stats() const {
     KVCacheStats s;
     s.query_tokens = m_query_tokens;
     s.hit_tokens = m_hit_tokens;
+    s.cpu_hit_tokens = m_cpu_hit_tokens;
+    s.disk_hit_tokens = m_disk_hit_tokens;
     s.blocks = m_pool.counters();
     return s;
 }

@@ -19,6 +19,7 @@
 
 #include "engine/core/status.h"
 #include "engine/kv_cache/block_pool.h"
+#include "engine/kv_cache/kv_block_tier.h"
 
 namespace kvs {
 
@@ -33,6 +34,7 @@ struct CopyOp {
 struct SlotAllocation {
     bool no_room = false;                // not enough free blocks: nothing changed
     std::vector<int32_t> new_block_ids;  // blocks appended to the table (not counting prefix hits)
+    std::vector<TierLoad> tier_loads;    // prefix hits from the KV tiers: copy into these blocks first
 };
 
 struct AppendPrep {
@@ -54,7 +56,9 @@ struct BlockInfo {
 
 struct KVCacheStats {
     int64_t query_tokens = 0;    // prompt tokens looked up in the prefix cache
-    int64_t hit_tokens = 0;      // of those, found cached
+    int64_t hit_tokens = 0;      // of those, found cached (any tier: device pool, CPU, disk)
+    int64_t cpu_hit_tokens = 0;  // of the hits, from the CPU tier (KV tiers)
+    int64_t disk_hit_tokens = 0;  // of the hits, from the disk store
     PrefixCacheCounters blocks;  // block-level queries, hits, evictions
 };
 
@@ -118,6 +122,16 @@ public:
     void set_cache_salt(RequestId id, uint64_t salt);
     void forget_salt(RequestId id) { m_salts.erase(id); }
 
+    // KV tiers below the device pool (kv_tiers.h; null: none, the default). With a tier,
+    // a prefix lookup that misses in the pool asks it next (its hits are allocated fresh
+    // blocks and come back as SlotAllocation::tier_loads), and every cached block that an
+    // allocation evicts is listed for take_spills(). Set before the first request.
+    void set_tier(KvBlockTier* tier);
+    // The cached blocks evicted since the last call whose bytes are still in the pool (a
+    // block hashed and evicted again before anything was computed into it is left out).
+    // The caller copies them out before this step writes into any block.
+    std::vector<TierSpill> take_spills();
+
     // The chained hash of one full block (exposed for tests).
     static uint64_t hash_block(uint64_t parent_hash, const int32_t* tokens, int n);
 
@@ -126,19 +140,32 @@ private:
         std::vector<int32_t> block_table;
         int num_tokens = 0;                  // tokens with slots
         std::vector<uint64_t> block_hashes;  // chain hashes of the full blocks so far
-        std::vector<int32_t> pending_hits;   // from get_computed_blocks, taken by allocate_slots
+        std::vector<int32_t> pending_hits;   // from get_computed_blocks, taken by allocate_slots (-1: a tier hit)
         std::vector<uint64_t> pending_hashes;
+        std::vector<TierHit> pending_tier;  // [pending_hits.size()] the bytes of the tier hits
         int pending_query_tokens = 0;  // prompt length looked up, counted when the hits are taken
     };
     void hash_full_blocks(RequestId id, RequestState& r, const std::vector<int32_t>& token_ids, int n_full) const;
     uint64_t root_hash(RequestId id) const;  // the "parent" of block 0
+    uint64_t salt_of(RequestId id) const;
+    void note_allocated(const std::vector<int32_t>& ids);  // tiers: evictions -> spills, fresh blocks
+    void note_cached(int32_t block, RequestId id, const int32_t* tokens);
 
     int m_block_size;
     bool m_enable_prefix_caching;
     BlockPool m_pool;
     std::unordered_map<RequestId, RequestState> m_requests;
     std::unordered_map<RequestId, uint64_t> m_salts;  // set_cache_salt
-    int64_t m_query_tokens = 0, m_hit_tokens = 0;
+    int64_t m_query_tokens = 0, m_hit_tokens = 0, m_cpu_hit_tokens = 0, m_disk_hit_tokens = 0;
+    // KV tiers (set_tier).
+    struct BlockMeta {
+        uint64_t salt = 0;
+        std::vector<int32_t> tokens;
+    };
+    KvBlockTier* m_tier = nullptr;
+    std::vector<BlockMeta> m_block_meta;  // [n_blocks] of the hashed blocks: what a spill needs
+    std::vector<char> m_fresh;            // [n_blocks] allocated since the last take_spills (no KV yet)
+    std::vector<TierSpill> m_spills;
 };
 
 }  // namespace kvs

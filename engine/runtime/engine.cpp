@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "engine/kv_cache/kv_tiers.h"
 #include "engine/lora/lora_adapter.h"
 #include "engine/runtime/engine_request.h"
 #include "engine/runtime/weight_support.h"
@@ -65,6 +66,23 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> mode
     if (!kv) return R::error(kv.message() + "; lower the KV budget");
     e->m_kv = std::move(kv).value();
     e->m_kv_mgr = std::make_unique<KVCacheManager>(static_cast<int>(n_blocks), opt.block_size, opt.prefix_caching);
+    if (opt.kv_cpu_tier_bytes > 0 || opt.kv_disk_bytes > 0) {
+        if (!opt.prefix_caching) return R::error("the KV tiers keep prefix-cached blocks: they need prefix caching on");
+        KvTierOptions t;
+        t.cpu_bytes = std::max<int64_t>(0, opt.kv_cpu_tier_bytes);
+        t.disk_bytes = std::max<int64_t>(0, opt.kv_disk_bytes);
+        t.disk_root = opt.kv_disk_dir;
+        t.model_fingerprint = model_fingerprint(*e->m_model);
+        t.kv_type = static_cast<uint32_t>(opt.kv_type);
+        t.kv_type_name = kv_type_name(opt.kv_type);
+        t.block_size = opt.block_size;
+        t.n_layer = c.n_layer;
+        t.block_bytes = e->m_kv->block_bytes();
+        auto tiers = KvTiers::create(t);
+        if (!tiers) return tiers.status();
+        e->m_tiers = std::move(tiers).value();
+        e->m_kv_mgr->set_tier(e->m_tiers.get());
+    }
     SchedulerConfig cfg = sc;
     cfg.max_model_len = e->m_max_model_len;
     e->m_sched = std::make_unique<Scheduler>(cfg, *e->m_kv_mgr);
@@ -240,12 +258,25 @@ Result<StepResult> Engine::step() {
     return res;
 }
 
-// KV block moves, in the order the scheduler's contract gives.
+// KV block moves, in the order the scheduler's contract gives. KV tiers: evicted cached
+// blocks are read before anything writes a block, tier hits are written after the swap-outs
+// read theirs, and the spilled bytes go to the tiers last (so no hit of this step is pushed
+// out before it was copied).
 void Engine::move_kv_blocks(const SchedulerOutput& out) {
     const int64_t be = m_kv->block_bytes();
+    std::vector<TierBytes> spilled;
+    if (m_tiers)
+        for (const TierSpill& s : out.tier_spills) {
+            auto bytes = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(be));
+            m_kv->read_block(s.block_id, bytes->data());
+            spilled.push_back(std::move(bytes));
+        }
     for (const SwapOp& s : out.swap_out) m_kv->read_block(s.device_block, m_host_blocks.data() + s.host_block * be);
+    for (const TierLoad& l : out.tier_loads)
+        if (l.bytes && static_cast<int64_t>(l.bytes->size()) == be) m_kv->write_block(l.block_id, l.bytes->data());
     for (const SwapOp& s : out.swap_in) m_kv->write_block(s.device_block, m_host_blocks.data() + s.host_block * be);
     for (const CopyOp& c : out.copies) m_kv->copy_block(c.src_block, c.dst_block);
+    for (size_t i = 0; i < spilled.size(); ++i) m_tiers->spill(out.tier_spills[i].key, std::move(spilled[i]));
 }
 
 // One batch: chunk i's tokens use row i of block_tables. A chunk that samples wants the
@@ -428,6 +459,7 @@ EngineSnapshot Engine::snapshot(const StepRecord& step) const {
     }
     s.host_blocks = host_block_views(host_tables);
     s.kv_stats = m_kv_mgr->stats();
+    if (m_tiers) s.kv_tiers = m_tiers->stats();
     const SchedulerCounters& c = m_sched->counters();
     s.total_preemptions = c.preemptions;
     s.total_prompt_tokens = m_total_prompt_tokens;

@@ -33,6 +33,7 @@ struct Model;
 class Tokenizer;
 class Backend;
 class KvTensors;
+class KvTiers;
 class LlamaForward;
 class SnapshotRing;
 class DraftRunner;
@@ -49,6 +50,13 @@ struct EngineOptions {
     int block_size = 16;         // 8, 16 or 32
     DType kv_type = DType::F16;  // KV cache elements: F16, or Q8_0 (INT8, one fp16 scale per 32 values)
     bool prefix_caching = true;
+    // KV tiers (engine/kv_cache/kv_tiers.h; need prefix_caching): cached blocks the pool
+    // evicts go to a CPU tier of this many bytes, then to a disk store of this many bytes
+    // under kv_disk_dir/<model fingerprint>/ ("" : ~/.cache/kvscope/kv), and come back on a
+    // prefix hit. Both 0 (the default): no tiers, evicted blocks are recomputed.
+    int64_t kv_cpu_tier_bytes = 0;
+    int64_t kv_disk_bytes = 0;
+    std::string kv_disk_dir;
     int max_model_len = 0;         // prompt + output limit; 0: the model's context, at most 4096
     SchedulerConfig scheduler;     // its max_model_len is set from the field above
     int n_threads = 0;             // CPU threads, 0: one per core
@@ -179,6 +187,9 @@ public:
     int block_size() const;
     int max_model_len() const { return m_max_model_len; }
     int64_t kv_pool_bytes() const;
+    // The KV tiers below the device pool (null without EngineOptions::kv_cpu_tier_bytes /
+    // kv_disk_bytes): their state, counters and reports (bad files skipped).
+    const KvTiers* kv_tiers() const { return m_tiers.get(); }
 
     // Speculative decoding telemetry: one request's (empty for unknown ids; kept until
     // remove_finished), every request's since start, and a request's token fates in order
@@ -236,6 +247,7 @@ private:
     std::unique_ptr<Backend> m_backend;
     std::string m_backend_note;
     std::unique_ptr<KvTensors> m_kv;
+    std::unique_ptr<KvTiers> m_tiers;  // before m_kv_mgr, which points at it: outlives it
     std::unique_ptr<KVCacheManager> m_kv_mgr;
     std::unique_ptr<Scheduler> m_sched;
     std::unique_ptr<LlamaForward> m_forward;

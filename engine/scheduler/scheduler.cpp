@@ -337,6 +337,8 @@ SchedulerOutput Scheduler::schedule() {
             r.num_computed_tokens = n_cached;
             if (r.num_cached_tokens < 0) r.num_cached_tokens = n_cached;
             out.num_prefix_hit_tokens += n_cached;
+            out.num_tier_hit_tokens += static_cast<int>(alloc->tier_loads.size()) * m_kv.block_size();
+            for (auto& load : alloc->tier_loads) out.tier_loads.push_back(std::move(load));
             r.status = RequestStatus::running;
             im.waiting.erase(im.waiting.begin() + static_cast<ptrdiff_t>(wi));
             im.running.push_back(id);
@@ -357,6 +359,7 @@ SchedulerOutput Scheduler::schedule() {
 
     for (RequestId id : scheduled)
         if (auto it = copies.find(id); it != copies.end()) out.copies.push_back(it->second);
+    out.tier_spills = m_kv.take_spills();
     m_counters.cow_copies += static_cast<int64_t>(out.copies.size());
     return out;
 }

@@ -80,12 +80,18 @@ struct SchedulerOutput {
     std::vector<CopyOp> copies;          // copy-on-write block copies, before the forward pass
     std::vector<SwapOp> swap_out;        // device -> host, first
     std::vector<SwapOp> swap_in;         // host -> device, after swap_out
+    // KV tiers (KVCacheManager::set_tier): cached blocks this schedule evicted, whose bytes
+    // the engine reads first (before anything writes a block), and prefix hits found in the
+    // tiers, copied into their fresh device blocks after swap_out.
+    std::vector<TierSpill> tier_spills;
+    std::vector<TierLoad> tier_loads;
     std::vector<RequestId> preempted;    // preempted during this schedule()
     int token_budget = 0;                // max_num_batched_tokens
     int num_prefill_tokens = 0;
     int num_decode_tokens = 0;
     int num_padding_tokens = 0;     // static batching seats of finished members
-    int num_prefix_hit_tokens = 0;  // prompt tokens found in the prefix cache this step
+    int num_prefix_hit_tokens = 0;  // prompt tokens found in the prefix cache this step (any tier)
+    int num_tier_hit_tokens = 0;    // of those, loaded from the CPU tier or the disk store
     int num_spec_tokens = 0;        // draft tokens being verified (counted in num_decode_tokens)
     int total_tokens() const { return num_prefill_tokens + num_decode_tokens + num_padding_tokens; }
     bool empty() const { return chunks.empty(); }

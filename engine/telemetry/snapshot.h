@@ -148,6 +148,7 @@ struct EngineSnapshot {
     int n_host_blocks = 0;                   // size of the host swap tier
     std::vector<RequestView> requests;       // every known request, by id
     KVCacheStats kv_stats;                   // prefix-cache counters since start
+    KvTierStats kv_tiers;                    // the CPU tier and disk store below the pool (enabled: false without)
     // Totals since engine start.
     int64_t total_preemptions = 0;
     int64_t total_prompt_tokens = 0;     // prompt tokens of submitted requests
