@@ -7,6 +7,7 @@
 // CPU backend, cudaMalloc'd memory for CUDA. alloc()/copy_*() move data between them;
 // a host_visible() backend may also be handed host pointers (for example weights that
 // live in a memory-mapped model file) directly.
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -79,6 +80,12 @@ struct PagedAttentionArgs {
     int block_size = 16;
     float scale = 1.0f;             // usually 1/sqrt(head_dim)
     DType cache_type = DType::F16;  // F16 or Q8_0 (head_dim a multiple of 32)
+    // Sliding-window attention (Gemma 3's local layers): > 0 limits query token t to the
+    // positions token_pos[t] - window + 1 .. token_pos[t] (llama.cpp's LLAMA_SWA_TYPE_STANDARD
+    // masks p0 when p1 - p0 >= window); blocks wholly before that are never read, so their
+    // table entries may be -1. 0: full causal attention. Only backends whose
+    // supports_gemma_ops() is true take a window.
+    int window = 0;
 };
 
 class Backend {
@@ -110,6 +117,22 @@ public:
     // by angle pos * freq_base^(-2i/n_rot)
     virtual void rope(float* x, const int32_t* pos, int n_tokens, int n_head, int head_dim, int n_rot, float freq_base,
                       RopeStyle style) = 0;
+    // Gemma's ops, for backends whose supports_gemma_ops() is true (the CPU): y = x * s, and
+    // y = gelu_tanh(gate) * up (GeGLU, the tanh approximation of GELU); all [n] (y may alias
+    // x / gate). The defaults are host loops: a backend that is not host-visible must
+    // override them before it says it supports them.
+    virtual bool supports_gemma_ops() const { return false; }
+    virtual void scale(const float* x, float s, float* y, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) y[i] = x[i] * s;
+    }
+    virtual void geglu(const float* gate, const float* up, float* y, int64_t n) {
+        for (int64_t i = 0; i < n; ++i) y[i] = gelu_tanh(gate[i]) * up[i];
+    }
+    // 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))), in double
+    static float gelu_tanh(float x) {
+        const double d = x;
+        return static_cast<float>(0.5 * d * (1.0 + std::tanh(0.7978845608028654 * (d + 0.044715 * d * d * d))));
+    }
     // in place, row-wise; x [n_rows, n_cols]
     virtual void softmax(float* x, int n_rows, int n_cols) = 0;
     // y = silu(gate) * up; all [n] (y may alias gate)

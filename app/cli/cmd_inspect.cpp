@@ -44,6 +44,11 @@ int cmd_inspect(const InspectOptions& o) {
         j["n_ctx_train"] = c.n_ctx_train;
         j["rope_freq_base"] = c.rope_freq_base;
         j["tied_embeddings"] = c.tied_embeddings;
+        if (c.sliding_window > 0) {
+            j["sliding_window"] = c.sliding_window;
+            j["rope_freq_base_swa"] = c.rope_freq_base_swa;
+            j["sliding_window_layers"] = c.layer_swa;  // [n_layer] 1 = local
+        }
         j["file_type"] = model->file_type;
         j["tensor_types"] = model->tensor_types;
         j["n_tensors"] = model->n_tensors;
@@ -64,6 +69,19 @@ int cmd_inspect(const InspectOptions& o) {
     std::printf("vocabulary     %d tokens (%s tokenizer)\n", c.n_vocab, model->vocab.model.c_str());
     std::printf("context        %d tokens trained; RoPE base %.0f, %s\n", c.n_ctx_train, c.rope_freq_base,
                 c.rope_style == RopeStyle::Neox ? "neox" : "normal");
+    if (c.sliding_window > 0) {
+        std::string pattern;
+        int n_local = 0;
+        for (int il = 0; il < c.n_layer; ++il) {
+            pattern += c.is_swa(il) ? 'L' : 'G';
+            n_local += c.is_swa(il) ? 1 : 0;
+        }
+        std::printf("attention      %d local layers (sliding window %d, RoPE base %.0f), %d global: %s\n", n_local,
+                    c.sliding_window, c.rope_freq_base_swa, c.n_layer - n_local, pattern.c_str());
+    }
+    if (c.gemma)
+        std::printf("gemma          embeddings x %.3f, GeGLU MLP, Q/K norms, post-attention and post-MLP norms\n",
+                    c.embd_scale);
     std::printf("embeddings     %s\n",
                 c.tied_embeddings ? "tied (output head = token embedding)" : "separate output head");
     std::printf("parameters     %.1f M\n", model->n_params / 1e6);

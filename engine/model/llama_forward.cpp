@@ -29,6 +29,8 @@ struct LlamaForward::Buffers {
     int32_t* slots = nullptr;   // [T]
     int32_t* rows = nullptr;    // [T]
     int32_t* tables = nullptr;  // [table_capacity]
+    int32_t* swa_slots = nullptr;   // [T] KV slots in the local layers' cache (kv_swa only)
+    int32_t* swa_tables = nullptr;  // [table_capacity] (kv_swa only)
     size_t table_capacity = 0;
 };
 
@@ -46,20 +48,38 @@ void page_out(const void* p, size_t n) {
 }
 }  // namespace
 
-LlamaForward::LlamaForward(std::shared_ptr<const Model> model, Backend& backend, KvTensors& kv, int max_tokens)
-    : m_model(std::move(model)), m_backend(backend), m_kv(kv), m_max_tokens(max_tokens), m_buf(new Buffers) {}
+LlamaForward::LlamaForward(std::shared_ptr<const Model> model, Backend& backend, KvTensors& kv, int max_tokens,
+                           KvTensors* kv_swa)
+    : m_model(std::move(model)), m_backend(backend), m_kv(kv), m_max_tokens(max_tokens), m_buf(new Buffers) {
+    m_kv_swa = kv_swa;
+    int n_global = 0, n_swa = 0;
+    for (int il = 0; il < m_model->config.n_layer; ++il)
+        m_cache_layer.push_back(kv_swa && m_model->config.is_swa(il) ? n_swa++ : n_global++);
+}
 
 Result<std::unique_ptr<LlamaForward>> LlamaForward::create(std::shared_ptr<const Model> model, Backend& backend,
-                                                           KvTensors& kv, int max_tokens) {
+                                                           KvTensors& kv, int max_tokens, KvTensors* kv_swa) {
     using R = Result<std::unique_ptr<LlamaForward>>;
     if (!model) return R::error("forward pass: no model");
     if (max_tokens < 1)
         return R::error("forward pass: a batch must hold at least 1 token, got " + std::to_string(max_tokens));
     if (!kv.allocated()) return R::error("forward pass: the KV cache was not allocated");
-    if (kv.n_layer() != model->config.n_layer)
+    if (model->config.gemma && !backend.supports_gemma_ops())
+        return R::error("forward pass: model " + model->config.name + " (" + model->config.arch +
+                        ") needs sliding-window attention, GeGLU and scaling, which backend " + backend.name() +
+                        " does not run; use the CPU backend");
+    int n_swa = 0;
+    for (int il = 0; kv_swa && il < model->config.n_layer; ++il) n_swa += model->config.is_swa(il) ? 1 : 0;
+    if (kv_swa && (n_swa == 0 || !kv_swa->allocated() || kv_swa->n_layer() != n_swa ||
+                   kv_swa->block_size() != kv.block_size() || kv_swa->kv_type() != kv.kv_type()))
+        return R::error("forward pass: the local layers' KV cache has " + std::to_string(kv_swa->n_layer()) +
+                        " layers of blocks of " + std::to_string(kv_swa->block_size()) + ", model " +
+                        model->config.name + " has " + std::to_string(n_swa) +
+                        " sliding-window layers (blocks of " + std::to_string(kv.block_size()) + ", same KV type)");
+    if (kv.n_layer() != model->config.n_layer - n_swa)
         return R::error("forward pass: the KV cache has " + std::to_string(kv.n_layer()) + " layers, model " +
-                        model->config.name + " " + std::to_string(model->config.n_layer));
-    std::unique_ptr<LlamaForward> f(new LlamaForward(std::move(model), backend, kv, max_tokens));
+                        model->config.name + " " + std::to_string(model->config.n_layer - n_swa));
+    std::unique_ptr<LlamaForward> f(new LlamaForward(std::move(model), backend, kv, max_tokens, kv_swa));
     KVS_RETURN_IF_ERROR(f->init());
     return f;
 }
@@ -100,6 +120,7 @@ Status LlamaForward::init() {
     b.seq = reinterpret_cast<int32_t*>(scratch(T, "the sequence rows"));
     b.slots = reinterpret_cast<int32_t*>(scratch(T, "the KV slots"));
     b.rows = reinterpret_cast<int32_t*>(scratch(T, "the logit rows"));
+    if (m_kv_swa) b.swa_slots = reinterpret_cast<int32_t*>(scratch(T, "the local layers' KV slots"));
     return alloc_status();
 }
 
@@ -166,6 +187,10 @@ void LlamaForward::upload_weights_if_needed() {
         up_v(l.bq, c.n_head * c.head_dim, "the Q bias of " + layer);
         up_v(l.bk, c.n_kv_head * c.head_dim, "the K bias of " + layer);
         up_v(l.bv, c.n_kv_head * c.head_dim, "the V bias of " + layer);
+        up_v(l.attn_q_norm, c.head_dim, "the Q norm of " + layer);
+        up_v(l.attn_k_norm, c.head_dim, "the K norm of " + layer);
+        up_v(l.attn_post_norm, c.n_embd, "the attention post-norm of " + layer);
+        up_v(l.ffn_post_norm, c.n_embd, "the MLP post-norm of " + layer);
         for (WeightView* w : {&l.wq, &l.wk, &l.wv, &l.wo, &l.w_gate, &l.w_up, &l.w_down})
             up_w(*w, "a weight matrix of " + layer);
     }
@@ -266,15 +291,21 @@ void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
     if (w.bq) m_backend.add_bias(b.q, w.bq, b.q, n_tokens, q_dim);
     if (w.bk) m_backend.add_bias(b.k, w.bk, b.k, n_tokens, kv_dim);
     if (w.bv) m_backend.add_bias(b.v, w.bv, b.v, n_tokens, kv_dim);
-    m_backend.rope(b.q, b.pos, n_tokens, c.n_head, c.head_dim, c.n_rot, c.rope_freq_base, c.rope_style);
-    m_backend.rope(b.k, b.pos, n_tokens, c.n_kv_head, c.head_dim, c.n_rot, c.rope_freq_base, c.rope_style);
+    if (w.attn_q_norm) m_backend.rms_norm(b.q, w.attn_q_norm, b.q, n_tokens * c.n_head, c.head_dim, c.rms_eps);
+    if (w.attn_k_norm) m_backend.rms_norm(b.k, w.attn_k_norm, b.k, n_tokens * c.n_kv_head, c.head_dim, c.rms_eps);
+    const float rope_base = c.rope_base(il);  // gemma3's local layers have their own
+    m_backend.rope(b.q, b.pos, n_tokens, c.n_head, c.head_dim, c.n_rot, rope_base, c.rope_style);
+    m_backend.rope(b.k, b.pos, n_tokens, c.n_kv_head, c.head_dim, c.n_rot, rope_base, c.rope_style);
 
+    const bool own_swa = m_kv_swa && c.is_swa(il);  // a local layer with its own cache and tables
+    KvTensors& cache = own_swa ? *m_kv_swa : m_kv;
+    const int cl = m_cache_layer[static_cast<size_t>(il)];
     KvStoreArgs st;
     st.k = b.k;
     st.v = b.v;
-    st.k_cache = m_kv.k(il);
-    st.v_cache = m_kv.v(il);
-    st.slot_mapping = b.slots;
+    st.k_cache = cache.k(cl);
+    st.v_cache = cache.v(cl);
+    st.slot_mapping = own_swa ? b.swa_slots : b.slots;
     st.n_tokens = n_tokens;
     st.kv_dim = kv_dim;
     st.cache_type = m_kv.kv_type();
@@ -283,9 +314,9 @@ void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
     PagedAttentionArgs pa;
     pa.q = b.q;
     pa.out = b.attn;
-    pa.k_cache = m_kv.k(il);
-    pa.v_cache = m_kv.v(il);
-    pa.block_tables = b.tables;
+    pa.k_cache = cache.k(cl);
+    pa.v_cache = cache.v(cl);
+    pa.block_tables = own_swa ? b.swa_tables : b.tables;
     pa.token_seq = b.seq;
     pa.token_pos = b.pos;
     pa.n_tokens = n_tokens;
@@ -295,15 +326,17 @@ void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
     pa.n_kv_head = c.n_kv_head;
     pa.head_dim = c.head_dim;
     pa.block_size = m_kv.block_size();
-    pa.scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    pa.scale = c.attn_scale > 0.0f ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     pa.cache_type = m_kv.kv_type();
+    pa.window = c.is_swa(il) ? c.sliding_window : 0;
     m_backend.paged_attention(pa);
     observe(il, ActivationSite::AttnOutput, b.attn, n_tokens, q_dim);
     m_backend.matmul(w.wo, b.attn, b.h, n_tokens);
     lora(il, LoraTarget::o, b.attn, q_dim, b.h, c.n_embd);
+    if (w.attn_post_norm) m_backend.rms_norm(b.h, w.attn_post_norm, b.h, n_tokens, c.n_embd, c.rms_eps);
     m_backend.add(b.x, b.h, b.x, static_cast<int64_t>(n_tokens) * c.n_embd);
 
-    // ---- MLP block: x += down(silu(gate(norm(x))) * up(norm(x)))
+    // ---- MLP block: x += down(silu(gate(norm(x))) * up(norm(x)))  (gemma: gelu_tanh, then post-norm)
     m_backend.rms_norm(b.x, w.ffn_norm, b.h, n_tokens, c.n_embd, c.rms_eps);
     observe(il, ActivationSite::FfnInput, b.h, n_tokens, c.n_embd);
     if (f) {
@@ -315,16 +348,20 @@ void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
     }
     lora(il, LoraTarget::gate, b.h, c.n_embd, b.gate, c.n_ff);
     lora(il, LoraTarget::up, b.h, c.n_embd, b.up, c.n_ff);
-    m_backend.swiglu(b.gate, b.up, b.gate, static_cast<int64_t>(n_tokens) * c.n_ff);
+    if (c.gemma) m_backend.geglu(b.gate, b.up, b.gate, static_cast<int64_t>(n_tokens) * c.n_ff);
+    else
+        m_backend.swiglu(b.gate, b.up, b.gate, static_cast<int64_t>(n_tokens) * c.n_ff);
     observe(il, ActivationSite::DownInput, b.gate, n_tokens, c.n_ff);
     m_backend.matmul(w.w_down, b.gate, b.h, n_tokens);
     lora(il, LoraTarget::down, b.gate, c.n_ff, b.h, c.n_embd);
+    if (w.ffn_post_norm) m_backend.rms_norm(b.h, w.ffn_post_norm, b.h, n_tokens, c.n_embd, c.rms_eps);
     m_backend.add(b.x, b.h, b.x, static_cast<int64_t>(n_tokens) * c.n_embd);
 }
 
 // The batch's shape and every id it carries, checked before any of it reaches a kernel;
 // slots gets each token's KV slot (block_id * block_size + offset).
-Status LlamaForward::check_batch(const ForwardBatch& batch, std::vector<int32_t>* slots) const {
+Status LlamaForward::check_batch(const ForwardBatch& batch, std::vector<int32_t>* slots,
+                                 std::vector<int32_t>* swa_slots) const {
     const auto& c = m_model->config;
     const int n_tokens = batch.n_tokens();
     const int n_rows = static_cast<int>(batch.logit_rows.size());
@@ -365,7 +402,12 @@ Status LlamaForward::check_batch(const ForwardBatch& batch, std::vector<int32_t>
                                          m_backend.name());
     }
     const int bs = m_kv.block_size();
+    if (m_kv_swa && batch.swa_block_tables.size() != batch.block_tables.size())
+        return Status::error("forward: " + std::to_string(batch.swa_block_tables.size()) +
+                             " local-layer block table entries for " + std::to_string(batch.block_tables.size()) +
+                             " block table entries (the model's local layers have their own cache)");
     slots->resize(static_cast<size_t>(n_tokens));
+    swa_slots->resize(m_kv_swa ? static_cast<size_t>(n_tokens) : 0);
     for (int t = 0; t < n_tokens; ++t) {
         const int32_t tok = batch.tokens[static_cast<size_t>(t)];
         if (tok < 0 || tok >= c.n_vocab)
@@ -381,6 +423,12 @@ Status LlamaForward::check_batch(const ForwardBatch& batch, std::vector<int32_t>
         if (id < 0 || id >= m_kv.n_blocks())
             return Status::error("forward: block table entry " + std::to_string(id) + " is not a block of the pool");
         (*slots)[static_cast<size_t>(t)] = id * bs + p % bs;
+        if (!m_kv_swa) continue;
+        const int32_t sid = batch.swa_block_tables[static_cast<size_t>(s) * batch.max_blocks_per_seq + blk];
+        if (sid < 0 || sid >= m_kv_swa->n_blocks())
+            return Status::error("forward: local-layer block table entry " + std::to_string(sid) +
+                                 " is not a block of the local layers' pool");
+        (*swa_slots)[static_cast<size_t>(t)] = sid * bs + p % bs;
     }
     return Status::ok();
 }
@@ -390,15 +438,20 @@ Status LlamaForward::reserve_batch(size_t table_n, int n_rows) {
     auto& b = *m_buf;
     m_alloc_error.clear();
     if (table_n > b.table_capacity) {
-        if (b.tables) {
-            m_backend.release(b.tables);
-            std::erase(m_owned, static_cast<void*>(b.tables));
-            b.tables = nullptr;
-            b.table_capacity = 0;
-        }
+        for (int32_t** p : {&b.tables, &b.swa_tables})
+            if (*p) {
+                m_backend.release(*p);
+                std::erase(m_owned, static_cast<void*>(*p));
+                *p = nullptr;
+            }
+        b.table_capacity = 0;
         const size_t want = std::max<size_t>(table_n, 256);
         b.tables = static_cast<int32_t*>(alloc(want * sizeof(int32_t), "the block tables"));
         if (!b.tables) return alloc_status();
+        if (m_kv_swa) {
+            b.swa_tables = static_cast<int32_t*>(alloc(want * sizeof(int32_t), "the local layers' block tables"));
+            if (!b.swa_tables) return alloc_status();
+        }
         b.table_capacity = want;
     }
     if (n_rows > b.logits_capacity) {
@@ -421,8 +474,8 @@ Status LlamaForward::forward(const ForwardBatch& batch, std::vector<float>* logi
     const auto& c = m_model->config;
     const int n_tokens = batch.n_tokens();
     const int n_rows = static_cast<int>(batch.logit_rows.size());
-    std::vector<int32_t> slots;  // [n_tokens]
-    KVS_RETURN_IF_ERROR(check_batch(batch, &slots));
+    std::vector<int32_t> slots, swa_slots;  // [n_tokens]
+    KVS_RETURN_IF_ERROR(check_batch(batch, &slots, &swa_slots));
     const size_t table_n = static_cast<size_t>(batch.n_seqs) * batch.max_blocks_per_seq;
     KVS_RETURN_IF_ERROR(reserve_batch(table_n, n_rows));
     auto& b = *m_buf;
@@ -432,10 +485,15 @@ Status LlamaForward::forward(const ForwardBatch& batch, std::vector<float>* logi
     m_backend.copy_to_device(b.seq, batch.token_seq.data(), tb);
     m_backend.copy_to_device(b.slots, slots.data(), tb);
     m_backend.copy_to_device(b.tables, batch.block_tables.data(), table_n * sizeof(int32_t));
+    if (m_kv_swa) {
+        m_backend.copy_to_device(b.swa_slots, swa_slots.data(), tb);
+        m_backend.copy_to_device(b.swa_tables, batch.swa_block_tables.data(), table_n * sizeof(int32_t));
+    }
     m_backend.copy_to_device(b.rows, batch.logit_rows.data(), sizeof(int32_t) * static_cast<size_t>(n_rows));
 
     m_lora = LoraBatch::group(batch.adapters, batch.token_adapter);
     m_backend.embedding(m_token_embd, b.ids, n_tokens, b.x);
+    if (c.embd_scale != 1.0f) m_backend.scale(b.x, c.embd_scale, b.x, static_cast<int64_t>(n_tokens) * c.n_embd);
     for (int il = 0; il < c.n_layer; ++il) run_layer(il, batch, n_tokens);
     if (n_rows == 0) return Status::ok();
 

@@ -29,6 +29,10 @@ struct ForwardBatch {
     // into them or -1 (base only). token_adapter empty: no token uses an adapter.
     std::vector<const LoraAdapter*> adapters;
     std::vector<int32_t> token_adapter;  // [n_tokens] or empty
+    // Sliding-window layers with their own cache (create()'s kv_swa): their block tables,
+    // [n_seqs, max_blocks_per_seq] like block_tables, -1 where a block fell out of the
+    // window and was freed. Empty when the forward has no separate local-layer cache.
+    std::vector<int32_t> swa_block_tables;
 
     int n_tokens() const { return static_cast<int>(tokens.size()); }
 };
@@ -48,8 +52,12 @@ public:
     // max_tokens: the most tokens one forward() may carry (the batch / chunk size). Every
     // backend allocation (weight copies, packed projections, activation scratch) is
     // checked: an error names what could not be allocated and how many bytes.
+    // kv_swa (models with sliding-window layers, gemma3): when given, the local layers keep
+    // K/V there, addressed through ForwardBatch::swa_block_tables, so blocks that fell out of
+    // the window can be given back; kv then holds only the global layers. Null: kv holds
+    // every layer and one table serves all (nothing is freed).
     static Result<std::unique_ptr<LlamaForward>> create(std::shared_ptr<const Model> model, Backend& backend,
-                                                        KvTensors& kv, int max_tokens);
+                                                        KvTensors& kv, int max_tokens, KvTensors* kv_swa = nullptr);
     ~LlamaForward();
     LlamaForward(const LlamaForward&) = delete;
     LlamaForward& operator=(const LlamaForward&) = delete;
@@ -69,7 +77,8 @@ public:
 
 private:
     struct Buffers;
-    LlamaForward(std::shared_ptr<const Model> model, Backend& backend, KvTensors& kv, int max_tokens);
+    LlamaForward(std::shared_ptr<const Model> model, Backend& backend, KvTensors& kv, int max_tokens,
+                 KvTensors* kv_swa);
     Status init();
     // Backend memory this pass owns (released with it). nullptr when the backend refuses;
     // the first refusal is kept in m_alloc_error, naming `what` and the bytes.
@@ -80,7 +89,8 @@ private:
     WeightView pack_rows(std::initializer_list<const WeightView*> parts, const std::string& what);
     void prepare_weights();
     float* scratch(size_t n_floats, const char* what);
-    Status check_batch(const ForwardBatch& batch, std::vector<int32_t>* slots) const;
+    // slots / swa_slots get each token's KV slot in the cache / the local layers' cache.
+    Status check_batch(const ForwardBatch& batch, std::vector<int32_t>* slots, std::vector<int32_t>* swa_slots) const;
     Status reserve_batch(size_t table_n, int n_rows);
     void run_layer(int il, const ForwardBatch& b, int n_tokens);
     // y += the LoRA deltas of this batch's adapters for one projection (nothing without any).
@@ -94,6 +104,8 @@ private:
     std::shared_ptr<const Model> m_model;
     Backend& m_backend;
     KvTensors& m_kv;
+    KvTensors* m_kv_swa = nullptr;     // local layers' cache (create()'s kv_swa), or null
+    std::vector<int> m_cache_layer;    // [n_layer] the layer's index in its cache (m_kv or m_kv_swa)
     int m_max_tokens;
     std::vector<LayerWeights> m_layers;  // weight views as the backend sees them
     // On host-visible backends the Q/K/V and gate/up matrices of a layer are packed into

@@ -14,7 +14,7 @@
 namespace kvs {
 
 struct ModelConfig {
-    std::string arch;  // "llama" or "qwen2"
+    std::string arch;  // "llama", "qwen2" or "gemma3"
     std::string name;  // general.name or the folder name
     int n_layer = 0;
     int n_embd = 0;
@@ -31,6 +31,16 @@ struct ModelConfig {
     bool tied_embeddings = false;  // output head shares token_embd
     bool attn_bias = false;        // q/k/v projections have biases (qwen2)
     std::string rope_scaling;      // RoPE scaling the file asks for ("" none); not applied yet
+
+    // ---- gemma3 (Gemma 3): the switches its forward needs beyond Llama's
+    bool gemma = false;              // GeGLU (gelu_tanh) MLP, Q/K RMSNorm, post-attention / post-MLP norms
+    float embd_scale = 1.0f;         // token embeddings are multiplied by it (gemma: sqrt(n_embd))
+    float attn_scale = 0.0f;         // query scale; 0: 1/sqrt(head_dim)
+    int sliding_window = 0;          // local layers attend to the last sliding_window positions; 0: none
+    std::vector<uint8_t> layer_swa;  // [n_layer] 1 = local (sliding-window) layer; empty: all global
+    float rope_freq_base_swa = 10000.0f;  // the local layers' RoPE base
+    bool is_swa(int il) const { return il >= 0 && static_cast<size_t>(il) < layer_swa.size() && layer_swa[il]; }
+    float rope_base(int il) const { return is_swa(il) ? rope_freq_base_swa : rope_freq_base; }
 };
 
 struct LayerWeights {
@@ -46,6 +56,11 @@ struct LayerWeights {
     WeightView w_gate;                 // [n_ff, n_embd]
     WeightView w_up;                   // [n_ff, n_embd]
     WeightView w_down;                 // [n_embd, n_ff]
+    // gemma3 only (null elsewhere)
+    const float* attn_q_norm = nullptr;     // [head_dim] RMSNorm of each query head
+    const float* attn_k_norm = nullptr;     // [head_dim] RMSNorm of each key head
+    const float* attn_post_norm = nullptr;  // [n_embd] on the attention output before the residual add
+    const float* ffn_post_norm = nullptr;   // [n_embd] on the MLP output before the residual add
 };
 
 struct Model {

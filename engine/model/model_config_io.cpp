@@ -70,10 +70,36 @@ Status gguf_float(const GgufFile& f, const std::string& key, float& out) {
     return Status::ok();
 }
 
+// Gemma 3 as llama.cpp's llama_model_gemma3 reads it: NeoX RoPE, embeddings scaled by
+// sqrt(n_embd), queries by 1/sqrt(head_dim), and with attention.sliding_window set, every
+// layer local except each 6th (attention.sliding_window_pattern overrides the 6), local
+// layers on RoPE base rope.freq_base_swa (10000 when absent).
+Status read_gemma3_config(const GgufFile& f, ModelConfig& c) {
+    c.gemma = true;
+    c.rope_style = RopeStyle::Neox;
+    c.embd_scale = std::sqrt(static_cast<float>(c.n_embd));
+    c.attn_scale = 1.0f / std::sqrt(static_cast<float>(c.head_dim));
+    if (f.find("gemma3.final_logit_softcapping"))
+        return Status::error(f.path() + ": metadata key 'gemma3.final_logit_softcapping' is set; final logit "
+                             "soft-capping is not implemented (Gemma 3 files do not use it)");
+    KVS_RETURN_IF_ERROR(gguf_int(f, "gemma3.attention.sliding_window", false, 0, int64_t(1) << 30, c.sliding_window));
+    if (c.sliding_window <= 0) return Status::ok();
+    int pattern = 6;
+    KVS_RETURN_IF_ERROR(gguf_int(f, "gemma3.attention.sliding_window_pattern", false, 0, 4096, pattern));
+    c.layer_swa.assign(static_cast<size_t>(c.n_layer), 0);
+    for (int il = 0; il < c.n_layer; ++il)
+        c.layer_swa[static_cast<size_t>(il)] = pattern == 0 || il % pattern < pattern - 1;
+    KVS_RETURN_IF_ERROR(gguf_float(f, "gemma3.rope.freq_base_swa", c.rope_freq_base_swa));
+    if (!(c.rope_freq_base_swa > 0.0f) || !std::isfinite(c.rope_freq_base_swa))
+        return Status::error(f.path() + ": metadata key 'gemma3.rope.freq_base_swa' = " +
+                             std::to_string(c.rope_freq_base_swa) + " (expected > 0)");
+    return Status::ok();
+}
+
 }  // namespace
 
 int32_t find_eot_token(const std::vector<std::string>& tokens) {
-    for (const char* name : {"<|im_end|>", "<|eot_id|>", "<|end|>"})
+    for (const char* name : {"<|im_end|>", "<|eot_id|>", "<|end|>", "<end_of_turn>"})
         for (size_t i = 0; i < tokens.size(); ++i)
             if (tokens[i] == name) return static_cast<int32_t>(i);
     return -1;
@@ -86,9 +112,9 @@ Result<ModelConfig> read_gguf_config(const GgufFile& f) {
     if (!arch.value())
         return Status::error(f.path() + ": missing metadata key 'general.architecture' (expected a string)");
     c.arch = *arch.value();
-    if (c.arch != "llama" && c.arch != "qwen2")
+    if (c.arch != "llama" && c.arch != "qwen2" && c.arch != "gemma3")
         return Status::error(f.path() + ": unsupported architecture " + quote_untrusted(c.arch) +
-                             " (general.architecture; supported: llama, qwen2)");
+                             " (general.architecture; supported: llama, qwen2, gemma3)");
     if (auto name = f.get_string("general.name"); name && name.value()) c.name = *name.value();
     const std::string a = c.arch + ".";
     KVS_RETURN_IF_ERROR(gguf_int(f, a + "block_count", true, 1, 4096, c.n_layer));
@@ -111,6 +137,7 @@ Result<ModelConfig> read_gguf_config(const GgufFile& f) {
         c.n_vocab = static_cast<int>(std::min<int64_t>(e->ne[1], 1 << 30));
     KVS_RETURN_IF_ERROR(gguf_int(f, a + "vocab_size", false, 1, 1 << 24, c.n_vocab));
     c.rope_style = c.arch == "qwen2" ? RopeStyle::Neox : RopeStyle::Normal;
+    if (c.arch == "gemma3") KVS_RETURN_IF_ERROR(read_gemma3_config(f, c));
     if (f.tensor("rope_freqs.weight")) c.rope_scaling = "rope_freqs";
     else if (f.find(a + "rope.scaling.type"))
         c.rope_scaling = a + "rope.scaling.type";

@@ -171,6 +171,12 @@ Status WeightBuilder::build(Model& m) {
         KVS_RETURN_IF_ERROR(matrix(p + m_names.w_gate, c.n_embd, c.n_ff, l.w_gate));
         KVS_RETURN_IF_ERROR(matrix(p + m_names.w_up, c.n_embd, c.n_ff, l.w_up));
         KVS_RETURN_IF_ERROR(matrix(p + m_names.w_down, c.n_ff, c.n_embd, l.w_down));
+        if (c.gemma) {  // GGUF names (gemma3 loads from GGUF only)
+            KVS_RETURN_IF_ERROR(vector(p + ".attn_q_norm.weight", c.head_dim, l.attn_q_norm));
+            KVS_RETURN_IF_ERROR(vector(p + ".attn_k_norm.weight", c.head_dim, l.attn_k_norm));
+            KVS_RETURN_IF_ERROR(vector(p + ".post_attention_norm.weight", c.n_embd, l.attn_post_norm));
+            KVS_RETURN_IF_ERROR(vector(p + ".post_ffw_norm.weight", c.n_embd, l.ffn_post_norm));
+        }
     }
     return Status::ok();
 }

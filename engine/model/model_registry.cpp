@@ -22,8 +22,10 @@ std::vector<ModelEntry> list_models() {
     for (const auto& e : it) {
         const auto p = e.path();
         if (e.is_regular_file(ec) && p.extension() == ".gguf") {
-            std::string name =
-                p.filename().string() == kDefaultModelFile ? std::string(kDefaultModelName) : p.filename().string();
+            std::string name = p.filename().string();
+            if (name == kDefaultModelFile) name = kDefaultModelName;
+            else if (name == kGemma3ModelFile)
+                name = kGemma3ModelName;
             out.push_back({name, p.string()});
         } else if (e.is_directory(ec) && fs::exists(p / "config.json", ec)) {
             out.push_back({p.filename().string(), p.string()});

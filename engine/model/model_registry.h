@@ -11,11 +11,14 @@ namespace kvs {
 
 inline constexpr std::string_view kDefaultModelName = "smollm2-135m";
 inline constexpr std::string_view kDefaultModelFile = "SmolLM2-135M-Instruct.Q4_1.gguf";
+// Gemma 3 270M (installer/fetch_model.sh gemma3-270m)
+inline constexpr std::string_view kGemma3ModelName = "gemma3-270m";
+inline constexpr std::string_view kGemma3ModelFile = "gemma-3-270m-q4_k_m.gguf";
 
 std::string models_dir();
 
 struct ModelEntry {
-    std::string name;  // short name usable with --model ("smollm2-135m" or the file/folder name)
+    std::string name;  // short name usable with --model ("smollm2-135m", "gemma3-270m" or the file/folder name)
     std::string path;
 };
 // Every GGUF file and safetensors folder in models_dir().

@@ -34,11 +34,29 @@ Result<std::unique_ptr<SequenceRunner>> SequenceRunner::create(std::shared_ptr<c
     const int n_blocks = static_cast<int>((static_cast<int64_t>(opt.n_ctx) + opt.block_size - 1) / opt.block_size);
     if (Status st = check_kv_cache_fits(r->m_model->config, opt.kv_type, n_blocks, opt.block_size); !st)
         return R::error(st.message() + " (lower the context size)");
-    auto kv = KvTensors::create(*r->m_backend, r->m_model->config, n_blocks, opt.block_size, opt.kv_type);
+    const ModelConfig& c = r->m_model->config;
+    const int max_tokens = std::min(opt.n_batch, opt.n_ctx);
+    int n_swa = 0;
+    for (int il = 0; il < c.n_layer; ++il) n_swa += c.is_swa(il) ? 1 : 0;
+    ModelConfig global = c;  // the layers of the main cache
+    if (opt.free_out_of_window && n_swa > 0 && c.sliding_window > 0 && r->m_backend->supports_gemma_ops()) {
+        // A chunk starting at position p reads from p - window + 1 and writes up to p + max_tokens - 1.
+        const int64_t span = int64_t(c.sliding_window) - 1 + max_tokens;
+        const int swa_blocks =
+            static_cast<int>(std::min<int64_t>(n_blocks, (span + opt.block_size - 1) / opt.block_size + 2));
+        ModelConfig local = c;
+        local.n_layer = n_swa;
+        global.n_layer = c.n_layer - n_swa;
+        auto kv_swa = KvTensors::create(*r->m_backend, local, swa_blocks, opt.block_size, opt.kv_type);
+        if (!kv_swa) return kv_swa.status();
+        r->m_kv_swa = std::move(kv_swa).value();
+        r->m_swa_pool = std::make_unique<BlockPool>(swa_blocks);
+    }
+    auto kv = KvTensors::create(*r->m_backend, global, n_blocks, opt.block_size, opt.kv_type);
     if (!kv) return kv.status();
     r->m_kv = std::move(kv).value();
     r->m_pool = std::make_unique<BlockPool>(n_blocks);
-    auto forward = LlamaForward::create(r->m_model, *r->m_backend, *r->m_kv, std::min(opt.n_batch, opt.n_ctx));
+    auto forward = LlamaForward::create(r->m_model, *r->m_backend, *r->m_kv, max_tokens, r->m_kv_swa.get());
     if (!forward) return forward.status();
     r->m_forward = std::move(forward).value();
     return r;
@@ -49,6 +67,13 @@ SequenceRunner::~SequenceRunner() = default;
 void SequenceRunner::clear() {
     m_pool->release(m_block_table);
     m_block_table.clear();
+    if (m_swa_pool) {
+        std::vector<int32_t> held;
+        for (int32_t id : m_swa_table)
+            if (id >= 0) held.push_back(id);
+        m_swa_pool->release(held);
+    }
+    m_swa_table.clear();
     m_n_past = 0;
 }
 
@@ -59,6 +84,22 @@ Status SequenceRunner::ensure_blocks(int n_tokens_total) {
     auto got = m_pool->allocate(need);
     if (!got) return got.status();
     m_block_table.insert(m_block_table.end(), got->begin(), got->end());
+    return Status::ok();
+}
+
+Status SequenceRunner::slide_window(int lo, int n_tokens_total) {
+    const int bs = m_opt.block_size;
+    for (size_t b = 0; b < m_swa_table.size() && static_cast<int>(b + 1) * bs <= lo; ++b)
+        if (m_swa_table[b] >= 0) {
+            m_swa_pool->release({m_swa_table[b]});
+            m_swa_table[b] = -1;
+            ++m_swa_freed;
+        }
+    const int need = (n_tokens_total + bs - 1) / bs - static_cast<int>(m_swa_table.size());
+    if (need <= 0) return Status::ok();
+    auto got = m_swa_pool->allocate(need);
+    if (!got) return Status::error("local layers' KV pool: " + got.message());
+    m_swa_table.insert(m_swa_table.end(), got->begin(), got->end());
     return Status::ok();
 }
 
@@ -83,6 +124,12 @@ Status SequenceRunner::eval(const std::vector<int32_t>& tokens, bool all_logits,
         b.n_seqs = 1;
         b.max_blocks_per_seq = static_cast<int>(m_block_table.size());
         b.block_tables = m_block_table;
+        if (m_swa_pool) {  // the chunk's first token reads from n_past + start - window + 1
+            const int pos0 = m_n_past + start;
+            KVS_RETURN_IF_ERROR(slide_window(pos0 - m_model->config.sliding_window + 1, pos0 + len));
+            b.swa_block_tables = m_swa_table;
+            b.swa_block_tables.resize(m_block_table.size(), -1);
+        }
         const bool last_chunk = start + len == n;
         if (all_logits)
             for (int i = 0; i < len; ++i) b.logit_rows.push_back(i);

@@ -25,6 +25,10 @@ struct RunnerOptions {
     std::string backend = "auto";  // "auto", "cpu", "cuda"
     std::string simd = "auto";     // CPU kernel level: "auto", "avx2", "scalar" (no AVX-512 kernels)
     DType kv_type = DType::F16;    // KV cache elements: F16, or Q8_0 (INT8 with per-32-value scales)
+    // Models with sliding-window layers (gemma3): the local layers keep K/V in a pool of
+    // their own, sized for the window plus one batch, and a block whose positions all fell
+    // out of the window goes back to it (false: one pool and table for every layer).
+    bool free_out_of_window = true;
 };
 
 class SequenceRunner {
@@ -50,14 +54,24 @@ public:
     const Model& model() const { return *m_model; }
     Backend& backend() { return *m_backend; }
     const std::string& backend_note() const { return m_backend_note; }
-    int64_t kv_bytes() const { return m_kv->bytes(); }
+    int64_t kv_bytes() const { return m_kv->bytes() + (m_kv_swa ? m_kv_swa->bytes() : 0); }
     DType kv_type() const { return m_kv->kv_type(); }
     int64_t scratch_bytes() const { return m_forward->scratch_bytes(); }
     const std::vector<int32_t>& block_table() const { return m_block_table; }
+    // Sliding-window layers with their own pool (free_out_of_window): their table, one entry
+    // per block of block_table(), -1 once the block fell out of the window and was freed;
+    // empty otherwise. Blocks freed so far, and the local pool's size and blocks in use.
+    const std::vector<int32_t>& swa_block_table() const { return m_swa_table; }
+    int64_t n_swa_blocks_freed() const { return m_swa_freed; }
+    int swa_pool_blocks() const { return m_swa_pool ? m_swa_pool->n_blocks() : 0; }
+    int swa_blocks_in_use() const { return m_swa_pool ? m_swa_pool->n_blocks() - m_swa_pool->n_free() : 0; }
 
 private:
     SequenceRunner() = default;
     Status ensure_blocks(int n_tokens_total);
+    // Local layers: frees the blocks wholly before position lo, then gives blocks to every
+    // position below n_tokens_total.
+    Status slide_window(int lo, int n_tokens_total);
 
     RunnerOptions m_opt;
     std::shared_ptr<const Model> m_model;
@@ -67,6 +81,10 @@ private:
     std::unique_ptr<BlockPool> m_pool;
     std::unique_ptr<LlamaForward> m_forward;
     std::vector<int32_t> m_block_table;  // [n_blocks held] in position order
+    std::unique_ptr<KvTensors> m_kv_swa;  // local layers (free_out_of_window), or null
+    std::unique_ptr<BlockPool> m_swa_pool;
+    std::vector<int32_t> m_swa_table;  // [m_block_table.size()] local-layer blocks, -1 = freed
+    int64_t m_swa_freed = 0;
     int m_n_past = 0;
 };
 

@@ -88,6 +88,26 @@ std::string render_llama2(const std::vector<ChatMessage>& messages, const ChatSp
     return out;
 }
 
+// Gemma 3's template: bos, then <start_of_turn>role\n content|trim <end_of_turn>\n per turn,
+// the assistant's role named "model"; a system message becomes the prefix of the first
+// turn ("system text\n\n", untrimmed).
+std::string render_gemma(const std::vector<ChatMessage>& messages, bool add_generation_prompt,
+                         const ChatSpecialTokens& special) {
+    std::string out = special.bos_token, prefix;
+    size_t first = 0;
+    if (!messages.empty() && messages[0].role == "system") {
+        prefix = messages[0].content + "\n\n";
+        first = 1;
+    }
+    for (size_t i = first; i < messages.size(); ++i) {
+        const std::string role = messages[i].role == "assistant" ? "model" : messages[i].role;
+        out += "<start_of_turn>" + role + "\n" + (i == first ? prefix : std::string()) + py_strip(messages[i].content) +
+               "<end_of_turn>\n";
+    }
+    if (add_generation_prompt) out += "<start_of_turn>model\n";
+    return out;
+}
+
 std::string render_plain(const std::vector<ChatMessage>& messages) {
     std::string out;
     for (const ChatMessage& m : messages) out += m.content + "\n";
@@ -115,6 +135,7 @@ const char* chat_format_name(ChatFormat format) {
         case ChatFormat::ChatML: return "chatml";
         case ChatFormat::Llama3: return "llama3";
         case ChatFormat::Llama2: return "llama2";
+        case ChatFormat::Gemma: return "gemma";
         case ChatFormat::Plain: return "plain";
     }
     return "plain";
@@ -124,8 +145,11 @@ ChatFormat detect_chat_format(const std::string& jinja_template, const VocabData
     if (jinja_template.find("<|im_start|>") != std::string::npos) return ChatFormat::ChatML;
     if (jinja_template.find("<|start_header_id|>") != std::string::npos) return ChatFormat::Llama3;
     if (jinja_template.find("[INST]") != std::string::npos) return ChatFormat::Llama2;
-    const bool has_im_start = std::find(vocab.tokens.begin(), vocab.tokens.end(), "<|im_start|>") != vocab.tokens.end();
-    return has_im_start ? ChatFormat::ChatML : ChatFormat::Plain;
+    if (jinja_template.find("<start_of_turn>") != std::string::npos) return ChatFormat::Gemma;
+    auto has = [&](const char* text) { return std::find(vocab.tokens.begin(), vocab.tokens.end(), text) != vocab.tokens.end(); };
+    if (has("<|im_start|>")) return ChatFormat::ChatML;
+    if (has("<start_of_turn>") && has("<end_of_turn>")) return ChatFormat::Gemma;  // Gemma files without a template
+    return ChatFormat::Plain;
 }
 
 std::string default_system_prompt(const std::string& jinja_template) {
@@ -162,6 +186,7 @@ std::string apply_chat_template(ChatFormat format, const std::vector<ChatMessage
         case ChatFormat::ChatML: return render_chatml(*conversation, add_generation_prompt);
         case ChatFormat::Llama3: return render_llama3(*conversation, add_generation_prompt, special);
         case ChatFormat::Llama2: return render_llama2(*conversation, special);
+        case ChatFormat::Gemma: return render_gemma(*conversation, add_generation_prompt, special);
         case ChatFormat::Plain: return render_plain(*conversation);
     }
     return {};

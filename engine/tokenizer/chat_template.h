@@ -6,6 +6,7 @@
 //   ChatML  <|im_start|>role\ncontent<|im_end|>\n ...            (SmolLM2, Qwen2)
 //   Llama3  [bos]<|start_header_id|>role<|end_header_id|>\n\ncontent<|eot_id|> ...
 //   Llama2  [bos][INST] <<SYS>>\nsys\n<</SYS>>\n\nuser [/INST] answer </s>[bos][INST] ...
+//   Gemma   [bos]<start_of_turn>user\ncontent<end_of_turn>\n<start_of_turn>model\n ...  (Gemma 3)
 //   Plain   the contents, one per line (base models without a template)
 //
 // BOS: the Llama templates write bos_token themselves. ChatSpecialTokens::bos_token is
@@ -18,7 +19,7 @@
 
 namespace kvs {
 
-enum class ChatFormat { ChatML, Llama3, Llama2, Plain };
+enum class ChatFormat { ChatML, Llama3, Llama2, Gemma, Plain };
 
 struct ChatMessage {
     std::string role;  // "system", "user", "assistant"
@@ -33,8 +34,8 @@ struct ChatSpecialTokens {
 const char* chat_format_name(ChatFormat format);
 
 // By what the template text contains: "<|im_start|>" -> ChatML, "<|start_header_id|>" ->
-// Llama3, "[INST]" -> Llama2; no template -> ChatML when the vocabulary has <|im_start|>,
-// else Plain.
+// Llama3, "[INST]" -> Llama2, "<start_of_turn>" -> Gemma; no template -> ChatML when the
+// vocabulary has <|im_start|>, Gemma when it has <start_of_turn> and <end_of_turn>, else Plain.
 ChatFormat detect_chat_format(const std::string& jinja_template, const VocabData& vocab);
 
 // The system prompt a ChatML template inserts when the conversation has none (SmolLM2:

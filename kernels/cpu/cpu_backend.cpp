@@ -99,6 +99,20 @@ public:
         ranges(n, [&](int64_t i0, int64_t i1) { m_ops.swiglu_range(gate + i0, up + i0, y + i0, i1 - i0); });
     }
 
+    bool supports_gemma_ops() const override { return true; }
+
+    void scale(const float* x, float s, float* y, int64_t n) override {
+        ranges(n, [&](int64_t i0, int64_t i1) {
+            for (int64_t i = i0; i < i1; ++i) y[i] = x[i] * s;
+        });
+    }
+
+    void geglu(const float* gate, const float* up, float* y, int64_t n) override {
+        ranges(n, [&](int64_t i0, int64_t i1) {
+            for (int64_t i = i0; i < i1; ++i) y[i] = gelu_tanh(gate[i]) * up[i];
+        });
+    }
+
     void add(const float* a, const float* b, float* y, int64_t n) override {
         ranges(n, [&](int64_t i0, int64_t i1) { m_ops.add_range(a + i0, b + i0, y + i0, i1 - i0); });
     }
@@ -135,6 +149,8 @@ private:
     struct SplitTask {
         int t, p0, p1;  // query token, cache positions [p0, p1)
     };
+    // Each token's positions [first, token_pos + 1) cut at multiples of chunk (first: 0, or
+    // the window's start), partials on the pool, merged in order.
     void attention_split_positions(const PagedAttentionArgs& a, int chunk);
 
     // fn(r) for r in [0, n_rows); rows of row_elems elements, grouped into tasks of about kElemChunk.
@@ -180,6 +196,10 @@ void CpuBackend::paged_attention(const PagedAttentionArgs& a) {
     if (a.n_tokens <= 0) return;
     assert(a.n_kv_head > 0 && a.n_head % a.n_kv_head == 0 && a.block_size > 0);
     assert(supports_kv(a.cache_type) && (a.cache_type == DType::F16 || a.head_dim % 32 == 0));
+    if (a.window > 0) {  // sliding window: every token as partials over its window's chunks
+        attention_split_positions(a, cpu::kAttnChunk);
+        return;
+    }
     int64_t work = 0;  // query x key x dim products
     int max_ctx = 0;
     for (int t = 0; t < a.n_tokens; ++t) {
@@ -231,14 +251,20 @@ void CpuBackend::attention_split_positions(const PagedAttentionArgs& a, int chun
     for (int t = 0; t < a.n_tokens; ++t) {
         m_first_task[t] = static_cast<int64_t>(m_tasks.size());
         const int n_ctx = a.token_pos[t] + 1;
-        for (int p0 = 0; p0 < n_ctx; p0 += chunk) m_tasks.push_back({t, p0, std::min(n_ctx, p0 + chunk)});
+        const int first = a.window > 0 ? std::max(0, n_ctx - a.window) : 0;
+        for (int p0 = first; p0 < n_ctx; p0 = (p0 / chunk + 1) * chunk)
+            m_tasks.push_back({t, p0, std::min(n_ctx, (p0 / chunk + 1) * chunk)});
     }
     m_first_task[a.n_tokens] = static_cast<int64_t>(m_tasks.size());
     m_parts.resize(m_tasks.size() * static_cast<size_t>(a.n_head * rec));  // [n_tasks, n_head, head_dim + 2]
-    m_pool.parallel_for(static_cast<int64_t>(m_tasks.size()), [&](int64_t i, int) {
+    auto run = [&](int64_t i, int) {
         const SplitTask& k = m_tasks[i];
         m_ops.attention_partial(a, k.t, 0, a.n_head, k.p0, k.p1, &m_parts[i * a.n_head * rec]);
-    });
+    };
+    if (m_pool.size() == 1 || m_tasks.size() == 1)
+        for (int64_t i = 0; i < static_cast<int64_t>(m_tasks.size()); ++i) run(i, 0);
+    else
+        m_pool.parallel_for(static_cast<int64_t>(m_tasks.size()), run);
     std::vector<const float*> parts;
     for (int t = 0; t < a.n_tokens; ++t) {
         for (int h = 0; h < a.n_head; ++h) {

@@ -12,6 +12,11 @@ std::string default_model_path() {
     return r ? r.value() : std::string();
 }
 
+std::string gemma3_model_path() {
+    auto r = resolve_model(std::string(kGemma3ModelName));
+    return r ? r.value() : std::string();
+}
+
 std::string find_python() {
     const char* xdg = std::getenv("XDG_DATA_HOME");
     const char* home = std::getenv("HOME");

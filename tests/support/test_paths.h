@@ -13,6 +13,8 @@ inline std::string kvscope_exe() { return KVS_KVSCOPE_EXE; }
 inline std::string source_root() { return std::string(KVS_FIXTURE_DIR) + "/../.."; }
 // Path of the installed default model (SmolLM2-135M-Instruct Q4_1), or "" when it is not installed.
 std::string default_model_path();
+// Path of the installed Gemma 3 270M (installer/fetch_model.sh gemma3-270m), or "".
+std::string gemma3_model_path();
 // The Python of the project's venv (installer/setup.sh: $XDG_DATA_HOME/kvscope/venv), else
 // "python3" on PATH; for tests that make fixtures with numpy / safetensors.
 std::string find_python();

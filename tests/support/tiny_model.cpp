@@ -103,7 +103,8 @@ float round_to(DType t, float x) {
 }
 
 Status check_spec(const TinyModelSpec& s) {
-    if (s.arch != "llama" && s.arch != "qwen2") return Status::error("tiny model: arch must be llama or qwen2");
+    if (s.arch != "llama" && s.arch != "qwen2" && s.arch != "gemma3")
+        return Status::error("tiny model: arch must be llama, qwen2 or gemma3");
     if (s.n_layer <= 0 || s.n_embd <= 0 || s.n_head <= 0 || s.n_kv_head <= 0 || s.n_ff <= 0 ||
         s.n_embd % s.n_head != 0 || s.n_head % s.n_kv_head != 0 || (s.n_embd / s.n_head) % 2 != 0)
         return Status::error("tiny model: inconsistent sizes");
@@ -143,7 +144,7 @@ std::vector<GenTensor> make_tensors(const TinyModelSpec& s, int n_vocab) {
         add(hf + ".self_attn.k_proj.weight", gg + ".attn_k.weight", {kv_dim, s.n_embd}, true, 0.0f, s.weight_std)
             ->permute_heads = llama ? s.n_kv_head : 0;
         add(hf + ".self_attn.v_proj.weight", gg + ".attn_v.weight", {kv_dim, s.n_embd}, true, 0.0f, s.weight_std);
-        if (!llama) {
+        if (s.arch == "qwen2") {
             add(hf + ".self_attn.q_proj.bias", gg + ".attn_q.bias", {q_dim}, false, 0.0f, 0.02f);
             add(hf + ".self_attn.k_proj.bias", gg + ".attn_k.bias", {kv_dim}, false, 0.0f, 0.02f);
             add(hf + ".self_attn.v_proj.bias", gg + ".attn_v.bias", {kv_dim}, false, 0.0f, 0.02f);
@@ -153,6 +154,14 @@ std::vector<GenTensor> make_tensors(const TinyModelSpec& s, int n_vocab) {
         add(hf + ".mlp.gate_proj.weight", gg + ".ffn_gate.weight", {s.n_ff, s.n_embd}, true, 0.0f, s.weight_std);
         add(hf + ".mlp.up_proj.weight", gg + ".ffn_up.weight", {s.n_ff, s.n_embd}, true, 0.0f, s.weight_std);
         add(hf + ".mlp.down_proj.weight", gg + ".ffn_down.weight", {s.n_embd, s.n_ff}, true, 0.0f, s.weight_std);
+        if (s.arch == "gemma3") {  // norms as the GGUF stores them (the converter's +1 folded in)
+            add(hf + ".self_attn.q_norm.weight", gg + ".attn_q_norm.weight", {hd}, false, 1.0f, 0.1f);
+            add(hf + ".self_attn.k_norm.weight", gg + ".attn_k_norm.weight", {hd}, false, 1.0f, 0.1f);
+            add(hf + ".post_attention_layernorm.weight", gg + ".post_attention_norm.weight", {s.n_embd}, false, 1.0f,
+                0.1f);
+            add(hf + ".post_feedforward_layernorm.weight", gg + ".post_ffw_norm.weight", {s.n_embd}, false, 1.0f,
+                0.1f);
+        }
     }
     return out;
 }
@@ -242,6 +251,10 @@ Status write_tiny_gguf(const std::string& path, const TinyModelSpec& s) {
     w.set_f32(a + "attention.layer_norm_rms_epsilon", s.rms_eps);
     w.set_u32(a + "rope.dimension_count", static_cast<uint32_t>(s.n_embd / s.n_head));
     w.set_u32(a + "vocab_size", static_cast<uint32_t>(n_vocab));
+    if (s.arch == "gemma3" && s.sliding_window > 0) {
+        w.set_u32(a + "attention.sliding_window", static_cast<uint32_t>(s.sliding_window));
+        if (s.swa_pattern > 0) w.set_u32(a + "attention.sliding_window_pattern", static_cast<uint32_t>(s.swa_pattern));
+    }
     w.set_string("tokenizer.ggml.model", "gpt2");
     w.set_string("tokenizer.ggml.pre", "smollm");
     w.set("tokenizer.ggml.tokens", GgufValue::array_of(vocab.tokens));
@@ -329,6 +342,7 @@ json tokenizer_json(const TinyVocab& v) {
 }  // namespace
 
 Status write_tiny_safetensors_folder(const std::string& dir, const TinyModelSpec& s) {
+    if (s.arch == "gemma3") return Status::error("tiny model: gemma3 is written as GGUF only");
     KVS_RETURN_IF_ERROR(check_spec(s));
     const DType type = s.weight_type;
     if (type != DType::F32 && type != DType::F16 && type != DType::BF16)

@@ -1,5 +1,5 @@
 #pragma once
-// Tiny random Llama / qwen2 models that tests generate themselves, as a GGUF file or a
+// Tiny random Llama / qwen2 / gemma3 models that tests generate themselves, as a GGUF file or a
 // Hugging Face safetensors folder (config.json, *.safetensors, tokenizer.json,
 // tokenizer_config.json). Same spec and seed -> the same weights in both formats (Q/K
 // rows permuted for GGUF llama, as convert_hf_to_gguf.py does). The vocabulary is a
@@ -19,7 +19,8 @@
 namespace kvs::test {
 
 struct TinyModelSpec {
-    std::string arch = "llama";  // "llama" or "qwen2" (q/k/v biases)
+    std::string arch = "llama";  // "llama", "qwen2" (q/k/v biases) or "gemma3" (GGUF only: Q/K norms,
+                                 // post-norms, GeGLU, NeoX RoPE, sliding-window local layers)
     int n_layer = 2;
     int n_embd = 64;
     int n_head = 4;
@@ -37,6 +38,8 @@ struct TinyModelSpec {
     uint32_t gguf_version = 3;
     uint32_t gguf_alignment = 32;
     int n_shards = 1;  // safetensors: >1 writes model.safetensors.index.json
+    int sliding_window = 0;  // gemma3: attention.sliding_window (0: not written, all layers global)
+    int swa_pattern = 0;     // gemma3: attention.sliding_window_pattern (0: not written, llama.cpp's 6)
 };
 
 // The tiny vocabulary (tokens in id order) and merges ("a b", by priority).
