@@ -16,7 +16,7 @@
 #include <cstdlib>
 #include <future>
 
-#include "tests/support/brute_force_beam.h"
+#include "tests/support/beam_reference.h"
 #include "tests/support/greedy_params.h"
 #include "tests/support/test_backend.h"
 #include "tests/support/tiny_model.h"
@@ -60,7 +60,10 @@ std::vector<int32_t> run_alone(std::shared_ptr<const Model> model, const std::ve
 
 std::vector<BeamHypothesis> brute_force_beam(std::shared_ptr<const Model> model, const std::vector<int32_t>& prompt,
                                              int width, int n_tokens) {
-    return test::brute_force_beam(**make_runner(model), model->config.n_vocab, prompt, width, n_tokens);
+    test::BeamReferenceParams p;  // no end-of-generation ids: every beam runs n_tokens
+    p.width = width;
+    p.max_tokens = n_tokens;
+    return test::beam_reference(**make_runner(model), model->config.n_vocab, prompt, p);
 }
 
 // Submits every prompt with greedy(n); their ids in order.

@@ -21,7 +21,7 @@
 #include <cstring>
 #include <random>
 
-#include "tests/support/brute_force_beam.h"
+#include "tests/support/beam_reference.h"
 #include "tests/support/greedy_alone.h"
 #include "tests/support/greedy_params.h"
 #include "tests/support/run_kvscope.h"
@@ -54,10 +54,13 @@ std::vector<int32_t> run_alone(std::shared_ptr<const Model> model, const std::ve
     return test::greedy_alone(*make_runner(model, DType::Q8_0), model->config.n_vocab, prompt, n);
 }
 
-// Beam search by brute force on an int8 cache (tests/support/brute_force_beam.h).
+// Beam search by brute force on an int8 cache (tests/support/beam_reference.h).
 std::vector<BeamHypothesis> brute_force_beam(std::shared_ptr<const Model> model, const std::vector<int32_t>& prompt,
                                              int width, int n_tokens) {
-    return test::brute_force_beam(*make_runner(model, DType::Q8_0), model->config.n_vocab, prompt, width, n_tokens);
+    test::BeamReferenceParams p;  // no end-of-generation ids: every beam runs n_tokens
+    p.width = width;
+    p.max_tokens = n_tokens;
+    return test::beam_reference(*make_runner(model, DType::Q8_0), model->config.n_vocab, prompt, p);
 }
 
 // A backend with only the default supports_kv (F16), as the CUDA backend reports it; its

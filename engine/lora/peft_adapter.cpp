@@ -2,13 +2,13 @@
 // target_modules, use_rslora, layers_to_transform) and adapter_model.safetensors with keys
 // such as base_model.model.model.layers.3.self_attn.q_proj.lora_A.weight ([r, n_in]) and
 // ...lora_B.weight ([n_out, r]).
-#include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
 
 #include "engine/lora/lora_adapter.h"
+#include "engine/model/json_file.h"
 #include "engine/model/safetensors_reader.h"
 #include "kernels/cpu/quant_formats.h"
 
@@ -28,10 +28,9 @@ struct PeftConfig {
 
 Result<PeftConfig> read_peft_config(const std::string& file) {
     using R = Result<PeftConfig>;
-    std::ifstream f(file);
-    if (!f) return R::error("LoRA adapter: cannot read " + file);
-    json j = json::parse(f, nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return R::error(file + ": not a JSON object");
+    auto read = read_json_object(file);
+    if (!read) return R::error("LoRA adapter: " + read.status().message());
+    const json& j = *read;
     PeftConfig c;
     if (j.contains("peft_type") && j["peft_type"] != "LORA")
         return R::error(file + ": peft_type is " + j["peft_type"].dump() + ", only LORA adapters are supported");

@@ -4,12 +4,11 @@
 #include <cctype>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "engine/model/json_file.h"
 #include "kernels/cpu/quant_formats.h"
 
 namespace kvs {
@@ -28,18 +27,6 @@ void awq_unpack_word(uint32_t word, uint8_t values[8]) {
 }
 
 namespace {
-
-Result<std::optional<json>> read_json_file(const fs::path& p) {
-    std::error_code ec;
-    if (!fs::exists(p, ec)) return std::optional<json>();
-    std::ifstream in(p, std::ios::binary);
-    if (!in) return Status::error(p.string() + ": cannot open");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    json j = json::parse(ss.str(), nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return Status::error(p.string() + ": not a valid JSON object");
-    return std::optional<json>(std::move(j));
-}
 
 // The first of `keys` present in q: an integer / bool / string field of the AWQ settings.
 const json* field(const json& q, std::initializer_list<const char*> keys) {
@@ -77,7 +64,7 @@ Result<AwqConfig> parse_awq_settings(const json& q, const std::string& where) {
 Result<std::optional<AwqConfig>> read_awq_config(const std::string& dir) {
     using R = Result<std::optional<AwqConfig>>;
     const fs::path config_path = fs::path(dir) / "config.json";
-    auto config = read_json_file(config_path);
+    auto config = read_json_object_if_present(config_path.string());
     if (!config) return config.status();
     if (config.value()) {
         const json& j = *config.value();
@@ -95,7 +82,7 @@ Result<std::optional<AwqConfig>> read_awq_config(const std::string& dir) {
         }
     }
     const fs::path old_path = fs::path(dir) / "quant_config.json";
-    auto old = read_json_file(old_path);
+    auto old = read_json_object_if_present(old_path.string());
     if (!old) return old.status();
     if (!old.value()) return std::optional<AwqConfig>();
     const json& q = *old.value();

@@ -5,12 +5,11 @@
 #include <algorithm>
 #include <cstring>
 #include <filesystem>
-#include <fstream>
 #include <set>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
+#include "engine/model/json_file.h"
 #include "kernels/cpu/quant_formats.h"
 
 namespace kvs {
@@ -19,18 +18,6 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 
 namespace {
-
-Result<std::optional<json>> read_json(const fs::path& p) {
-    std::error_code ec;
-    if (!fs::exists(p, ec)) return std::optional<json>();
-    std::ifstream in(p, std::ios::binary);
-    if (!in) return Status::error(p.string() + ": cannot open");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    json j = json::parse(ss.str(), nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return Status::error(p.string() + ": not a valid JSON object");
-    return std::optional<json>(std::move(j));
-}
 
 Result<GptqConfig> parse_settings(const json& q, const std::string& where) {
     GptqConfig c;
@@ -79,7 +66,7 @@ uint32_t load_u32(const uint8_t* p, int64_t i) {
 Result<std::optional<GptqConfig>> read_gptq_config(const std::string& dir) {
     using R = Result<std::optional<GptqConfig>>;
     const fs::path qc = fs::path(dir) / "quantize_config.json";
-    auto q = read_json(qc);
+    auto q = read_json_object_if_present(qc.string());
     if (!q) return q.status();
     if (q.value()) {
         const json& j = *q.value();
@@ -90,7 +77,7 @@ Result<std::optional<GptqConfig>> read_gptq_config(const std::string& dir) {
         return std::optional<GptqConfig>(std::move(c).value());
     }
     const fs::path cp = fs::path(dir) / "config.json";
-    auto config = read_json(cp);
+    auto config = read_json_object_if_present(cp.string());
     if (!config) return config.status();
     if (!config.value()) return std::optional<GptqConfig>();
     const json& j = *config.value();

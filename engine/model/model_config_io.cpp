@@ -1,12 +1,12 @@
 #include "engine/model/model_config_io.h"
 
 #include <cmath>
-#include <fstream>
-#include <sstream>
+#include <filesystem>
 
 #include <nlohmann/json.hpp>
 
 #include "engine/core/quote.h"
+#include "engine/model/json_file.h"
 
 namespace kvs {
 
@@ -258,12 +258,14 @@ Status hf_float(const json& j, const std::string& path, const char* key, float& 
 }  // namespace
 
 Result<ModelConfig> read_hf_config(const std::string& path) {
-    std::ifstream in(path, std::ios::binary);
-    if (!in) return Status::error(path + ": cannot open (a safetensors model folder needs config.json)");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    const json j = json::parse(ss.str(), nullptr, false);
-    if (j.is_discarded() || !j.is_object()) return Status::error(path + ": not a valid JSON object");
+    auto parsed = read_json_object(path);
+    if (!parsed) {
+        std::error_code ec;
+        if (!std::filesystem::exists(path, ec))
+            return Status::error(path + ": cannot open (a safetensors model folder needs config.json)");
+        return parsed.status();
+    }
+    const json& j = *parsed;
     const auto mt = j.find("model_type");
     const std::string type = mt != j.end() && mt->is_string() ? mt->get<std::string>() : std::string();
     ModelConfig c;

@@ -8,7 +8,6 @@
 #include <fstream>
 #include <iterator>
 #include <map>
-#include <sstream>
 
 #include <nlohmann/json.hpp>
 
@@ -16,6 +15,7 @@
 #include "engine/model/gguf_reader.h"
 #include "engine/model/gguf_writer.h"
 #include "engine/model/gptq_checkpoint.h"
+#include "engine/model/json_file.h"
 #include "kernels/cpu/quant_formats.h"
 
 namespace kvs {
@@ -208,13 +208,9 @@ Status write_safetensors(const fs::path& path, const std::vector<StTensor>& tens
 }
 
 Status write_awq_config(const fs::path& src_dir, const fs::path& out, int group_size) {
-    std::ifstream in(src_dir / "config.json", std::ios::binary);
-    if (!in) return Status::error((src_dir / "config.json").string() + ": cannot open");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    json config = json::parse(ss.str(), nullptr, false);
-    if (config.is_discarded() || !config.is_object())
-        return Status::error((src_dir / "config.json").string() + ": not a valid JSON object");
+    auto read = read_json_object((src_dir / "config.json").string());
+    if (!read) return read.status();
+    json config = std::move(*read);
     config["quantization_config"] = {{"quant_method", "awq"}, {"bits", 4},         {"group_size", group_size},
                                      {"zero_point", true},    {"version", "gemm"}, {"modules_to_not_convert", nullptr}};
     std::ofstream o(out / "config.json", std::ios::binary);
@@ -227,13 +223,9 @@ Status write_awq_config(const fs::path& src_dir, const fs::path& out, int group_
 // "gptq", checkpoint_format "gptq" (zeros minus one) unless a zero point is 0 (then "gptq_v2",
 // which stores it as it is), and qweight / qzeros / scales / g_idx per linear.
 Status write_gptq_config(const fs::path& src_dir, const fs::path& out, int group_size, bool v1, bool act_order) {
-    std::ifstream in(src_dir / "config.json", std::ios::binary);
-    if (!in) return Status::error((src_dir / "config.json").string() + ": cannot open");
-    std::stringstream ss;
-    ss << in.rdbuf();
-    json config = json::parse(ss.str(), nullptr, false);
-    if (config.is_discarded() || !config.is_object())
-        return Status::error((src_dir / "config.json").string() + ": not a valid JSON object");
+    auto read = read_json_object((src_dir / "config.json").string());
+    if (!read) return read.status();
+    json config = std::move(*read);
     const json q = {{"quant_method", "gptq"},
                     {"bits", 4},
                     {"group_size", group_size},
