@@ -283,10 +283,18 @@ private Q_SLOTS:
         QTest::newRow("10000 stop strings") << C << js({{"prompt", "x"}, {"stop", stops}}) << 400 << "stop";
         QTest::newRow("stop not strings") << C << js({{"prompt", "x"}, {"stop", json::array({1})}}) << 400 << "stop";
         QTest::newRow("empty stop string") << C << js({{"prompt", "x"}, {"stop", ""}}) << 400 << "stop";
-        QTest::newRow("logprobs (unsupported)") << C << js({{"prompt", "x"}, {"logprobs", 2}}) << 400 << "logprobs";
-        QTest::newRow("chat logprobs (unsupported)")
-            << H << js({{"messages", json::array({{{"role", "user"}, {"content", "x"}}})}, {"logprobs", true}}) << 400
-            << "logprobs";
+        const json user_x = json::array({{{"role", "user"}, {"content", "x"}}});
+        QTest::newRow("logprobs over 20") << C << js({{"prompt", "x"}, {"logprobs", 21}}) << 400 << "logprobs";
+        QTest::newRow("logprobs boolean on completions")
+            << C << js({{"prompt", "x"}, {"logprobs", true}}) << 400 << "logprobs";
+        QTest::newRow("top_logprobs on completions")
+            << C << js({{"prompt", "x"}, {"top_logprobs", 2}}) << 400 << "top_logprobs";
+        QTest::newRow("chat logprobs not a boolean")
+            << H << js({{"messages", user_x}, {"logprobs", 3}}) << 400 << "logprobs";
+        QTest::newRow("chat top_logprobs over 20")
+            << H << js({{"messages", user_x}, {"logprobs", true}, {"top_logprobs", 21}}) << 400 << "top_logprobs";
+        QTest::newRow("chat top_logprobs without logprobs")
+            << H << js({{"messages", user_x}, {"top_logprobs", 2}}) << 400 << "top_logprobs";
         QTest::newRow("stream_options without stream")
             << C << js({{"prompt", "x"}, {"stream_options", {{"include_usage", true}}}}) << 400 << "stream_options";
         QTest::newRow("unknown speculative method")

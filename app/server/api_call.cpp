@@ -13,13 +13,14 @@ TokenCallback ApiCall::callback(int index, std::function<void(const TokenEvent&)
             if (c.finished) return;
             c.text += ev.text;
             if (ev.token >= 0) c.tokens.push_back(ev.token);
+            if (ev.token >= 0 && ev.logprobs) c.logprobs.push_back(*ev.logprobs);
             if (ev.finished) {
                 c.finished = true;
                 c.reason = ev.finish_reason;
                 c.error = ev.error;
                 --m_unfinished;
             }
-            m_events.push_back({index, ev.text, ev.token, ev.finished, ev.finish_reason, ev.error});
+            m_events.push_back({index, ev.text, ev.token, ev.finished, ev.finish_reason, ev.error, ev.logprobs});
         }
         m_cv.notify_all();
     };

@@ -10,6 +10,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -26,6 +27,7 @@ public:
         bool finished = false;
         FinishReason reason = FinishReason::none;
         std::string error;  // why the engine refused the request
+        std::optional<TokenLogprobs> logprobs;  // of `token`, when the request asked for them
     };
     // What a choice came to (kept as events arrive).
     struct Choice {
@@ -33,6 +35,7 @@ public:
         RequestId id = 0;
         std::string text;
         std::vector<int32_t> tokens;
+        std::vector<TokenLogprobs> logprobs;  // [tokens] when the request asked for them
         bool finished = false;
         FinishReason reason = FinishReason::none;
         std::string error;

@@ -205,26 +205,10 @@ std::vector<std::vector<int32_t>> completion_prompts(const json& body, const Ses
 }
 
 // Fields whose features the engine does not have: refused, never silently ignored.
-void refuse_unsupported(FieldReader& f, ApiKind kind) {
+void refuse_unsupported(FieldReader& f) {
     auto refuse = [&](const char* name, const std::string& why) {
         f.fail(bad_request(std::string(name) + " is not supported by this server: " + why, name, "unsupported"));
     };
-    const char* no_lp = "the engine does not report token log-probabilities";
-    if (f.has("logprobs")) {
-        const json& v = f.at("logprobs");
-        if (kind == ApiKind::chat && !v.is_boolean())
-            f.fail(bad_request("logprobs must be a boolean, got " + type_name(v), "logprobs"));
-        else if (kind == ApiKind::completion && !v.is_number_integer())
-            f.fail(bad_request("logprobs must be an integer, got " + type_name(v), "logprobs"));
-        else if (kind == ApiKind::completion || v.get<bool>())
-            refuse("logprobs", no_lp);
-    }
-    if (f.has("top_logprobs")) {
-        const json& v = f.at("top_logprobs");
-        if (!v.is_number_integer()) f.fail(bad_request("top_logprobs must be an integer", "top_logprobs"));
-        else if (v.get<int64_t>() != 0)
-            refuse("top_logprobs", no_lp);
-    }
     bool echo = false;
     if (f.boolean("echo", &echo) && echo) refuse("echo", "the reply holds the generated text only");
     int64_t best_of = 1;
@@ -250,6 +234,42 @@ void refuse_unsupported(FieldReader& f, ApiKind kind) {
         else if (v["type"] != "text")
             refuse("response_format", "only {\"type\": \"text\"} (no constrained decoding)");
     }
+}
+
+// logprobs / top_logprobs as the OpenAI API takes them: chat `logprobs: true` with
+// `top_logprobs: 0..20` (which needs logprobs true), completions `logprobs: 0..20`.
+void read_logprobs(FieldReader& f, ApiKind kind, int* top) {
+    if (kind == ApiKind::completion) {
+        if (f.has("top_logprobs")) {
+            f.fail(bad_request("top_logprobs is a chat completions field; /v1/completions takes logprobs: <int>",
+                               "top_logprobs"));
+            return;
+        }
+        if (f.has("logprobs") && f.at("logprobs").is_boolean()) {
+            f.fail(bad_request("logprobs must be an integer (0 to " + std::to_string(kMaxLogprobs) +
+                                   ") on /v1/completions, got a boolean",
+                               "logprobs"));
+            return;
+        }
+        int64_t k = -1;
+        if (f.integer("logprobs", &k, 0, kMaxLogprobs) && k >= 0) *top = static_cast<int>(k);
+        return;
+    }
+    bool on = false;
+    if (f.has("logprobs") && !f.at("logprobs").is_boolean()) {
+        f.fail(bad_request("logprobs must be a boolean on chat completions (top_logprobs gives the count), got " +
+                               type_name(f.at("logprobs")),
+                           "logprobs"));
+        return;
+    }
+    f.boolean("logprobs", &on);
+    int64_t k = 0;
+    if (!f.integer("top_logprobs", &k, 0, kMaxLogprobs)) return;
+    if (f.has("top_logprobs") && !on) {
+        f.fail(bad_request("top_logprobs needs logprobs: true", "top_logprobs"));
+        return;
+    }
+    if (on) *top = static_cast<int>(k);
 }
 
 void read_spec(FieldReader& f, const Session& s, SpecParams* out) {
@@ -495,7 +515,11 @@ ParsedJob parse_completion_request(const std::string& body, ApiKind kind, const 
     f.integer(mt_param, &max_tokens, 1, INT32_MAX);
     if (kind == ApiKind::completion && max_tokens < 0) max_tokens = 16;  // OpenAI's default for completions
     job.params.max_tokens = static_cast<int32_t>(max_tokens);
-    refuse_unsupported(f, kind);
+    refuse_unsupported(f);
+    read_logprobs(f, kind, &job.top_logprobs);
+    job.params.logprobs = job.top_logprobs;
+    // vLLM's penalties: repetition over prompt and output, presence / frequency over the output.
+    job.params.penalty_scope = SamplingParams::PenaltyScope::vllm;
     read_spec(f, s, &job.spec);
     if (f.error()) {
         out.error = f.error();

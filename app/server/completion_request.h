@@ -8,8 +8,9 @@
 // messages (system / developer / user / assistant; content a string or text parts),
 // max_tokens / max_completion_tokens, temperature, top_p, top_k, min_p, presence_penalty,
 // frequency_penalty, repetition_penalty, seed, stop, n, stream, stream_options.include_usage,
-// ignore_eos, user, the extensions return_token_ids (vLLM's) and `speculative` ("ngram" | "layer-skip" | "int4" | a
-// draft name, or {"method", "k", "adaptive"}). logprobs / top_logprobs, echo, best_of > 1,
+// ignore_eos, user, logprobs (chat: a boolean, with top_logprobs 0..20; completions: an
+// integer 0..20), the extensions return_token_ids (vLLM's) and `speculative` ("ngram" | "layer-skip" | "int4" | a
+// draft name, or {"method", "k", "adaptive"}). echo, best_of > 1,
 // suffix, logit_bias, tools and non-text response formats are refused by name (the engine
 // does not give what they need).
 #include <cstdint>
@@ -47,6 +48,9 @@ struct CompletionJob {
     std::string user;
     SpecParams spec;
     bool return_token_ids = false;  // vLLM's extension: prompt_token_ids and each choice's token_ids
+    // logprobs asked for (params.logprobs >= 0): how many alternatives each token lists
+    // (chat: top_logprobs; completions: the logprobs integer).
+    int top_logprobs = -1;
 };
 
 // A helper that reads optional, typed fields of a JSON object; the first mistake is kept.

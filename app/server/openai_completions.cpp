@@ -7,6 +7,7 @@
 #include <random>
 
 #include "app/server/http_reply.h"
+#include "app/server/logprobs_json.h"
 #include "app/server/openai_server.h"
 
 namespace kvs::server {
@@ -54,6 +55,7 @@ struct OpenAiServer::StreamState {
     std::string id;
     int64_t created = 0;
     std::shared_ptr<HandlerToken> handler;
+    std::vector<int64_t> text_offsets;  // [choices] completions' logprobs.text_offset so far
 };
 
 std::shared_ptr<ApiCall> OpenAiServer::submit(const CompletionJob& job) {
@@ -65,6 +67,16 @@ std::shared_ptr<ApiCall> OpenAiServer::submit(const CompletionJob& job) {
         m_calls.push_back(call);
     }
     const int max_tokens_param = std::max(0, job.params.max_tokens);
+    auto on_event = [&](int index) {
+        return call->callback(index,
+                              [metrics = m_metrics, pending = m_pending, max_tokens_param](const TokenEvent& ev) {
+                                  if (ev.metrics) metrics->on_request_finished(*ev.metrics, max_tokens_param);
+                                  --*pending;
+                              });
+    };
+    // n > 1: one engine request computes the prompt once and the other choices fork from it
+    // copy-on-write (GenerationRequest::choices); with speculative decoding, n requests.
+    const bool fork = job.n > 1 && !job.spec.enabled();
     for (size_t p = 0; p < job.prompts.size(); ++p) {
         for (int i = 0; i < job.n; ++i) {
             const int index = static_cast<int>(p) * job.n + i;
@@ -73,12 +85,15 @@ std::shared_ptr<ApiCall> OpenAiServer::submit(const CompletionJob& job) {
             g.params = job.params;
             g.params.seed = job.params.seed + static_cast<uint64_t>(i);  // vLLM: child i gets seed + i
             g.spec = job.spec;
-            g.on_event = call->callback(
-                index, [metrics = m_metrics, pending = m_pending, max_tokens_param](const TokenEvent& ev) {
-                    if (ev.metrics) metrics->on_request_finished(*ev.metrics, max_tokens_param);
-                    --*pending;
-                });
-            call->set_id(index, m_loop.submit(std::move(g)), static_cast<int>(p));
+            g.on_event = on_event(index);
+            if (fork)
+                for (int k = 1; k < job.n; ++k)
+                    g.choices.push_back({0, job.params.seed + static_cast<uint64_t>(k), on_event(index + k)});
+            std::vector<RequestId> choice_ids;
+            call->set_id(index, m_loop.submit(std::move(g), &choice_ids), static_cast<int>(p));
+            for (size_t k = 0; k < choice_ids.size(); ++k)
+                call->set_id(index + 1 + static_cast<int>(k), choice_ids[k], static_cast<int>(p));
+            if (fork) break;
         }
     }
     return call;
@@ -104,7 +119,8 @@ void OpenAiServer::handle_completion(const httplib::Request& req, httplib::Respo
     const int64_t created = unix_now();
 
     if (job.stream) {
-        auto st = std::make_shared<StreamState>(StreamState{call, std::move(job), id, created, handler});
+        auto st = std::make_shared<StreamState>(StreamState{call, std::move(job), id, created, handler, {}});
+        st->text_offsets.assign(static_cast<size_t>(n_choices), 0);
         res.status = 200;
         res.set_header("Cache-Control", "no-cache");
         res.set_header("X-Accel-Buffering", "no");
@@ -134,6 +150,12 @@ void OpenAiServer::handle_completion(const httplib::Request& req, httplib::Respo
         completion_tokens += static_cast<int64_t>(c.tokens.size());
         max_gen = std::max(max_gen, static_cast<int>(c.tokens.size()));
         json ch = {{"index", i}, {"logprobs", nullptr}, {"finish_reason", finish_reason_text(c.reason)}};
+        if (job.top_logprobs >= 0) {
+            const LogprobsJson lj(m_session->tokenizer(), job.top_logprobs);
+            int64_t offset = 0;
+            ch["logprobs"] = chat ? json{{"content", lj.chat_content(c.tokens, c.logprobs)}}
+                                  : lj.completion(c.tokens, c.logprobs, &offset);
+        }
         if (chat) ch["message"] = {{"role", "assistant"}, {"content", c.text}};
         else
             ch["text"] = c.text;
@@ -201,10 +223,16 @@ bool OpenAiServer::stream_events(StreamState& st, httplib::DataSink& sink) {
                 if (!write(bad_request(ev.error, "prompt").to_json())) return gone();
                 continue;
             }
-            if (ev.text.empty() && !ev.finished) continue;
+            if (ev.text.empty() && !ev.finished && !ev.logprobs) continue;
             json c = {{"index", ev.index},
                       {"logprobs", nullptr},
                       {"finish_reason", ev.finished ? json(finish_reason_text(ev.reason)) : json(nullptr)}};
+            if (ev.logprobs && ev.token >= 0) {
+                const LogprobsJson lj(m_session->tokenizer(), st.job.top_logprobs);
+                c["logprobs"] = chat ? json{{"content", lj.chat_content({ev.token}, {*ev.logprobs})}}
+                                     : lj.completion({ev.token}, {*ev.logprobs},
+                                                     &st.text_offsets[static_cast<size_t>(ev.index)]);
+            }
             if (chat) c["delta"] = ev.text.empty() ? json::object() : json{{"content", ev.text}};
             else
                 c["text"] = ev.text;

@@ -150,6 +150,11 @@ Result<RequestId> Engine::submit(GenerationRequest req, RequestId want_id) {
     if (req.params.min_new_tokens < 0)
         return R::error("min_new_tokens must be 0 or more, got " + std::to_string(req.params.min_new_tokens));
     if (!std::isfinite(req.params.length_penalty)) return R::error("length_penalty must be a finite number");
+    if (req.params.logprobs > kMaxLogprobs)
+        return R::error("logprobs asks for " + std::to_string(req.params.logprobs) + " alternatives; at most " +
+                        std::to_string(kMaxLogprobs) + " are reported");
+    if (!req.choices.empty() && (req.beam_width > 1 || req.spec.enabled()))
+        return R::error("parallel choices (n > 1) do not go with beam search or speculative decoding");
     if (req.adapter) {
         KVS_RETURN_IF_ERROR(check_lora_fits(*req.adapter, m_model->config));
         if (!m_backend->host_visible())
@@ -160,18 +165,49 @@ Result<RequestId> Engine::submit(GenerationRequest req, RequestId want_id) {
     if (!runner) return runner.status();
     const RequestId id = want_id > 0 ? want_id : m_next_id;
     if (m_reqs.count(id)) return R::error("request id " + std::to_string(id) + " is already in use");
+    {
+        RequestId next = std::max(m_next_id, id + 1);
+        for (auto& c : req.choices) {
+            if (c.id <= 0) c.id = next;
+            if (c.id == id || m_reqs.count(c.id) ||
+                std::count_if(req.choices.begin(), req.choices.end(), [&](const auto& o) { return o.id == c.id; }) > 1)
+                return R::error("request id " + std::to_string(c.id) + " of a parallel choice is already in use");
+            next = std::max(next, c.id + 1);
+        }
+    }
     KVS_RETURN_IF_ERROR(m_sched->add_request(id, req.prompt, max_tokens, req.priority));
     if (req.adapter) m_kv_mgr->set_cache_salt(id, req.adapter->cache_salt);  // its KV is its own
     m_next_id = std::max(m_next_id, id + 1);
     const double arrival = req.arrival_ms >= 0 ? req.arrival_ms : ms_since_start();
+    // Every choice waits with its own record (sampler, text, callback) until the fork.
+    for (auto& c : req.choices) {
+        SamplingParams p = req.params;
+        p.seed = c.seed;
+        auto& cr =
+            *m_reqs.emplace(c.id, std::make_unique<Req>(c.id, p, m_tok.get(), std::move(c.on_event), req.prompt))
+                 .first->second;
+        cr.sampler.set_prompt_len(static_cast<size_t>(n_prompt));
+        cr.metrics.id = c.id;
+        cr.metrics.arrival_ms = arrival;
+        cr.metrics.n_prompt = n_prompt;
+        cr.adapter = req.adapter;
+        cr.max_tokens = max_tokens;
+        cr.priority = req.priority;
+        cr.awaiting_fork = true;
+        m_next_id = std::max(m_next_id, c.id + 1);
+    }
     auto& r = *m_reqs
                    .emplace(id, std::make_unique<Req>(id, req.params, m_tok.get(), std::move(req.on_event),
                                                       std::move(req.prompt)))
                    .first->second;
+    r.sampler.set_prompt_len(static_cast<size_t>(n_prompt));
     r.metrics.id = id;
     r.metrics.arrival_ms = arrival;
     r.metrics.n_prompt = n_prompt;
     r.adapter = std::move(req.adapter);
+    r.max_tokens = max_tokens;
+    r.priority = req.priority;
+    for (const auto& c : req.choices) r.forks.push_back(c.id);
     m_total_prompt_tokens += n_prompt;
     if (req.spec.enabled()) init_spec(r, req.spec, *runner);
     if (req.beam_width > 1) init_beam(r, req.beam_width, max_tokens, req.params.ignore_eos);
@@ -198,7 +234,10 @@ void Engine::finish(RequestId id, FinishReason why) {
 bool Engine::cancel(RequestId id) {
     auto it = m_reqs.find(id);
     if (it == m_reqs.end()) return false;
-    if (auto g = it->second->beam) {
+    if (it->second->awaiting_fork) {  // a choice not forked yet: it leaves its parent's list
+        for (auto& [pid, p] : m_reqs) std::erase(p->forks, id);
+        it->second->awaiting_fork = false;
+    } else if (auto g = it->second->beam) {
         if (g->root != id || g->finished) return false;
         for (RequestId b : g->live) m_sched->abort_request(b);
         g->live.clear();
@@ -206,6 +245,8 @@ bool Engine::cancel(RequestId id) {
         g->reason = FinishReason::cancelled;
     } else if (!m_sched->abort_request(id)) {
         return false;
+    } else if (!it->second->forks.empty()) {
+        promote_choice(*it->second);
     }
     release_drafts(id);
     TokenEvent ev;
@@ -244,11 +285,13 @@ Result<StepResult> Engine::step() {
     const auto t_fwd = EngineClock::now();
     res.forward_ms = ms_between(t_kv, t_fwd);
 
-    sample_chunks(out, tokens, res);
+    const size_t n_scheduled = out.chunks.size();
+    sample_chunks(res.out, tokens, res);  // may add the chunks of choices forked this step
     cut_at_stops(out, tokens);
     res.finished = m_sched->update(out, tokens.emitted);  // length limits
     advance_beams(tokens.groups, &res.finished);
     stream(out, tokens, res);
+    res.out.chunks.resize(n_scheduled);  // what ran, for the telemetry
 
     const auto t_end = EngineClock::now();
     res.sample_ms = ms_between(t_fwd, t_end);
@@ -329,15 +372,22 @@ Status Engine::build_batch(const SchedulerOutput& out, StepTokens& t) {
 
 // Samples (or verifies, or collects for its beam group) each request that reached its
 // last token.
-void Engine::sample_chunks(const SchedulerOutput& out, StepTokens& t, StepResult& res) {
+void Engine::sample_chunks(SchedulerOutput& out, StepTokens& t, StepResult& res) {
     const int n_vocab = m_model->config.n_vocab;
-    t.emitted.assign(out.chunks.size(), {});
-    t.verified.assign(out.chunks.size(), std::nullopt);
-    for (size_t i = 0; i < out.chunks.size(); ++i) {
+    const size_t n_chunks = out.chunks.size();  // forked choices' chunks come after these
+    t.emitted.assign(n_chunks, {});
+    t.verified.assign(n_chunks, std::nullopt);
+    t.logprobs.assign(n_chunks, {});
+    for (size_t i = 0; i < n_chunks; ++i) {
         if (t.first_logit[i] < 0) continue;
-        const ScheduledChunk& ch = out.chunks[i];
+        const ScheduledChunk ch = out.chunks[i];  // a copy: forks append to out.chunks
         Req& r = *m_reqs.at(ch.id);
         float* row = m_buf->logits.data() + static_cast<size_t>(t.first_logit[i]) * n_vocab;
+        const size_t n_rows = static_cast<size_t>(ch.num_spec) + 1;
+        const bool forking = !r.beam && !r.forks.empty() && ch.num_spec == 0;
+        const bool want_lp = !r.beam && r.params.logprobs >= 0;
+        if (forking || want_lp) m_buf->raw.assign(row, row + n_rows * static_cast<size_t>(n_vocab));
+        if (forking) fork_choices(r, ch, m_buf->raw.data(), out, t);
         if (!r.beam) hold_eog(r, m_sched->request(ch.id)->num_output(), row, ch.num_spec + 1);
         if (r.beam) {  // no token yet: the group decides after the update
             beam_collect(r, row);
@@ -352,7 +402,74 @@ void Engine::sample_chunks(const SchedulerOutput& out, StepTokens& t, StepResult
         } else {
             t.emitted[i] = {r.sampler.sample(row, n_vocab, r.history)};
         }
+        if (want_lp)
+            for (size_t j = 0; j < t.emitted[i].size() && j < n_rows; ++j)
+                t.logprobs[i].push_back(token_logprobs(m_buf->raw.data() + j * static_cast<size_t>(n_vocab), n_vocab,
+                                                       t.emitted[i][j], r.params.logprobs));
     }
+}
+
+// The parent's prompt is computed (its first sample is now): each waiting choice becomes a
+// copy-on-write fork of it and draws its first token from the same raw logits with its own
+// sampler. Its chunk (the parent's, under its id) is appended so that the update and the
+// stream treat it like the parent's. A choice that cannot be forked now runs on its own.
+void Engine::fork_choices(Req& parent, const ScheduledChunk& ch, const float* raw, SchedulerOutput& out,
+                          StepTokens& t) {
+    const int n_vocab = m_model->config.n_vocab;
+    const std::vector<RequestId> forks = std::move(parent.forks);
+    parent.forks.clear();
+    for (RequestId cid : forks) {
+        Req& c = *m_reqs.at(cid);
+        c.awaiting_fork = false;
+        c.metrics.first_scheduled_ms = parent.metrics.first_scheduled_ms;
+        if (!m_sched->fork_request(parent.id, cid)) {  // max_num_seqs running: a request of its own
+            if (Status st = m_sched->add_request(cid, c.history, c.max_tokens, c.priority); !st) {
+                TokenEvent ev;
+                ev.finished = true;
+                ev.finish_reason = FinishReason::rejected;
+                ev.error = st.message();
+                emit(c, ev);
+                continue;
+            }
+            if (c.adapter) m_kv_mgr->set_cache_salt(cid, c.adapter->cache_salt);
+            continue;
+        }
+        m_buf->scratch.assign(raw, raw + n_vocab);
+        float* row = m_buf->scratch.data();
+        hold_eog(c, 0, row, 1);
+        const int32_t tok = c.sampler.sample(row, n_vocab, c.history);
+        ScheduledChunk cc = ch;
+        cc.id = cid;
+        out.chunks.push_back(cc);
+        t.emitted.push_back({tok});
+        t.verified.push_back(std::nullopt);
+        t.logprobs.emplace_back();
+        if (c.params.logprobs >= 0) t.logprobs.back().push_back(token_logprobs(raw, n_vocab, tok, c.params.logprobs));
+    }
+}
+
+// The parent was cancelled before its prompt was computed: the first waiting choice takes
+// the prompt over (its full blocks stay in the prefix cache) with the others waiting on it.
+void Engine::promote_choice(Req& parent) {
+    std::vector<RequestId> forks = std::move(parent.forks);
+    parent.forks.clear();
+    Req& heir = *m_reqs.at(forks.front());
+    heir.awaiting_fork = false;
+    forks.erase(forks.begin());
+    if (Status st = m_sched->add_request(heir.id, heir.history, heir.max_tokens, heir.priority); !st) {
+        forks.insert(forks.begin(), heir.id);
+        for (RequestId id : forks) {
+            m_reqs.at(id)->awaiting_fork = false;
+            TokenEvent ev;
+            ev.finished = true;
+            ev.finish_reason = FinishReason::rejected;
+            ev.error = st.message();
+            emit(*m_reqs.at(id), ev);
+        }
+        return;
+    }
+    if (heir.adapter) m_kv_mgr->set_cache_salt(heir.id, heir.adapter->cache_salt);
+    heir.forks = std::move(forks);
 }
 
 void Engine::hold_eog(const Req& r, int n_output, float* logits, int n_rows) const {
@@ -378,6 +495,7 @@ void Engine::cut_at_stops(const SchedulerOutput& out, StepTokens& t) {
             TokenEvent ev;
             ev.token = emitted[j];
             ev.text = step.text;
+            if (j < t.logprobs[i].size()) ev.logprobs = std::move(t.logprobs[i][j]);
             if (step.eog || step.stopped) {
                 ev.finished = true;
                 ev.finish_reason = FinishReason::stop;
@@ -403,6 +521,8 @@ void Engine::stream(const SchedulerOutput& out, StepTokens& t, StepResult& res) 
         const SchedRequest* s = m_sched->request(r.id);
         for (size_t j = 0; j < t.events[i].size(); ++j) {
             TokenEvent& ev = t.events[i][j];
+            if (r.params.watermark && !r.history.empty())
+                ev.green = r.sampler.is_green(r.history.back(), ev.token, m_model->config.n_vocab) ? 1 : 0;
             r.history.push_back(ev.token);
             const double now_ms = ms_since_start();
             if (r.metrics.first_token_ms < 0) r.metrics.first_token_ms = now_ms;
@@ -557,6 +677,7 @@ void Engine::remove_finished(size_t keep_last) {
     for (const auto& [id, r] : m_reqs) {
         const SchedRequest* s = m_sched->request(id);
         const bool group_live = r->beam && !r->beam->finished;  // the root reports at the end
+        if (r->awaiting_fork) continue;                         // a choice not forked yet
         if (!group_live && (!s || s->status == RequestStatus::finished)) done.push_back(id);
     }
     if (done.size() <= keep_last) return;

@@ -11,12 +11,14 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include "engine/core/status.h"
+#include "engine/sampling/logprobs.h"
 #include "engine/sampling/sampling_params.h"
 #include "engine/scheduler/scheduler.h"
 #include "engine/speculative/spec_params.h"
@@ -83,6 +85,12 @@ struct TokenEvent {
     bool finished = false;
     FinishReason finish_reason = FinishReason::none;
     std::string error;  // why, when the request was rejected
+    // With SamplingParams::logprobs >= 0, for a token: its log-probability and the top
+    // alternatives under the raw model distribution (engine/sampling/logprobs.h).
+    std::optional<TokenLogprobs> logprobs;
+    // A watermarked request's token: 1 when it is in the green list its predecessor seeds,
+    // 0 when not; -1 when the request is not watermarked (or the event has no token).
+    int8_t green = -1;
     // On the final event: the request's milestones (TTFT, TPOT: the one measurement the
     // window, bench and /metrics report); valid only during the callback.
     const RequestMetrics* metrics = nullptr;
@@ -107,6 +115,21 @@ struct GenerationRequest {
     // different adapters share batches; their prefix-cache blocks never mix.
     std::shared_ptr<const LoraAdapter> adapter;
     TokenCallback on_event;  // may be empty
+    // Parallel sampling (vLLM's n > 1): further choices of the same prompt. The prompt is
+    // computed once; when this request samples its first token, each choice becomes a fork
+    // of it (Scheduler::fork_request: the prompt's KV blocks shared copy-on-write, the
+    // partially filled last block copied on a choice's first write) and draws its own first
+    // token from the same logits with its own sampler (params with this seed). A choice
+    // that cannot be forked then (max_num_seqs running) runs as a request of its own on the
+    // same prompt (prefix-cached full blocks shared). Each has its own id, events and cancel;
+    // cancelling this request before the fork hands the prompt to the first choice left.
+    // Not with beam search or speculative decoding.
+    struct Choice {
+        RequestId id = 0;  // 0: the engine picks (EngineLoop::submit assigns them)
+        uint64_t seed = 0;
+        TokenCallback on_event;
+    };
+    std::vector<Choice> choices;
     // When the request arrived, in ms on the engine's clock (ms_since_start()); < 0: now.
     // A benchmark replaying a workload passes the scheduled arrival time.
     double arrival_ms = -1;
@@ -211,7 +234,11 @@ private:
     // The step (engine.cpp).
     void move_kv_blocks(const SchedulerOutput& out);
     Status build_batch(const SchedulerOutput& out, StepTokens& t);
-    void sample_chunks(const SchedulerOutput& out, StepTokens& t, StepResult& res);
+    // May append a chunk per choice forked this step (GenerationRequest::choices): they go
+    // through the update and the stream like the chunk they were forked from.
+    void sample_chunks(SchedulerOutput& out, StepTokens& t, StepResult& res);
+    void fork_choices(Req& parent, const ScheduledChunk& ch, const float* raw, SchedulerOutput& out, StepTokens& t);
+    void promote_choice(Req& parent);
     void cut_at_stops(const SchedulerOutput& out, StepTokens& t);
     // min_new_tokens: -inf on the end-of-generation logits of the rows that would give output
     // token n_output + j (j < n_rows) while that is below the request's minimum.

@@ -27,16 +27,23 @@ void EngineLoop::post(std::function<void(Engine&)> fn) {
     m_cv.notify_all();
 }
 
-RequestId EngineLoop::submit(GenerationRequest req) {
+RequestId EngineLoop::submit(GenerationRequest req, std::vector<RequestId>* choice_ids) {
     const RequestId id = m_next_id++;
+    for (auto& c : req.choices) {
+        if (c.id <= 0) c.id = m_next_id++;
+        if (choice_ids) choice_ids->push_back(c.id);
+    }
     post([this, id, req = std::move(req)](Engine& e) mutable {
-        TokenCallback cb = req.on_event;
+        std::vector<std::pair<RequestId, TokenCallback>> cbs{{id, req.on_event}};
+        for (const auto& c : req.choices) cbs.emplace_back(c.id, c.on_event);
         m_spec.on_submit(id, req.spec);
         auto r = e.submit(std::move(req), id);
-        if (!r) m_spec.on_rejected(id);
-        if (!r && cb) {
+        if (r) return;
+        m_spec.on_rejected(id);
+        for (const auto& [rid, cb] : cbs) {
+            if (!cb) continue;
             TokenEvent ev;
-            ev.id = id;
+            ev.id = rid;
             ev.finished = true;
             ev.finish_reason = FinishReason::rejected;
             ev.error = r.message();

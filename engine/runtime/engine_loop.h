@@ -14,6 +14,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "engine/runtime/engine.h"
 #include "engine/telemetry/spec_tracker.h"
@@ -28,8 +29,10 @@ public:
     EngineLoop& operator=(const EngineLoop&) = delete;
 
     // Returns the request's id at once. A request the engine rejects gets one final
-    // event with FinishReason::rejected and the reason in TokenEvent::error.
-    RequestId submit(GenerationRequest req);
+    // event with FinishReason::rejected and the reason in TokenEvent::error (so does each
+    // of its parallel choices). The ids of req.choices (assigned here when 0) go to
+    // *choice_ids, in order.
+    RequestId submit(GenerationRequest req, std::vector<RequestId>* choice_ids = nullptr);
     void cancel(RequestId id);  // unknown ids are ignored
     void pause();               // finish the current step, then wait
     void resume();

@@ -51,6 +51,12 @@ struct Engine::Req {
     SpecStats spec_stats;
     std::deque<SpecTokenEvent> fates;  // the last kMaxFates token fates
     static constexpr size_t kMaxFates = 4096;
+    // Parallel sampling (GenerationRequest::choices): on the request that computes the
+    // prompt, the choices still to fork and what they run with; on a choice, that it waits.
+    std::vector<RequestId> forks;
+    int max_tokens = 0;
+    int priority = 0;
+    bool awaiting_fork = false;
     void add_fate(SpecTokenEvent e) {
         fates.push_back(e);
         if (fates.size() > kMaxFates) fates.pop_front();
@@ -93,12 +99,15 @@ struct Engine::StepTokens {
     std::vector<std::optional<VerifyResult>> verified;  // its drafts' verification, when it had drafts
     std::vector<std::vector<TokenEvent>> events;        // what it streams
     std::vector<BeamGroup*> groups;                     // beam groups with a beam in this step
+    std::vector<std::vector<TokenLogprobs>> logprobs;   // per emitted token, when the request asks for them
 };
 
 // Buffers every step reuses.
 struct Engine::StepBuffers {
     ForwardBatch batch;
     std::vector<float> logits;  // [logit rows, n_vocab]
+    std::vector<float> raw;     // [rows of one chunk, n_vocab] its logits before any sampler edit
+    std::vector<float> scratch; // [n_vocab] a forked choice's copy of the first row
 };
 
 }  // namespace kvs

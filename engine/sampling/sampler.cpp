@@ -34,7 +34,7 @@ Sampler::Sampler(const SamplingParams& params) : m_params(params), m_rng(params.
 int32_t Sampler::sample(float* logits, int n_vocab, std::span<const int32_t> history) {
     if (m_params.temperature <= 0.0f) {
         watermark(logits, n_vocab, history);
-        apply_penalties(logits, n_vocab, history, m_params);
+        apply_penalties(logits, n_vocab, history, m_params, m_n_prompt);
         ban_repeated_ngrams(logits, n_vocab, history, m_params.no_repeat_ngram_size);
         return argmax_lowest_id(logits, n_vocab);
     }
@@ -74,9 +74,14 @@ void Sampler::watermark(float* logits, int n_vocab, std::span<const int32_t> his
     apply_watermark(logits, n_vocab, history.back(), wp, m_green);
 }
 
+bool Sampler::is_green(int32_t prev, int32_t id, int n_vocab) {
+    const WatermarkParams wp{m_params.watermark_gamma, m_params.watermark_delta};
+    return m_green.is_green(prev, id, n_vocab, wp);
+}
+
 void Sampler::compute_distribution(float* logits, int n_vocab, std::span<const int32_t> history, bool ranked) {
     watermark(logits, n_vocab, history);
-    apply_penalties(logits, n_vocab, history, m_params);
+    apply_penalties(logits, n_vocab, history, m_params, m_n_prompt);
     ban_repeated_ngrams(logits, n_vocab, history, m_params.no_repeat_ngram_size);
     m_dist.clear();
     m_cand.clear();

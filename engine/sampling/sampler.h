@@ -52,6 +52,12 @@ public:
     int32_t draw_from(std::span<const TokenProb> dist);  // dist need not be normalized; non-empty
 
     const SamplingParams& params() const { return m_params; }
+    // Watermarked requests: whether id is in the green list seeded by prev (the list the
+    // watermark used for the token after prev; cached, so asking right after sampling is free).
+    bool is_green(int32_t prev, int32_t id, int n_vocab);
+    // How many leading ids of every history are the prompt (the vLLM penalty scope counts
+    // presence and frequency over the rest only).
+    void set_prompt_len(size_t n) { m_n_prompt = n; }
 
 private:
     struct Candidate {
@@ -76,6 +82,7 @@ private:
     std::vector<Candidate> m_edge;  // [n_edge] tokens of the top-p boundary bucket
     std::vector<TokenProb> m_dist;  // [n_candidates] result of distribution()
     WatermarkGreenList m_green;     // the last green list (params.watermark)
+    size_t m_n_prompt = 0;
 };
 
 // Index of the largest logit, the lowest index among equals. -inf everywhere gives 0.

@@ -18,6 +18,12 @@ struct SamplingParams {
     float presence_penalty = 0.0f;     // subtracted once from the logit of every seen token
     float frequency_penalty = 0.0f;    // subtracted count times (count = occurrences in window)
     int32_t penalty_last_n = 64;       // window of the penalties in tokens; 0: off, -1: whole history
+    // Which ids the penalties count. llama_cpp: repetition, presence and frequency over the
+    // last penalty_last_n ids of prompt + output. vllm (vLLM's and the OpenAI API's): the
+    // repetition penalty over every id of prompt and output, presence and frequency over
+    // the generated ids only (penalty_last_n is not used).
+    enum class PenaltyScope : uint8_t { llama_cpp, vllm };
+    PenaltyScope penalty_scope = PenaltyScope::llama_cpp;
     int32_t no_repeat_ngram_size = 0;  // ban a token that would repeat an n-gram of history; 0: off
     uint64_t seed = 0xFFFFFFFFu;       // llama.cpp's LLAMA_DEFAULT_SEED value, used as is
     int32_t max_tokens = -1;           // tokens to generate; -1: until end-of-generation or context full
@@ -37,6 +43,10 @@ struct SamplingParams {
     bool watermark = false;
     float watermark_gamma = 0.5f;  // green fraction of the vocabulary, in (0, 1)
     float watermark_delta = 2.0f;  // logit bias of green tokens
+    // Log-probabilities (engine/sampling/logprobs.h): -1 off; k >= 0 reports for each sampled
+    // token its log-probability under the raw model distribution and the k (at most 20)
+    // most likely tokens (TokenEvent::logprobs).
+    int32_t logprobs = -1;
 };
 
 }  // namespace kvs

@@ -77,12 +77,57 @@ def main():
     check(sorted(c.index for c in a.choices) == [0, 1, 2], "n=3 indices")
     check([c.text for c in a.choices] == [c.text for c in b.choices], "seeded n=3 repeats")
 
+    # logprobs on chat: one entry per generated token with token / logprob / bytes and
+    # top_logprobs k entries, best first; greedy picks the best, so its logprob is top[0]'s.
+    lp = client.chat.completions.create(model=model, messages=messages, max_tokens=8, temperature=0,
+                                        logprobs=True, top_logprobs=3, n=2)
+    check(len(lp.choices) == 2, "chat n=2 with logprobs")
+    for c in lp.choices:
+        content = c.logprobs.content
+        check(len(content) == lp.usage.completion_tokens // 2, f"one logprobs entry per token: {len(content)}")
+        for e in content:
+            check(isinstance(e.token, str) and e.logprob <= 0 and isinstance(e.bytes, list), "chat logprob entry")
+            check(len(e.top_logprobs) == 3, f"top_logprobs has 3 entries: {len(e.top_logprobs)}")
+            tops = [t.logprob for t in e.top_logprobs]
+            check(tops == sorted(tops, reverse=True), "top_logprobs best first")
+            check(abs(e.logprob - tops[0]) < 1e-6, "greedy token is the most likely one")
+            check(sum(2.718281828459045 ** t for t in tops) <= 1.0 + 1e-5, "top probabilities sum to at most 1")
+        check("".join(bytes(e.bytes).decode("utf-8", "replace") for e in content).startswith(c.message.content[:1]),
+              "the entries' bytes spell the reply")
+    check([e.logprob for e in lp.choices[0].logprobs.content] == [e.logprob for e in lp.choices[1].logprobs.content],
+          "greedy choices of one prompt have the same logprobs")
+    # Streamed: the same entries, spread over the chunks.
+    streamed_lp = []
+    for chunk in client.chat.completions.create(model=model, messages=messages, max_tokens=8, temperature=0,
+                                                logprobs=True, top_logprobs=3, stream=True):
+        for c in chunk.choices:
+            if c.logprobs is not None and c.logprobs.content:
+                streamed_lp += [e.logprob for e in c.logprobs.content]
+    check(streamed_lp == [e.logprob for e in lp.choices[0].logprobs.content], "streamed chat logprobs")
+    # Legacy completions: logprobs=k gives tokens, token_logprobs, top_logprobs (k + the sampled
+    # token at most), text_offset.
+    cl = client.completions.create(model=model, prompt=prompt, max_tokens=6, temperature=0, logprobs=2,
+                                   extra_body={"ignore_eos": True})
+    l = cl.choices[0].logprobs
+    check(len(l.tokens) == len(l.token_logprobs) == len(l.top_logprobs) == len(l.text_offset) == 6,
+          "completions logprobs lengths")
+    check(all(1 <= len(t) <= 3 for t in l.top_logprobs), "completions top_logprobs sizes")
+    check(l.text_offset == sorted(l.text_offset) and l.text_offset[0] == 0, "text_offset grows from 0")
+    check(all(abs(max(t.values()) - v) < 1e-6 for t, v in zip(l.top_logprobs, l.token_logprobs)),
+          "greedy completion tokens are the most likely")
+    summary["logprobs"] = [round(v, 4) for v in l.token_logprobs]
+
     # What the server refuses, the client sees as the right exception.
     try:
-        client.chat.completions.create(model=model, messages=messages, max_tokens=4, logprobs=True)
-        check(False, "logprobs should be refused (the engine gives none)")
+        client.chat.completions.create(model=model, messages=messages, max_tokens=4, logprobs=True, top_logprobs=21)
+        check(False, "top_logprobs 21 should be refused")
     except openai.BadRequestError as e:
-        check(e.status_code == 400 and "logprobs" in str(e), "logprobs refusal")
+        check(e.status_code == 400 and "top_logprobs" in str(e), "top_logprobs refusal")
+    try:
+        client.chat.completions.create(model=model, messages=messages, max_tokens=4, logprobs=5)
+        check(False, "chat logprobs must be a boolean")
+    except openai.BadRequestError as e:
+        check(e.status_code == 400 and "logprobs" in str(e), "chat logprobs type refusal")
     try:
         client.chat.completions.create(model="no-such-model", messages=messages, max_tokens=4)
         check(False, "unknown model should be refused")
