@@ -275,6 +275,7 @@ void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
 
     // ---- attention block: h = norm(x); q,k,v = h W; rope; cache; attend; x += attn Wo
     m_backend.rms_norm(b.x, w.attn_norm, b.h, n_tokens, c.n_embd, c.rms_eps);
+    op_tick(OpKind::elementwise);
     observe(il, ActivationSite::AttnInput, b.h, n_tokens, c.n_embd);
     const FusedLayer* f = m_fused.empty() ? nullptr : &m_fused[static_cast<size_t>(il)];
     if (f) {
@@ -291,6 +292,7 @@ void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
     if (w.bq) m_backend.add_bias(b.q, w.bq, b.q, n_tokens, q_dim);
     if (w.bk) m_backend.add_bias(b.k, w.bk, b.k, n_tokens, kv_dim);
     if (w.bv) m_backend.add_bias(b.v, w.bv, b.v, n_tokens, kv_dim);
+    op_tick(OpKind::qkv);
     if (w.attn_q_norm) m_backend.rms_norm(b.q, w.attn_q_norm, b.q, n_tokens * c.n_head, c.head_dim, c.rms_eps);
     if (w.attn_k_norm) m_backend.rms_norm(b.k, w.attn_k_norm, b.k, n_tokens * c.n_kv_head, c.head_dim, c.rms_eps);
     const float rope_base = c.rope_base(il);  // gemma3's local layers have their own
@@ -310,6 +312,7 @@ void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
     st.kv_dim = kv_dim;
     st.cache_type = m_kv.kv_type();
     m_backend.kv_store(st);
+    op_tick(OpKind::elementwise);
 
     PagedAttentionArgs pa;
     pa.q = b.q;
@@ -330,14 +333,17 @@ void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
     pa.cache_type = m_kv.kv_type();
     pa.window = c.is_swa(il) ? c.sliding_window : 0;
     m_backend.paged_attention(pa);
+    op_tick(OpKind::attention);
     observe(il, ActivationSite::AttnOutput, b.attn, n_tokens, q_dim);
     m_backend.matmul(w.wo, b.attn, b.h, n_tokens);
     lora(il, LoraTarget::o, b.attn, q_dim, b.h, c.n_embd);
+    op_tick(OpKind::attn_out);
     if (w.attn_post_norm) m_backend.rms_norm(b.h, w.attn_post_norm, b.h, n_tokens, c.n_embd, c.rms_eps);
     m_backend.add(b.x, b.h, b.x, static_cast<int64_t>(n_tokens) * c.n_embd);
 
     // ---- MLP block: x += down(silu(gate(norm(x))) * up(norm(x)))  (gemma: gelu_tanh, then post-norm)
     m_backend.rms_norm(b.x, w.ffn_norm, b.h, n_tokens, c.n_embd, c.rms_eps);
+    op_tick(OpKind::elementwise);
     observe(il, ActivationSite::FfnInput, b.h, n_tokens, c.n_embd);
     if (f) {
         m_backend.matmul(f->gate_up, b.h, b.gate_up, n_tokens);
@@ -348,14 +354,18 @@ void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
     }
     lora(il, LoraTarget::gate, b.h, c.n_embd, b.gate, c.n_ff);
     lora(il, LoraTarget::up, b.h, c.n_embd, b.up, c.n_ff);
+    op_tick(OpKind::ffn_gate_up);
     if (c.gemma) m_backend.geglu(b.gate, b.up, b.gate, static_cast<int64_t>(n_tokens) * c.n_ff);
     else
         m_backend.swiglu(b.gate, b.up, b.gate, static_cast<int64_t>(n_tokens) * c.n_ff);
     observe(il, ActivationSite::DownInput, b.gate, n_tokens, c.n_ff);
+    op_tick(OpKind::elementwise);
     m_backend.matmul(w.w_down, b.gate, b.h, n_tokens);
     lora(il, LoraTarget::down, b.gate, c.n_ff, b.h, c.n_embd);
+    op_tick(OpKind::ffn_down);
     if (w.ffn_post_norm) m_backend.rms_norm(b.h, w.ffn_post_norm, b.h, n_tokens, c.n_embd, c.rms_eps);
     m_backend.add(b.x, b.h, b.x, static_cast<int64_t>(n_tokens) * c.n_embd);
+    op_tick(OpKind::elementwise);
 }
 
 // The batch's shape and every id it carries, checked before any of it reaches a kernel;
@@ -492,8 +502,11 @@ Status LlamaForward::forward(const ForwardBatch& batch, std::vector<float>* logi
     m_backend.copy_to_device(b.rows, batch.logit_rows.data(), sizeof(int32_t) * static_cast<size_t>(n_rows));
 
     m_lora = LoraBatch::group(batch.adapters, batch.token_adapter);
+    m_op_ms.fill(0.0);
+    m_op_t = std::chrono::steady_clock::now();
     m_backend.embedding(m_token_embd, b.ids, n_tokens, b.x);
     if (c.embd_scale != 1.0f) m_backend.scale(b.x, c.embd_scale, b.x, static_cast<int64_t>(n_tokens) * c.n_embd);
+    op_tick(OpKind::elementwise);
     for (int il = 0; il < c.n_layer; ++il) run_layer(il, batch, n_tokens);
     if (n_rows == 0) return Status::ok();
 
@@ -502,7 +515,9 @@ Status LlamaForward::forward(const ForwardBatch& batch, std::vector<float>* logi
     const WeightView x_rows{DType::F32, b.x, c.n_embd, n_tokens};
     m_backend.embedding(x_rows, b.rows, n_rows, b.out_x);
     m_backend.rms_norm(b.out_x, m_output_norm, b.out_x, n_rows, c.n_embd, c.rms_eps);
+    op_tick(OpKind::elementwise);
     m_backend.matmul(m_output, b.out_x, b.logits, n_rows);
+    op_tick(OpKind::lm_head);
     logits->resize(static_cast<size_t>(n_rows) * m_output.n_out);  // a draft's head may cover fewer tokens
     m_backend.copy_to_host(logits->data(), b.logits, logits->size() * sizeof(float));
     m_backend.synchronize();

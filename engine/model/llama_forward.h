@@ -2,6 +2,8 @@
 // The Llama-family forward pass (llama, qwen2): one call runs every token of a batch —
 // prefill chunks and decode tokens of any number of sequences — through all layers,
 // reading and writing K/V through each sequence's block table.
+#include <array>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -12,6 +14,7 @@
 #include "engine/kv_cache/kv_tensors.h"
 #include "engine/lora/lora_apply.h"
 #include "engine/model/model.h"
+#include "engine/telemetry/op_roofline.h"
 #include "kernels/backend.h"
 
 namespace kvs {
@@ -74,6 +77,11 @@ public:
     // Calibration hook (AWQ): called with each layer's linear inputs. Null by default;
     // only called on host-visible backends (elsewhere the activations are device memory).
     void set_activation_observer(ActivationObserver observer) { m_observer = std::move(observer); }
+    // Op timer (the roofline): when on, forward() measures each op group's time (OpKind,
+    // summed over layers); a backend that is not host-visible is synchronized at each
+    // boundary. op_ms(): the last forward()'s, zeros when it was not timed.
+    void set_op_timing(bool on) { m_time_ops = on; }
+    const std::array<double, n_op_kinds>& op_ms() const { return m_op_ms; }
 
 private:
     struct Buffers;
@@ -96,6 +104,13 @@ private:
     // y += the LoRA deltas of this batch's adapters for one projection (nothing without any).
     void lora(int il, LoraTarget t, const float* x, int n_in, float* y, int n_out) {
         if (!m_lora.empty()) apply_lora(m_lora, il, t, x, n_in, y, n_out, m_lora_scratch);
+    }
+    void op_tick(OpKind k) {  // the time since the last tick goes to k
+        if (!m_time_ops) return;
+        if (!m_backend.host_visible()) m_backend.synchronize();
+        const auto now = std::chrono::steady_clock::now();
+        m_op_ms[static_cast<size_t>(k)] += std::chrono::duration<double, std::milli>(now - m_op_t).count();
+        m_op_t = now;
     }
     void observe(int il, ActivationSite site, const float* x, int n_tokens, int n) const {
         if (m_observer && m_backend.host_visible()) m_observer(il, site, x, n_tokens, n);
@@ -125,6 +140,9 @@ private:
     ActivationObserver m_observer;
     LoraBatch m_lora;                   // this forward's adapters, grouped
     std::vector<float> m_lora_scratch;  // [group rows, rank] shrink output
+    bool m_time_ops = false;
+    std::array<double, n_op_kinds> m_op_ms{};  // [OpKind] ms of the last forward()
+    std::chrono::steady_clock::time_point m_op_t;
 };
 
 }  // namespace kvs

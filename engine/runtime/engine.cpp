@@ -8,6 +8,7 @@
 
 #include "engine/kv_cache/kv_tiers.h"
 #include "engine/lora/lora_adapter.h"
+#include "engine/model/op_costs.h"
 #include "engine/runtime/engine_request.h"
 #include "engine/runtime/weight_support.h"
 
@@ -94,6 +95,10 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> mode
     auto forward = LlamaForward::create(e->m_model, *e->m_backend, *e->m_kv, cfg.max_num_batched_tokens);
     if (!forward) return forward.status();
     e->m_forward = std::move(forward).value();
+    if (opt.op_timing && e->m_backend->host_visible()) {
+        e->m_op_model = std::make_unique<OpCostModel>(op_cost_model(*e->m_model, opt.kv_type));
+        e->m_forward->set_op_timing(true);
+    }
     for (const auto& [name, draft] : opt.drafts) {
         if (!draft) return R::error("draft '" + name + "' has no model");
         if (draft->config.n_vocab != c.n_vocab)
@@ -284,6 +289,16 @@ Result<StepResult> Engine::step() {
     KVS_RETURN_IF_ERROR(m_forward->forward(m_buf->batch, &m_buf->logits));
     const auto t_fwd = EngineClock::now();
     res.forward_ms = ms_between(t_kv, t_fwd);
+    if (m_op_model) {  // the roofline: this pass's op groups, counted and timed
+        std::vector<ChunkShape> shapes;
+        for (const auto& ch : out.chunks) shapes.push_back({ch.start_pos, ch.num_tokens});
+        OpStepRecord rec = op_costs(*m_op_model, shapes, static_cast<int>(m_buf->batch.logit_rows.size()));
+        rec.step = out.step;
+        rec.prefill = out.num_prefill_tokens > 0;
+        rec.decode_tokens = rec.n_tokens - out.num_prefill_tokens;
+        for (size_t k = 0; k < rec.ops.size(); ++k) rec.ops[k].ms = m_forward->op_ms()[k];
+        keep_op_step(m_op_steps, rec);
+    }
 
     const size_t n_scheduled = out.chunks.size();
     sample_chunks(res.out, tokens, res);  // may add the chunks of choices forked this step
@@ -589,6 +604,7 @@ EngineSnapshot Engine::snapshot(const StepRecord& step) const {
     s.total_swap_in_blocks = c.swapped_in_blocks;
     s.total_cow_copies = c.cow_copies;
     s.prefix_hit_rate = prefix_hit_rate(s.kv_stats);
+    s.op_steps = m_op_steps;
     return s;
 }
 

@@ -41,6 +41,7 @@ class SnapshotRing;
 class DraftRunner;
 struct VerifyResult;
 struct LoraAdapter;
+struct OpCostModel;
 
 struct EngineOptions {
     // KV pool size: kv_blocks if > 0, else kv_bytes if > 0, else kv_ram_fraction of the
@@ -75,6 +76,9 @@ struct EngineOptions {
     std::vector<std::pair<std::string, std::shared_ptr<const Model>>> drafts;
     // The acceptance rule; only the distribution tests change it (to prove they can fail).
     AcceptRule spec_accept_rule = AcceptRule::exact;
+    // The roofline's op timer (LlamaForward::set_op_timing): each step's op groups timed,
+    // EngineSnapshot::op_steps. CPU backends only (elsewhere it would synchronize at every op).
+    bool op_timing = true;
 };
 
 // One event of a request's stream, delivered on the engine's thread.
@@ -298,6 +302,8 @@ private:
     std::vector<int32_t> m_eog_ids;  // the tokenizer's end-of-generation ids (min_new_tokens)
     int64_t m_total_prompt_tokens = 0, m_total_generated = 0, m_total_finished = 0;
     std::unique_ptr<StepBuffers> m_buf;  // reused by every step
+    std::unique_ptr<OpCostModel> m_op_model;  // the op timer's counts; null: not timed
+    std::vector<OpStepRecord> m_op_steps;     // the roofline's steps (keep_op_step)
 };
 
 }  // namespace kvs

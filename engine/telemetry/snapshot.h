@@ -19,6 +19,7 @@
 
 #include "engine/kv_cache/kv_cache_manager.h"
 #include "engine/scheduler/request.h"
+#include "engine/telemetry/op_roofline.h"
 #include "engine/telemetry/spec_stats.h"
 
 namespace kvs {
@@ -158,6 +159,9 @@ struct EngineSnapshot {
     int64_t total_swap_in_blocks = 0;
     int64_t total_cow_copies = 0;
     double prefix_hit_rate = 0;  // kv_stats.hit_tokens / query_tokens (prefix_hit_rate())
+    // The roofline (op_roofline.h, keep_op_step): the largest timed prefill step, then the
+    // newest decode step of each batch class (1, 2, 4, ...); empty when ops are not timed.
+    std::vector<OpStepRecord> op_steps;
 };
 
 // ---- speculative decoding --------------------------------------------------------------
