@@ -8,6 +8,8 @@
 #include <cstdio>
 #include <fstream>
 
+#include <nlohmann/json.hpp>
+
 #include "app/cli/cli_options.h"
 #include "app/cli/commands.h"
 #include "app/server/openai_server.h"
@@ -34,6 +36,13 @@ CLI::App* add_serve_command(CLI::App& app, ServeOptions& o) {
         ->check(CLI::Range(1, 1 << 20));
     s->add_option("--max-body-mib", o.max_body_mib, "largest request body in MiB (larger: 413)")
         ->check(CLI::Range(1, 1024));
+    s->add_option("--lora-modules", o.lora_modules,
+                  "LoRA adapters served as models: NAME=PATH or '{\"name\": NAME, \"path\": PATH}' "
+                  "(PEFT folder or GGUF adapter), several after one flag; a request's \"model\" picks one")
+        ->expected(1, -1);
+    s->add_flag("--enable-lora-runtime", o.enable_lora_runtime,
+                "allow POST /v1/load_lora_adapter and /v1/unload_lora_adapter (they load any path this "
+                "user can read)");
     add_runner_options(s, o.runner);
     o.runner.n_ctx = 0;  // the session's default context unless --ctx is given
     return s;
@@ -56,6 +65,66 @@ bool read_key_file(const std::string& path, std::string* key) {
     return true;
 }
 
+// One --lora-modules value, vLLM's two spellings: NAME=PATH, or a JSON object with "name" and
+// "path" (vLLM's "base_model_name" is accepted and must be the served model, if given).
+// False with the reason in *err when it is neither.
+bool parse_lora_module(const std::string& spec, const std::string& served, std::string* name, std::string* path,
+                       std::string* err) {
+    const std::string what = "--lora-modules '" + spec + "'";
+    if (!spec.empty() && spec.front() == '{') {
+        const auto j = nlohmann::json::parse(spec, nullptr, false);
+        if (j.is_discarded() || !j.is_object()) {
+            *err = what + ": not a JSON object";
+            return false;
+        }
+        for (const char* key : {"name", "path"})
+            if (!j.contains(key) || !j[key].is_string() || j[key].get<std::string>().empty()) {
+                *err = what + ": \"" + key + "\" must be a non-empty string";
+                return false;
+            }
+        if (j.contains("base_model_name") &&
+            (!j["base_model_name"].is_string() || j["base_model_name"].get<std::string>() != served)) {
+            *err = what + ": base_model_name must be the served model, '" + served + "'";
+            return false;
+        }
+        *name = j["name"].get<std::string>();
+        *path = j["path"].get<std::string>();
+        return true;
+    }
+    const size_t eq = spec.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == spec.size()) {
+        *err = what + ": expected NAME=PATH or {\"name\": ..., \"path\": ...}";
+        return false;
+    }
+    *name = spec.substr(0, eq);
+    *path = spec.substr(eq + 1);
+    return true;
+}
+
+// Loads every --lora-modules adapter into the session; false after printing why one failed.
+bool load_lora_modules(const ServeOptions& o, const std::string& served, const Session& session) {
+    for (const std::string& spec : o.lora_modules) {
+        std::string name, path, err;
+        if (!parse_lora_module(spec, served, &name, &path, &err)) {
+            std::fprintf(stderr, "error: %s\n", err.c_str());
+            return false;
+        }
+        if (name == served) {
+            std::fprintf(stderr, "error: --lora-modules: '%s' is the served model's name; give the adapter another\n",
+                         name.c_str());
+            return false;
+        }
+        auto info = session.load_adapter(name, path);
+        if (!info) {
+            std::fprintf(stderr, "error: --lora-modules %s: %s\n", name.c_str(), info.message().c_str());
+            return false;
+        }
+        std::printf("  LoRA adapter %s: %s, rank %d, scale %g, %s\n", info->name.c_str(), info->format.c_str(),
+                    info->rank, static_cast<double>(info->scale), info->path.c_str());
+    }
+    return true;
+}
+
 bool is_loopback(const std::string& host) {
     return host == "127.0.0.1" || host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
 }
@@ -73,6 +142,7 @@ int cmd_serve(const ServeOptions& o) {
     so.max_pending = o.max_queue;
     so.max_http_threads = o.max_queue + 64;
     so.max_body_bytes = static_cast<size_t>(o.max_body_mib) << 20;
+    so.allow_runtime_lora = o.enable_lora_runtime;
 
     // SIGINT / SIGTERM are taken by sigwait below: blocked here, before any thread starts,
     // so every thread inherits the mask and none is interrupted. A client that hangs up
@@ -86,6 +156,7 @@ int cmd_serve(const ServeOptions& o) {
 
     auto session = open_session_or_report(o.model);
     if (!session) return 1;
+    if (!load_lora_modules(o, so.served_model_name, *session)) return 1;
     EngineOptions eo = engine_options_from(o.runner);
     eo.scheduler.max_num_seqs = o.max_seqs;
     eo.scheduler.max_num_batched_tokens = o.runner.n_batch;

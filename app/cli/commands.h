@@ -117,6 +117,10 @@ struct ServeOptions {
     int max_queue = 512;
     int max_body_mib = 8;
     RunnerOptions runner;  // context, batch (the step's token budget), threads, block size, KV type
+    // LoRA adapters served as models (vLLM's --lora-modules: NAME=PATH or a JSON object with
+    // "name" and "path"); --enable-lora-runtime allows the load / unload routes.
+    std::vector<std::string> lora_modules;
+    bool enable_lora_runtime = false;
 };
 CLI::App* add_serve_command(CLI::App& app, ServeOptions& o);
 int cmd_serve(const ServeOptions& o);

@@ -14,6 +14,7 @@
 // suffix, logit_bias, tools and non-text response formats are refused by name (the engine
 // does not give what they need).
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -39,6 +40,7 @@ struct RequestLimits {
 struct CompletionJob {
     ApiKind kind = ApiKind::completion;
     std::string model;                          // as requested ("" when the request named none)
+    std::shared_ptr<const LoraAdapter> adapter;  // the LoRA adapter `model` names (null: the base model)
     std::vector<std::vector<int32_t>> prompts;  // [n_prompts][n_tokens]
     SamplingParams params;                      // max_tokens -1: up to the context (chat without a limit)
     bool seed_given = false;

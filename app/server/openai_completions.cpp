@@ -85,6 +85,7 @@ std::shared_ptr<ApiCall> OpenAiServer::submit(const CompletionJob& job) {
             g.params = job.params;
             g.params.seed = job.params.seed + static_cast<uint64_t>(i);  // vLLM: child i gets seed + i
             g.spec = job.spec;
+            g.adapter = job.adapter;
             g.on_event = on_event(index);
             if (fork)
                 for (int k = 1; k < job.n; ++k)
@@ -105,7 +106,8 @@ void OpenAiServer::handle_completion(const httplib::Request& req, httplib::Respo
     ParsedJob pj = parse_completion_request(req.body, kind, *m_session, m_limits);
     if (pj.error) return send_error(res, *pj.error);
     CompletionJob& job = pj.job;
-    if (auto e = check_model(job.model)) return send_error(res, *e);
+    if (auto e = check_model(job.model, &job.adapter)) return send_error(res, *e);
+    if (job.model.empty()) job.model = m_opt.served_model_name;  // replies name the model (or adapter) that ran
     const int n_choices = static_cast<int>(job.prompts.size()) * job.n;
     if (!admit(n_choices))
         return send_error(res, ApiError{429,
@@ -164,7 +166,7 @@ void OpenAiServer::handle_completion(const httplib::Request& req, httplib::Respo
     }
     m_metrics->on_api_request_finished(job.n, max_gen);
     json out = {{"id", id},           {"object", chat ? "chat.completion" : "text_completion"},
-                {"created", created}, {"model", m_opt.served_model_name},
+                {"created", created}, {"model", job.model},
                 {"choices", arr},     {"usage", usage_json(prompt_tokens_of(job), completion_tokens)}};
     if (job.return_token_ids) {
         json pids = json::array();
@@ -181,7 +183,7 @@ bool OpenAiServer::stream_events(StreamState& st, httplib::DataSink& sink) {
         json j = {{"id", st.id},
                   {"object", chat ? "chat.completion.chunk" : "text_completion"},
                   {"created", st.created},
-                  {"model", m_opt.served_model_name},
+                  {"model", st.job.model},
                   {"choices", std::move(choices)}};
         if (st.job.include_usage) j["usage"] = nullptr;
         return j;

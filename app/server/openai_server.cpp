@@ -213,24 +213,8 @@ void OpenAiServer::install_routes() {
            [this](const Request& req, Response& res) { handle_tgi_generate(req, res, TgiRoute::stream); });
     s.Get("/info", [this](const Request&, Response& res) { handle_tgi_info(res); });
     s.Post("/watermark/detect", [this](const Request& req, Response& res) { handle_watermark_detect(req, res); });
-}
-
-std::optional<ApiError> OpenAiServer::check_model(const std::string& model) const {
-    if (model.empty() || model == m_opt.served_model_name) return std::nullopt;
-    return ApiError{404,
-                    "The model `" + model + "` does not exist (this server serves `" + m_opt.served_model_name + "`).",
-                    "invalid_request_error", "model", "model_not_found"};
-}
-
-void OpenAiServer::handle_models(httplib::Response& res) const {
-    json m = {{"id", m_opt.served_model_name},
-              {"object", "model"},
-              {"created", m_created},
-              {"owned_by", "kvscope"},
-              {"root", m_opt.served_model_name},
-              {"parent", nullptr},
-              {"max_model_len", m_limits.max_model_len}};
-    send_json(res, {{"object", "list"}, {"data", json::array({m})}});
+    s.Post("/v1/load_lora_adapter", [this](const Request& req, Response& res) { handle_load_lora(req, res); });
+    s.Post("/v1/unload_lora_adapter", [this](const Request& req, Response& res) { handle_unload_lora(req, res); });
 }
 
 void OpenAiServer::handle_tokenize(const httplib::Request& req, httplib::Response& res) const {

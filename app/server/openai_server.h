@@ -43,6 +43,10 @@ struct ServerOptions {
     int max_n = 16;                            // n per prompt
     int max_stop = 64;                         // stop strings per request
     int shutdown_grace_ms = 5000;              // stop(): how long cancelled requests get to end
+    // POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's routes, which vLLM opens
+    // with VLLM_ALLOW_RUNTIME_LORA_UPDATING): off unless `kvscope serve --enable-lora-runtime`,
+    // since they read any path the server's user can read; when off they answer 404 saying so.
+    bool allow_runtime_lora = false;
 };
 
 // Counts an HTTP handler in flight from construction to destruction (a streaming reply's
@@ -95,7 +99,10 @@ private:
     void handle_watermark_detect(const httplib::Request& req, httplib::Response& res) const;
     struct StreamState;
     bool stream_events(StreamState& st, httplib::DataSink& sink);
+    // openai_lora.cpp: the base model and the Session's LoRA adapters as models.
     void handle_models(httplib::Response& res) const;
+    void handle_load_lora(const httplib::Request& req, httplib::Response& res);
+    void handle_unload_lora(const httplib::Request& req, httplib::Response& res);
     void handle_tokenize(const httplib::Request& req, httplib::Response& res) const;
     void handle_detokenize(const httplib::Request& req, httplib::Response& res) const;
     void handle_metrics(httplib::Response& res);
@@ -105,8 +112,10 @@ private:
     void release(int k);
     std::shared_ptr<ApiCall> submit(const CompletionJob& job);
     void cancel(const ApiCall& call);
-    // The unknown-model error, or nullopt when the request names this server's model (or none).
-    std::optional<ApiError> check_model(const std::string& model) const;
+    // The unknown-model error (404 model_not_found), or nullopt when the request names this
+    // server's model, one of the Session's LoRA adapters (then *adapter is set, if given) or none.
+    std::optional<ApiError> check_model(const std::string& model,
+                                        std::shared_ptr<const LoraAdapter>* adapter = nullptr) const;
 
     std::shared_ptr<const Session> m_session;
     EngineLoop& m_loop;
