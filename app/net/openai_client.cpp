@@ -236,6 +236,12 @@ Result<OpenAIClient::HttpReply> OpenAIClient::get(const std::string& path) {
     return HttpReply{r->status, std::move(r->body)};
 }
 
+Status OpenAIClient::get_stream(const std::string& path,
+                                const std::function<bool(const char*, size_t)>& on_bytes) {
+    auto r = send("GET", m_base_path + path, "", on_bytes);
+    return r ? Status::ok() : r.status();
+}
+
 Result<std::vector<std::string>> OpenAIClient::list_models() {
     auto r = send("GET", v1("/models"), "", {});
     if (!r) return r.status();

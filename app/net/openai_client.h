@@ -111,6 +111,10 @@ public:
         std::string body;
     };
     Result<HttpReply> get(const std::string& path);
+    // GET of a streamed path (base path + path, e.g. "/v1/kvscope/telemetry"): while the
+    // status is 200 on_bytes gets the body as it arrives (false from it stops the transfer,
+    // and the result is ok); any other status is an error with the server's message.
+    Status get_stream(const std::string& path, const std::function<bool(const char*, size_t)>& on_bytes);
     // POST /tokenize (vLLM's {"prompt"} and llama-server's {"content"} shapes): token ids of
     // text as the server counts them, without special tokens.
     Result<std::vector<int32_t>> tokenize(const std::string& model, const std::string& text);

@@ -11,6 +11,7 @@
 #include <future>
 
 #include "app/server/http_reply.h"
+#include "app/server/telemetry_stream.h"
 #include "app/server/worker_pool.h"
 #include "engine/sampling/watermark.h"
 
@@ -200,6 +201,7 @@ void OpenAiServer::install_routes() {
     s.Get("/version", [](const Request&, Response& res) { send_json(res, {{"version", "kvscope 0.1.0"}}); });
     s.Get("/v1/models", [this](const Request&, Response& res) { handle_models(res); });
     s.Get("/metrics", [this](const Request&, Response& res) { handle_metrics(res); });
+    install_telemetry_route(s, m_session, m_loop, m_opt.served_model_name, &m_stopping);  // GET /v1/kvscope/telemetry
     s.Post("/tokenize", [this](const Request& req, Response& res) { handle_tokenize(req, res); });
     s.Post("/detokenize", [this](const Request& req, Response& res) { handle_detokenize(req, res); });
     s.Post("/v1/completions",

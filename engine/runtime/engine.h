@@ -204,6 +204,11 @@ public:
     void hold_clock(bool held);
     // The snapshot of the state right now (what the ring gets after a step).
     EngineSnapshot snapshot(const StepRecord& step) const;
+    // A full snapshot every n steps from now on (0: step records only; EngineOptions::
+    // snapshot_every). Engine thread only: `kvscope serve` turns snapshots on while a
+    // telemetry stream has a reader (app/server/telemetry_stream.h).
+    void set_snapshot_every(int n) { m_snapshot_every = n; }
+    int snapshot_every() const { return m_snapshot_every; }
 
     const Scheduler& scheduler() const;
     const KVCacheManager& kv_cache() const;

@@ -9,10 +9,12 @@
 #include <QPushButton>
 #include <QSpinBox>
 #include <QSplitter>
+#include <QTabWidget>
 #include <QStandardPaths>
 #include <QVBoxLayout>
 
 #include "app/remote/gui/connections_dialog.h"
+#include "app/remote/gui/remote_engine_views.h"
 #include "app/remote/gui/remote_point.h"
 #include "app/remote/server_probe.h"
 #include "ui/chat_view.h"
@@ -22,7 +24,11 @@
 namespace kvs::remote {
 
 RemoteChatWindow::RemoteChatWindow(ConnectionStore* store, QWidget* parent)
-    : QWidget(parent), m_store(store), m_client(new RemoteChatClient(this)), m_poller(new MetricsPoller(this)) {
+    : QWidget(parent),
+      m_store(store),
+      m_client(new RemoteChatClient(this)),
+      m_poller(new MetricsPoller(this)),
+      m_telemetry(new TelemetryClient(this)) {
     setWindowTitle(tr("KV Scope — remote chat"));
     m_connBox = new QComboBox(this);
     m_connBox->setMinimumWidth(260);
@@ -67,9 +73,16 @@ RemoteChatWindow::RemoteChatWindow(ConnectionStore* store, QWidget* parent)
     // local context gauge and its policy do not apply.
     m_view->contextGauge()->hide();
     m_metrics = new ui::RemoteMetricsView(this);
+    m_engineViews = new RemoteEngineViews(this);
+    // A KV Scope server's own engine views (its telemetry stream) first; the aggregates of
+    // /metrics, which every kind of server has, beside them.
+    m_engineTabs = new QTabWidget(this);
+    m_engineTabs->setObjectName(QStringLiteral("remoteEngineTabs"));
+    m_engineTabs->addTab(m_engineViews, tr("Engine (live telemetry)"));
+    m_engineTabs->addTab(m_metrics, tr("/metrics"));
     auto* split = new QSplitter(Qt::Horizontal, this);
     split->addWidget(m_view);
-    split->addWidget(m_metrics);
+    split->addWidget(m_engineTabs);
     split->setStretchFactor(0, 1);
     split->setStretchFactor(1, 1);
     auto* lay = new QVBoxLayout(this);
@@ -88,12 +101,19 @@ RemoteChatWindow::RemoteChatWindow(ConnectionStore* store, QWidget* parent)
     connect(m_client, &RemoteChatClient::failed, this, &RemoteChatWindow::onFailed);
     connect(m_poller, &MetricsPoller::reading, this, &RemoteChatWindow::onReading);
     connect(m_poller, &MetricsPoller::failed, m_metrics, &ui::RemoteMetricsView::setError);
+    connect(m_telemetry, &TelemetryClient::event, m_engineViews,
+            [this](const std::shared_ptr<const TelemetryEvent>& e) { m_engineViews->applyEvent(*e); });
+    connect(m_telemetry, &TelemetryClient::connected, m_engineViews, &RemoteEngineViews::onConnected);
+    connect(m_telemetry, &TelemetryClient::failed, m_engineViews, &RemoteEngineViews::onFailed);
     reloadConnections();
     useConnection(m_store->connections().isEmpty() ? QString() : m_store->connections().front().id);
     resize(1500, 900);
 }
 
-RemoteChatWindow::~RemoteChatWindow() { m_poller->stop(); }
+RemoteChatWindow::~RemoteChatWindow() {
+    m_poller->stop();
+    m_telemetry->stop();
+}
 
 RemoteSampling RemoteChatWindow::sampling() const {
     RemoteSampling s;
@@ -129,13 +149,17 @@ void RemoteChatWindow::useConnection(const QString& id) {
     reloadConnections();
     const RemoteConnection* c = m_store->find(id);
     m_poller->stop();
+    m_telemetry->stop();
     m_prevReading.reset();
     m_metrics->clear();
+    m_engineViews->clear();
     if (!c) {
         m_connId.clear();
         m_connInfo->setText(tr("No remote connection: add one with Connections…"));
         m_view->setReady(false, tr("no remote connection"));
         m_metrics->setSource({});
+        m_engineViews->setSource({});
+        m_engineTabs->setTabVisible(0, false);
         return;
     }
     m_connId = c->id;
@@ -155,6 +179,19 @@ void RemoteChatWindow::useConnection(const QString& id) {
     const QString kind = c->kind.isEmpty() ? tr("server") : c->kind;
     m_metrics->setSource(tr("%1 at %2/metrics").arg(kind, QString::fromStdString(o.base_url)));
     m_poller->start(o, c->model, 1000, c->kind == QLatin1String(server_kind_name(ServerKind::LlamaServer)));
+    // The full views need the telemetry stream only `kvscope serve` has.
+    const bool kvscope = c->kind == QLatin1String(server_kind_name(ServerKind::KvScope));
+    m_engineTabs->setTabVisible(0, kvscope);
+    m_engineTabs->setCurrentIndex(kvscope ? 0 : 1);
+    if (kvscope) {
+        net::TelemetryReaderOptions t;
+        t.base_url = o.base_url;
+        t.api_key = o.api_key;
+        m_engineViews->setSource(QString::fromStdString(t.base_url));
+        m_telemetry->start(t);
+    } else {
+        m_engineViews->setSource({});
+    }
 }
 
 void RemoteChatWindow::openConnectionsDialog() {

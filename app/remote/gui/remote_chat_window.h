@@ -4,7 +4,9 @@
 // picked at the top (switching is instant: the chat stays, the next message goes to the
 // new server); replies stream on worker threads (RemoteChatClient), Stop closes the stream,
 // a failure leaves the user's message and the partial reply in the transcript with the
-// reason and Regenerate to retry. The metrics poller follows the picked connection.
+// reason and Regenerate to retry. The metrics poller follows the picked connection; for a
+// KV Scope server the telemetry client does too, and the full engine views (block map,
+// slot timeline, metrics, token fates: RemoteEngineViews) come first, /metrics beside them.
 #include <QPointer>
 #include <QVector>
 #include <QWidget>
@@ -14,12 +16,14 @@
 #include "app/remote/connection_store.h"
 #include "app/remote/metrics_poller.h"
 #include "app/remote/remote_chat_client.h"
+#include "app/remote/telemetry_client.h"
 
 class QComboBox;
 class QDoubleSpinBox;
 class QLabel;
 class QLineEdit;
 class QSpinBox;
+class QTabWidget;
 
 namespace kvs::ui {
 class ChatView;
@@ -27,6 +31,8 @@ class RemoteMetricsView;
 }  // namespace kvs::ui
 
 namespace kvs::remote {
+
+class RemoteEngineViews;
 
 class RemoteChatWindow : public QWidget {
     Q_OBJECT
@@ -46,6 +52,9 @@ public:
     ui::RemoteMetricsView* metricsView() const { return m_metrics; }
     RemoteChatClient* client() const { return m_client; }
     MetricsPoller* poller() const { return m_poller; }
+    TelemetryClient* telemetry() const { return m_telemetry; }
+    RemoteEngineViews* engineViews() const { return m_engineViews; }
+    QTabWidget* engineTabs() const { return m_engineTabs; }
     QString connectionId() const { return m_connId; }
     bool generating() const { return m_live != 0; }
     const QVector<RemoteTurn>& turns() const { return m_turns; }
@@ -72,6 +81,9 @@ private:
     ui::RemoteMetricsView* m_metrics;
     RemoteChatClient* m_client;
     MetricsPoller* m_poller;
+    TelemetryClient* m_telemetry;
+    RemoteEngineViews* m_engineViews;
+    QTabWidget* m_engineTabs;
     QString m_connId;
     QString m_model;
     QVector<RemoteTurn> m_turns;  // the conversation (finished replies only)
