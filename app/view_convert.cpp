@@ -76,6 +76,20 @@ ui::EngineFrame to_frame(const EngineSnapshot& s, const std::function<QString(Re
     f.prefixHitRate = s.prefix_hit_rate;
     f.totalPreemptions = s.total_preemptions;
     f.totalGeneratedTokens = s.total_generated_tokens;
+    const KvTierStats& t = s.kv_tiers;
+    f.tiers.enabled = t.enabled;
+    f.tiers.cpuBytes = t.cpu_bytes;
+    f.tiers.cpuLimitBytes = t.cpu_limit_bytes;
+    f.tiers.cpuBlocks = t.cpu_blocks;
+    f.tiers.diskBytes = t.disk_bytes;
+    f.tiers.diskLimitBytes = t.disk_limit_bytes;
+    f.tiers.diskBlocks = t.disk_blocks;
+    f.tiers.cpuHitTokens = s.kv_stats.cpu_hit_tokens;
+    f.tiers.diskHitTokens = s.kv_stats.disk_hit_tokens;
+    f.tiers.deviceHitTokens = s.kv_stats.hit_tokens - s.kv_stats.cpu_hit_tokens - s.kv_stats.disk_hit_tokens;
+    f.tiers.spilledBlocks = t.spilled_blocks;
+    f.tiers.badFiles = t.bad_files;
+    f.tiers.diskFolder = QString::fromStdString(t.disk_folder);
     f.blocks.reserve(static_cast<int>(s.blocks.size()));
     for (const BlockView& b : s.blocks) {
         ui::BlockCell c;

@@ -13,6 +13,7 @@
 #include <algorithm>
 
 #include "ui/kv_block_paint.h"
+#include "ui/kv_tier_strip.h"
 #include "ui/request_colors.h"
 
 namespace kvs::ui {
@@ -153,6 +154,7 @@ KvBlockMapView::KvBlockMapView(QWidget* parent) : QWidget(parent) {
     m_scroll->viewport()->installEventFilter(this);
     m_baseline = new ContiguousBaselineView(this);
     m_legend = new KvBlockLegend(this);
+    m_tierStrip = new KvTierStrip(this);
 
     auto* left = new QWidget(this);
     auto* ll = new QVBoxLayout(left);
@@ -182,6 +184,7 @@ KvBlockMapView::KvBlockMapView(QWidget* parent) : QWidget(parent) {
     auto* lay = new QVBoxLayout(this);
     lay->addWidget(m_summary);
     lay->addWidget(m_split, 1);
+    lay->addWidget(m_tierStrip);
     lay->addWidget(m_legend);
 
     connect(m_grid, &KvBlockGrid::requestClicked, this, &KvBlockMapView::onCellClicked);
@@ -207,6 +210,7 @@ void KvBlockMapView::setFrame(const EngineFrame& frame) {
     m_frame = frame;
     m_stats = KvMapStats::compute(m_frame);
     m_grid->setFrame(m_frame);
+    m_tierStrip->setFrame(m_frame);
     if (shape) refit();
     m_baseline->setFrame(m_frame, m_stats);
     scheduleTexts(shape);

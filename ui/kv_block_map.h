@@ -11,6 +11,7 @@
 //   │  │                        titles/footers "kvPagedTitle", "kvPagedFooter"
 //   │  └─ contiguous baseline   ContiguousBaselineView "contiguousBaseline",
 //   │                           "kvContiguousTitle", "kvContiguousFooter"
+//   ├─ KV tiers                 KvTierStrip "kvTierStrip" (device pool, CPU tier, disk; hidden without tiers)
 //   └─ legend                   KvBlockLegend "kvBlockLegend"
 #include <QElapsedTimer>
 #include <QWidget>
@@ -26,6 +27,8 @@ class QSplitter;
 class QTimer;
 
 namespace kvs::ui {
+
+class KvTierStrip;
 
 // Swatches of every cell style with a word each; wraps to its width.
 class KvBlockLegend : public QWidget {
@@ -70,6 +73,7 @@ public:
     static constexpr int kTextIntervalMs = 150;
 
     KvBlockGrid* grid() const { return m_grid; }
+    KvTierStrip* tierStrip() const { return m_tierStrip; }
     ContiguousBaselineView* baseline() const { return m_baseline; }
 
     // The colour of a request in every view (see ui/request_colors.h).
@@ -106,6 +110,7 @@ private:
     KvBlockGrid* m_grid;
     ContiguousBaselineView* m_baseline;
     KvBlockLegend* m_legend;
+    KvTierStrip* m_tierStrip;  // the three KV tiers, while the engine has tiers
     QSplitter* m_split;
     QTimer* m_textTimer;
     QElapsedTimer m_textClock;

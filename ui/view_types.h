@@ -75,6 +75,19 @@ struct StepPoint {
 
 // The whole observable state after one step: what the block map, slot table and
 // request list show.
+// The KV tiers below the device pool (engine/kv_cache/kv_tiers.h); enabled false: none.
+struct KvTierRow {
+    bool enabled = false;
+    qint64 cpuBytes = 0, cpuLimitBytes = 0;  // limit 0: no CPU tier
+    int cpuBlocks = 0;
+    qint64 diskBytes = 0, diskLimitBytes = 0;  // limit 0: no disk store
+    int diskBlocks = 0;
+    qint64 deviceHitTokens = 0, cpuHitTokens = 0, diskHitTokens = 0;  // prefix hits by tier since start
+    qint64 spilledBlocks = 0;  // evicted device blocks handed to the tiers
+    qint64 badFiles = 0;       // damaged or foreign block files skipped
+    QString diskFolder;
+};
+
 struct EngineFrame {
     StepPoint step;
     int blockSize = 16;
@@ -86,6 +99,7 @@ struct EngineFrame {
     double prefixHitRate = 0;
     qint64 totalPreemptions = 0;
     qint64 totalGeneratedTokens = 0;
+    KvTierRow tiers;  // the CPU tier and disk store under the pool
 };
 
 // ---- metrics over time ----------------------------------------------------------------

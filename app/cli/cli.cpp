@@ -47,6 +47,7 @@ int run_main(int argc, char** argv) {
         ->check(CLI::Range(-10.0, 10.0));
     add_sampling_options(g, gen.sampling);
     add_runner_options(g, gen.runner);
+    add_kv_tier_options(g, gen.tiers);
 
     InspectOptions ins;
     ins.model = kDefaultModel;
@@ -98,6 +99,12 @@ int run_main(int argc, char** argv) {
     b->add_option("--spec-gen", bench.spec_gen, "tokens generated per request in --spec")
         ->check(CLI::Range(1, kMaxTokens));
     add_runner_options(b, bench.runner);
+    add_kv_tier_options(b, bench.tiers);
+    b->add_flag("--kv-tiers", bench.kv_tiers_bench,
+                "TTFT of a long system prompt: cold, from the CPU tier, from disk after a restart (alternating; "
+                "sizes from --kv-cpu-mib / --kv-disk-mib, default 128 / 256)");
+    b->add_option("--tier-prompt", bench.tier_prompt, "system prompt tokens for --kv-tiers")
+        ->check(CLI::Range(32, 32768));
     HttpBenchOptions http_bench;
     add_bench_http_options(b, http_bench);
 
@@ -141,6 +148,7 @@ int run_main(int argc, char** argv) {
             return cmd_bench_http(http_bench);
         }
         if (!bench.spec.empty()) return cmd_bench_spec(bench);
+        if (bench.kv_tiers_bench) return cmd_bench_tiers(bench);
         if (!bench.workload.empty() || !bench.sweep.empty()) {
             if (b->count("--ctx") == 0) bench.runner.n_ctx = 2048;  // max_model_len of the served requests
             return cmd_bench_serve(bench);

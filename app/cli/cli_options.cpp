@@ -44,6 +44,25 @@ void add_runner_options(CLI::App* c, RunnerOptions& r) {
         ->default_str("f16");
 }
 
+void KvTierFlags::apply(EngineOptions& e) const {
+    e.kv_cpu_tier_bytes = static_cast<int64_t>(cpu_mib * 1048576.0);
+    e.kv_disk_bytes = static_cast<int64_t>(disk_mib * 1048576.0);
+    e.kv_disk_dir = disk_dir;
+}
+
+void add_kv_tier_options(CLI::App* c, KvTierFlags& t) {
+    c->add_option("--kv-cpu-mib", t.cpu_mib,
+                  "KV tiers: keep prefix-cached blocks evicted from the KV pool in a CPU tier of this many MiB "
+                  "(0: off), and load them back on a prefix hit")
+        ->check(CLI::Range(0.0, 1048576.0));
+    c->add_option("--kv-disk-mib", t.disk_mib,
+                  "KV tiers: then on disk, up to this many MiB (0: off); kept across runs of the program")
+        ->check(CLI::Range(0.0, 1048576.0));
+    c->add_option("--kv-disk-dir", t.disk_dir,
+                  "KV tiers: the disk store's folder (default ~/.cache/kvscope/kv; one subfolder per model, KV type "
+                  "and block size)");
+}
+
 void add_sampling_options(CLI::App* c, SamplingParams& s) {
     c->add_option("-n,--max-tokens", s.max_tokens, "tokens to generate (-1: until end or context full)")
         ->check(CLI::Range(-1, kMaxTokens));

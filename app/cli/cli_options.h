@@ -22,6 +22,15 @@ CLI::Validator thread_count_check();
 void add_cpu_options(CLI::App* c, RunnerOptions& r);
 // the CPU options and --ctx, --batch, --block-size, --kv-type
 void add_runner_options(CLI::App* c, RunnerOptions& r);
+// KV tiers (engine/kv_cache/kv_tiers.h): --kv-cpu-mib, --kv-disk-mib, --kv-disk-dir.
+struct KvTierFlags {
+    double cpu_mib = 0;    // CPU tier in MiB (0: none)
+    double disk_mib = 0;   // disk store in MiB (0: none)
+    std::string disk_dir;  // "" : ~/.cache/kvscope/kv
+    bool any() const { return cpu_mib > 0 || disk_mib > 0; }
+    void apply(EngineOptions& e) const;
+};
+void add_kv_tier_options(CLI::App* c, KvTierFlags& t);
 // -n/--max-tokens, --temp, --top-k, --top-p, --min-p, penalties, --seed, --stop, --ignore-eos, --watermark
 void add_sampling_options(CLI::App* c, SamplingParams& s);
 

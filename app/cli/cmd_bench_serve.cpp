@@ -57,6 +57,7 @@ EngineOptions engine_options(const BenchOptions& o, int max_seqs) {
     e.scheduler.static_batch_size = max_seqs;
     e.scheduler.preemption = o.preemption == "swap" ? PreemptionMode::swap : PreemptionMode::recompute;
     e.snapshot_every = 0;  // step records only: the bench samples full snapshots itself
+    o.tiers.apply(e);
     e.step_ring = 1 << 20;
     return e;
 }

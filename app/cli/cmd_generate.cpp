@@ -79,6 +79,7 @@ int generate_with_engine(const GenerateOptions& o, Session& session, const std::
     // Beam search forks up to width - 1 new beams while the width old ones still run.
     eo.scheduler.max_num_seqs = std::max(1, 2 * o.beams - 1);
     eo.snapshot_every = 0;
+    o.tiers.apply(eo);
     auto engine = session.make_engine(eo);
     if (!engine) {
         std::fprintf(stderr, "error: %s\n", engine.message().c_str());
@@ -132,6 +133,12 @@ int generate_with_engine(const GenerateOptions& o, Session& session, const std::
                      decode_s > 0 ? (m.n_output - 1) / decode_s : 0.0, finish_reason_name(why),
                      peak_rss_bytes() / 1048576.0);
     }
+    if (o.tiers.any()) {
+        const KVCacheStats s = e.kv_cache().stats();
+        std::fprintf(stderr, "KV tiers: %lld prompt tokens loaded (%lld from the CPU tier, %lld from disk)\n",
+                     static_cast<long long>(s.cpu_hit_tokens + s.disk_hit_tokens),
+                     static_cast<long long>(s.cpu_hit_tokens), static_cast<long long>(s.disk_hit_tokens));
+    }
     if (o.spec.empty()) return 0;
     const SpecStats& s = e.spec_totals();
     std::fprintf(stderr,
@@ -160,7 +167,7 @@ int cmd_generate(const GenerateOptions& o) {
         text = ss.str();
     }
     const std::vector<int32_t> prompt = o.chat ? session->encode_user(text, o.system) : session->encode_text(text);
-    if (!o.spec.empty() || !o.lora.empty() || o.beams > 1 || o.sampling.min_new_tokens > 0)
+    if (!o.spec.empty() || !o.lora.empty() || o.beams > 1 || o.sampling.min_new_tokens > 0 || o.tiers.any())
         return generate_with_engine(o, *session, prompt);
 
     auto runner = session->make_runner(o.runner);

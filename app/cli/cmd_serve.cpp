@@ -44,6 +44,7 @@ CLI::App* add_serve_command(CLI::App& app, ServeOptions& o) {
                 "allow POST /v1/load_lora_adapter and /v1/unload_lora_adapter (they load any path this "
                 "user can read)");
     add_runner_options(s, o.runner);
+    add_kv_tier_options(s, o.tiers);
     o.runner.n_ctx = 0;  // the session's default context unless --ctx is given
     return s;
 }
@@ -158,6 +159,7 @@ int cmd_serve(const ServeOptions& o) {
     if (!session) return 1;
     if (!load_lora_modules(o, so.served_model_name, *session)) return 1;
     EngineOptions eo = engine_options_from(o.runner);
+    o.tiers.apply(eo);
     eo.scheduler.max_num_seqs = o.max_seqs;
     eo.scheduler.max_num_batched_tokens = o.runner.n_batch;
     if (o.kv_mib > 0) eo.kv_bytes = static_cast<int64_t>(o.kv_mib * 1048576.0);

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "app/cli/cli_options.h"
 #include "engine/runtime/session.h"
 
 namespace CLI {
@@ -32,6 +33,7 @@ struct GenerateOptions {
     std::string lora;
     float lora_scale = 1.0f;
     int beams = 1;  // beam search width (1: off); sampling.length_penalty ranks the hypotheses
+    KvTierFlags tiers;  // KV tiers (through the batching engine)
 };
 int cmd_generate(const GenerateOptions& o);
 
@@ -71,10 +73,16 @@ struct BenchOptions {
     std::string spec_k = "2,4,8";
     std::string spec_workload = "both";  // repetitive, chat, both
     int spec_gen = 128;
+    KvTierFlags tiers;  // KV tiers for --workload / --sweep, and --kv-tiers' sizes
+    // --kv-tiers (app/cli/cmd_bench_tiers.cpp): TTFT of a long system prompt cold, from the
+    // CPU tier and from disk after a restart, alternating, --repetitions runs each.
+    bool kv_tiers_bench = false;
+    int tier_prompt = 2000;  // system prompt tokens
 };
 int cmd_bench(const BenchOptions& o);
 int cmd_bench_spec(const BenchOptions& o);
 int cmd_bench_serve(const BenchOptions& o);
+int cmd_bench_tiers(const BenchOptions& o);
 
 struct QuantizeOptions {
     std::string model;
@@ -117,6 +125,7 @@ struct ServeOptions {
     int max_queue = 512;
     int max_body_mib = 8;
     RunnerOptions runner;  // context, batch (the step's token budget), threads, block size, KV type
+    KvTierFlags tiers;     // KV tiers below the pool
     // LoRA adapters served as models (vLLM's --lora-modules: NAME=PATH or a JSON object with
     // "name" and "path"); --enable-lora-runtime allows the load / unload routes.
     std::vector<std::string> lora_modules;

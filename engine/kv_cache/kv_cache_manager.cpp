@@ -70,6 +70,22 @@ std::vector<TierSpill> KVCacheManager::take_spills() {
     return std::exchange(m_spills, {});
 }
 
+std::vector<TierSpill> KVCacheManager::hashed_blocks_for_tiers() const {
+    std::vector<TierSpill> out;
+    if (!m_tier) return out;
+    auto add = [&](int32_t id) {
+        const auto& b = m_pool.block(id);
+        const auto& meta = m_block_meta[static_cast<size_t>(id)];
+        if (b.block_hash && static_cast<int>(meta.tokens.size()) == m_block_size)
+            out.push_back({id, TierBlockKey{*b.block_hash, meta.salt, meta.tokens}});
+    };
+    const std::vector<int32_t> free_ids = m_pool.free_queue_ids();  // head = least recently freed
+    for (auto it = free_ids.begin(); it != free_ids.end(); ++it) add(*it);
+    for (int32_t id = 0; id < m_pool.n_blocks(); ++id)
+        if (m_pool.block(id).ref_cnt > 0) add(id);
+    return out;
+}
+
 uint64_t KVCacheManager::root_hash(RequestId id) const {
     auto it = m_salts.find(id);
     return it == m_salts.end() ? kRootParentHash : hash_block(kRootParentHash ^ it->second, nullptr, 0);

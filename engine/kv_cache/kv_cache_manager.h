@@ -131,6 +131,10 @@ public:
     // block hashed and evicted again before anything was computed into it is left out).
     // The caller copies them out before this step writes into any block.
     std::vector<TierSpill> take_spills();
+    // Every block registered in the prefix cache with the key the tiers store it under:
+    // cached (free) blocks from least to most recently freed, then the blocks in use. What
+    // the engine hands to the tiers when it goes, so a restart finds them on disk.
+    std::vector<TierSpill> hashed_blocks_for_tiers() const;
 
     // The chained hash of one full block (exposed for tests).
     static uint64_t hash_block(uint64_t parent_hash, const int32_t* tokens, int n);

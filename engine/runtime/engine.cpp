@@ -122,7 +122,16 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> mode
 }
 
 Engine::Engine() = default;
-Engine::~Engine() = default;
+// KV tiers: the prefix-cached blocks still in the pool go down to the tiers (and the CPU tier
+// to disk, ~KvTiers), so the next engine on the same disk folder finds them.
+Engine::~Engine() {
+    if (!m_tiers || !m_kv || !m_kv_mgr) return;
+    for (const TierSpill& s : m_kv_mgr->hashed_blocks_for_tiers()) {
+        auto bytes = std::make_shared<std::vector<uint8_t>>(static_cast<size_t>(m_kv->block_bytes()));
+        m_kv->read_block(s.block_id, bytes->data());
+        m_tiers->spill(s.key, std::move(bytes));
+    }
+}
 
 const Scheduler& Engine::scheduler() const { return *m_sched; }
 const KVCacheManager& Engine::kv_cache() const { return *m_kv_mgr; }
