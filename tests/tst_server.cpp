@@ -4,12 +4,17 @@
 // greedy tokens against an independent single-sequence decode (greedy_alone), stop strings,
 // n, every kind of bad input the server must answer with an OpenAI-style 4xx error (and keep
 // serving), the API key, CORS, a full queue (429 + Retry-After), a client that hangs up
-// mid-stream (its request cancelled, its blocks free), /metrics in vLLM's names, /tokenize.
+// mid-stream or before a non-streamed reply (its request cancelled, its blocks free), /metrics in vLLM's names, /tokenize.
 #include <QtTest>
 
 #include <atomic>
 #include <chrono>
 #include <thread>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include "tests/support/greedy_alone.h"
 #include "tests/support/live_server.h"
@@ -468,6 +473,45 @@ private Q_SLOTS:
         QVERIFY2(test::metric_value(m, "vllm:kv_cache_usage_perc{") == 0.0, m.c_str());
         QVERIFY2(test::metric_value(m, "vllm:request_generation_tokens_sum{") < 400.0 * ended, m.c_str());  // cut short
         QCOMPARE(ls->server->requests_in_flight(), 0);
+    }
+
+    // A non-streaming client that sends its request and closes the socket at once: the
+    // server looks at the connection after every step (cpp-httplib 0.11 tells a handler
+    // nothing; app/server/client_socket.h), so both choices (n = 2, a fork) end as aborts
+    // long before their 400 tokens and nothing stays queued, running or holding a block.
+    void nonStreamingDisconnectCancels() {
+        auto ls = start();
+        const std::string body =
+            json{{"prompt", "go on"}, {"max_tokens", 400}, {"ignore_eos", true}, {"n", 2}, {"seed", 5}}.dump();
+        const std::string http = "POST /v1/completions HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: "
+                                 "application/json\r\nContent-Length: " +
+                                 std::to_string(body.size()) + "\r\n\r\n" + body;
+        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        QVERIFY(fd >= 0);
+        sockaddr_in addr{};
+        addr.sin_family = AF_INET;
+        addr.sin_port = htons(static_cast<uint16_t>(ls->server->port()));
+        addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        QVERIFY(::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) == 0);
+        QCOMPARE(::send(fd, http.data(), http.size(), 0), ssize_t(http.size()));
+        ::close(fd);
+        const std::string abort_key =
+            "vllm:request_success_total{engine=\"0\",model_name=\"tiny\",finished_reason=\"abort\"}";
+        std::string m;
+        for (int i = 0; i < 400; ++i) {  // at most 20 s
+            m = metrics_text(*ls);
+            if (test::metric_value(m, "vllm:e2e_request_latency_seconds_count{") >= 2.0) break;
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        }
+        QVERIFY2(test::metric_value(m, abort_key) == 2.0, m.c_str());  // both choices, none by length
+        QVERIFY2(test::metric_value(m, "vllm:request_generation_tokens_sum{") < 800.0, m.c_str());
+        QVERIFY2(test::metric_value(m, "vllm:num_requests_running{") == 0.0, m.c_str());
+        QVERIFY2(test::metric_value(m, "vllm:kv_cache_usage_perc{") == 0.0, m.c_str());
+        for (int i = 0; i < 100 && ls->server->clients_connected() > 0; ++i)
+            std::this_thread::sleep_for(std::chrono::milliseconds(50));
+        QCOMPARE(ls->server->requests_in_flight(), 0);
+        qInfo("after the hang-up: %.0f tokens generated of 2 x 400",
+              test::metric_value(m, "vllm:request_generation_tokens_sum{"));
     }
 
     // A stream still waiting in the queue (engine paused) gets SSE comments, which both keep it

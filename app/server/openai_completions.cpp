@@ -6,6 +6,7 @@
 #include <chrono>
 #include <random>
 
+#include "app/server/client_socket.h"
 #include "app/server/http_reply.h"
 #include "app/server/logprobs_json.h"
 #include "app/server/openai_server.h"
@@ -115,6 +116,9 @@ void OpenAiServer::handle_completion(const httplib::Request& req, httplib::Respo
                                             " requests are queued or running (limit " +
                                             std::to_string(m_opt.max_pending) + "); retry later",
                                         "server_overloaded", "", "too_many_requests"});
+    // The connection of a non-streamed reply, found before the engine starts on it.
+    const int client_fd =
+        job.stream ? -1 : find_client_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
     auto call = submit(job);
     const bool chat = kind == ApiKind::chat;
     const std::string id = new_id(chat ? "chatcmpl-" : "cmpl-");
@@ -135,12 +139,16 @@ void OpenAiServer::handle_completion(const httplib::Request& req, httplib::Respo
         return;
     }
 
+    // Waits, looking at the connection after every step's events: a client that hung up
+    // (cpp-httplib 0.11 tells a handler nothing) has its requests cancelled within one step.
     bool cancelled = false;
-    while (!call->wait_all(std::chrono::milliseconds(200)))
-        if (m_stopping && !cancelled) {
+    while (!call->all_finished()) {
+        if (!cancelled && (m_stopping || peer_closed(client_fd))) {
             cancel(*call);
             cancelled = true;
         }
+        call->take(std::chrono::milliseconds(100));  // what arrived is already folded into choices()
+    }
     const std::vector<ApiCall::Choice> choices = call->choices();
     int64_t completion_tokens = 0;
     int max_gen = 0;

@@ -8,7 +8,9 @@
 #include <chrono>
 #include <climits>
 #include <cmath>
+#include <functional>
 #include <future>
+#include <optional>
 
 #include "app/server/http_reply.h"
 #include "app/server/telemetry_stream.h"
@@ -29,12 +31,32 @@ bool same_secret(const std::string& a, const std::string& b) {
     return diff == 0 && !b.empty();
 }
 
-json parse_body(const httplib::Request& req, ApiError* err) {
+// The body of a JSON route as an object whose optional "model" field is checked with
+// check_model (when given); nullopt once the error (not JSON, not an object, a "model" that
+// is not a string or not served here) has been sent.
+std::optional<json> read_body(const httplib::Request& req, httplib::Response& res,
+                              const std::function<std::optional<ApiError>(const std::string&)>& check_model) {
     json j = json::parse(req.body, nullptr, false);
-    if (j.is_discarded())
-        *err = bad_request("the request body is not valid JSON (or not valid UTF-8)", "", "invalid_json");
-    else if (!j.is_object())
-        *err = bad_request("the request body must be a JSON object");
+    if (j.is_discarded()) {
+        send_error(res, bad_request("the request body is not valid JSON (or not valid UTF-8)", "", "invalid_json"));
+        return std::nullopt;
+    }
+    if (!j.is_object()) {
+        send_error(res, bad_request("the request body must be a JSON object"));
+        return std::nullopt;
+    }
+    if (check_model) {
+        FieldReader f(j);
+        std::string model;
+        if (!f.string("model", &model)) {
+            send_error(res, *f.error());
+            return std::nullopt;
+        }
+        if (auto e = check_model(model)) {
+            send_error(res, *e);
+            return std::nullopt;
+        }
+    }
     return j;
 }
 
@@ -92,7 +114,15 @@ Status OpenAiServer::start() {
     if (listen_fd >= 0) ::listen(listen_fd, 4096);
     m_stopping = false;
     m_running = true;
-    m_thread = std::thread([this] { m_http->listen_after_bind(); });
+    // Returns once the library is accepting: its stop() does nothing before then, so a stop()
+    // right after start() (a loaded machine may not run the new thread for a while) would leave
+    // the thread blocked in accept() and stop() waiting on it forever.
+    auto listen_ended = std::make_shared<std::atomic<bool>>(false);
+    m_thread = std::thread([this, listen_ended] {
+        m_http->listen_after_bind();
+        *listen_ended = true;
+    });
+    while (!m_http->is_running() && !*listen_ended) std::this_thread::sleep_for(std::chrono::milliseconds(1));
     return Status::ok();
 }
 
@@ -220,17 +250,14 @@ void OpenAiServer::install_routes() {
 }
 
 void OpenAiServer::handle_tokenize(const httplib::Request& req, httplib::Response& res) const {
-    ApiError err;
-    json j = parse_body(req, &err);
-    if (!err.message.empty()) return send_error(res, err);
+    const auto body = read_body(req, res, [this](const std::string& m) { return check_model(m); });
+    if (!body) return;
+    const json& j = *body;
     FieldReader f(j);
-    std::string model;
-    f.string("model", &model);
     bool add_special = true, add_generation_prompt = true;
     f.boolean("add_special_tokens", &add_special);
     f.boolean("add_generation_prompt", &add_generation_prompt);
     if (f.error()) return send_error(res, *f.error());
-    if (auto e = check_model(model)) return send_error(res, *e);
     std::vector<int32_t> ids;
     if (f.has("messages")) {
         const std::vector<ChatMessage> msgs = read_chat_messages(j, f);
@@ -248,14 +275,10 @@ void OpenAiServer::handle_tokenize(const httplib::Request& req, httplib::Respons
 }
 
 void OpenAiServer::handle_detokenize(const httplib::Request& req, httplib::Response& res) const {
-    ApiError err;
-    json j = parse_body(req, &err);
-    if (!err.message.empty()) return send_error(res, err);
+    const auto body = read_body(req, res, [this](const std::string& m) { return check_model(m); });
+    if (!body) return;
+    const json& j = *body;
     FieldReader f(j);
-    std::string model;
-    f.string("model", &model);
-    if (f.error()) return send_error(res, *f.error());
-    if (auto e = check_model(model)) return send_error(res, *e);
     if (!f.has("tokens") || !j["tokens"].is_array())
         return send_error(res, bad_request("tokens must be a list of token ids", "tokens"));
     const int n_vocab = m_session->model().config.n_vocab;
@@ -286,9 +309,9 @@ void OpenAiServer::handle_metrics(httplib::Response& res) {
 }
 
 void OpenAiServer::handle_watermark_detect(const httplib::Request& req, httplib::Response& res) const {
-    ApiError err;
-    json j = parse_body(req, &err);
-    if (!err.message.empty()) return send_error(res, err);
+    const auto body = read_body(req, res, nullptr);
+    if (!body) return;
+    const json& j = *body;
     FieldReader f(j);
     std::string text;
     f.string("text", &text);
