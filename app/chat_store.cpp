@@ -14,18 +14,23 @@ namespace kvs::app {
 
 namespace {
 QJsonObject settings_json(const ChatSettings& s) {
-    return {{"temperature", s.temperature},
-            {"top_k", s.topK},
-            {"top_p", s.topP},
-            {"min_p", s.minP},
-            {"repeat_penalty", s.repeatPenalty},
-            {"max_tokens", s.maxTokens},
-            {"seed", s.seed},
-            {"system_prompt", s.systemPrompt},
-            {"speculative", s.speculative},
-            {"spec_k", s.specK},
-            {"spec_adaptive", s.specAdaptive},
-            {"context_policy", s.contextPolicy}};
+    QJsonObject o{{"temperature", s.temperature},
+                  {"top_k", s.topK},
+                  {"top_p", s.topP},
+                  {"min_p", s.minP},
+                  {"repeat_penalty", s.repeatPenalty},
+                  {"max_tokens", s.maxTokens},
+                  {"seed", s.seed},
+                  {"system_prompt", s.systemPrompt},
+                  {"speculative", s.speculative},
+                  {"spec_k", s.specK},
+                  {"spec_adaptive", s.specAdaptive},
+                  {"context_policy", s.contextPolicy}};
+    if (!s.adapter.isEmpty()) {  // the LoRA adapter the chat runs with, and where to load it from
+        o.insert("adapter", s.adapter);
+        o.insert("adapter_path", s.adapterPath);
+    }
+    return o;
 }
 
 ChatSettings settings_from(const QJsonObject& o) {
@@ -42,6 +47,8 @@ ChatSettings settings_from(const QJsonObject& o) {
     s.specK = std::clamp(o.value("spec_k").toInt(s.specK), 1, 8);
     s.specAdaptive = o.value("spec_adaptive").toBool(false);
     s.contextPolicy = o.value("context_policy").toString() == "drop-oldest" ? "drop-oldest" : "stop";
+    s.adapter = o.value("adapter").toString();
+    s.adapterPath = s.adapter.isEmpty() ? QString() : o.value("adapter_path").toString();
     return s;
 }
 

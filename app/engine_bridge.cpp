@@ -174,6 +174,16 @@ SubmitResult EngineBridge::submitChat(const QList<ChatTurn>& turns, const ChatSe
     // names the seed used, so a reply can be reproduced by fixing it.
     req.params.seed = s.seed >= 0 ? static_cast<uint64_t>(s.seed) : freshSeed();
     req.spec = std::move(spec.value());
+    if (!s.adapter.isEmpty()) {
+        const std::string name = s.adapter.toStdString();
+        if (!m_session->adapter(name) && !s.adapterPath.isEmpty()) {  // a saved chat's adapter: load it again
+            auto info = m_session->load_adapter(name, s.adapterPath.toStdString());
+            if (!info) return {0, tr("the chat's adapter '%1' could not be loaded: %2").arg(s.adapter, qs(info.message()))};
+        }
+        auto adapter = m_session->adapter(name);
+        if (!adapter) return {0, qs(adapter.message())};
+        req.adapter = std::move(adapter.value());
+    }
     return {submitLocked(std::move(req), true), {}, promptTokens, m_maxModelLen};
 }
 
@@ -257,18 +267,47 @@ QVector<qint64> EngineBridge::injectSynthetic(int n, int promptLen, int outputLe
 }
 
 qint64 EngineBridge::injectText(const QString& text, int outputLen, int priority, const QString& speculative,
-                                int specK) {
+                                int specK, const QString& adapter) {
     std::lock_guard<std::mutex> lk(m_mu);
     if (!m_loop || text.isEmpty() || outputLen <= 0) return 0;
     auto spec = m_session->spec_params(speculative.toStdString(), specK, false);
     if (!spec) return 0;
     GenerationRequest req;
+    if (!adapter.isEmpty()) {
+        auto a = m_session->adapter(adapter.toStdString());
+        if (!a) return 0;
+        req.adapter = std::move(a.value());
+    }
     req.prompt = m_session->encode_user(text.toStdString());
     req.params.temperature = 0;
     req.params.max_tokens = outputLen;
     req.priority = priority;
     req.spec = spec.value();
     return submitLocked(std::move(req), false);
+}
+
+QString EngineBridge::loadAdapter(const QString& name, const QString& path) {
+    std::shared_ptr<const Session> session;
+    {
+        std::lock_guard<std::mutex> lk(m_mu);
+        session = m_session;
+    }
+    if (!session) return tr("no model is loaded");
+    auto info = session->load_adapter(name.toStdString(), path.toStdString());  // the registry has its own lock
+    return info ? QString() : qs(info.message());
+}
+
+bool EngineBridge::unloadAdapter(const QString& name) {
+    std::lock_guard<std::mutex> lk(m_mu);
+    return m_session && m_session->unload_adapter(name.toStdString());
+}
+
+QList<AdapterEntry> EngineBridge::adapters() const {
+    std::lock_guard<std::mutex> lk(m_mu);
+    QList<AdapterEntry> v;
+    if (!m_session) return v;
+    for (const AdapterInfo& a : m_session->adapters()) v.push_back({qs(a.name), qs(a.path), qs(a.format), a.rank});
+    return v;
 }
 
 QStringList EngineBridge::draftChoices() const {

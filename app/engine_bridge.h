@@ -50,6 +50,18 @@ struct ChatSettings {
     // When the conversation no longer fits the context: "stop" (refuse the message, saying
     // so) or "drop-oldest" (the oldest exchanges leave what the model sees; app/chat_controller).
     QString contextPolicy = "stop";
+    // The LoRA adapter the chat's replies run with ("": the base model) and where it was loaded
+    // from, so a saved chat can load it again (submitChat does, when the session lacks it).
+    QString adapter;
+    QString adapterPath;
+};
+
+// A LoRA adapter loaded in the session (EngineBridge::adapters).
+struct AdapterEntry {
+    QString name;
+    QString path;
+    QString format;  // "peft" or "gguf"
+    int rank = 0;
 };
 
 // How much of the context a conversation takes, as the model sees it (template, system
@@ -95,7 +107,16 @@ public:
                                     int sharedPrefix = 0, const QString& speculative = {}, int specK = 4);
     // Lesson mode: one greedy chat request whose user message is `text`, at most outputLen
     // tokens. Returns its id (0 without a model).
-    qint64 injectText(const QString& text, int outputLen, int priority, const QString& speculative = {}, int specK = 4);
+    // adapter: the LoRA adapter it runs with ("" none; one the session has loaded).
+    qint64 injectText(const QString& text, int outputLen, int priority, const QString& speculative = {}, int specK = 4,
+                      const QString& adapter = {});
+    // LoRA adapters of the loaded model's session (thread-safe): load one (a PEFT folder or a
+    // GGUF adapter file) under a name, "" on success or why not (nothing changes then; no model,
+    // a bad name, a name taken, an adapter for another model); unload one (requests running
+    // with it finish with it); the loaded ones by name. A new model starts with none.
+    QString loadAdapter(const QString& name, const QString& path);
+    bool unloadAdapter(const QString& name);
+    QList<kvs::app::AdapterEntry> adapters() const;
     // The settings the engine runs with now (thread-safe): a lesson puts them back when it ends.
     EngineSettings engineSettings() const;
     // Lesson controls of the engine thread.

@@ -1,5 +1,6 @@
 #include "app/lesson.h"
 
+#include <QCoreApplication>
 #include <QDir>
 #include <QFile>
 #include <QJsonArray>
@@ -28,6 +29,13 @@ bool parse_injection_extras(const QJsonObject& inj, const QString& where, Lesson
         out->text = inj.value("text").toString();
         if (out->text.isEmpty()) {
             *error = where + ".text must be a non-empty string";
+            return false;
+        }
+    }
+    if (inj.contains("adapter")) {
+        out->adapter = inj.value("adapter").toString();
+        if (out->adapter.isEmpty()) {
+            *error = where + ".adapter must name one of the lesson's adapters";
             return false;
         }
     }
@@ -85,6 +93,41 @@ bool parse_events(const QJsonObject& o, QVector<LessonEvent>* out, QString* erro
             return false;
         }
         out->push_back(le);
+    }
+    return true;
+}
+
+// "adapters": [{"name", "path"}]; every inject.adapter must be one of them.
+bool parse_adapters(const QJsonObject& o, Lesson* l, QString* error) {
+    const QJsonValue v = o.value("adapters");
+    if (!v.isUndefined() && !v.isArray()) {
+        *error = "adapters must be a list of {\"name\", \"path\"}";
+        return false;
+    }
+    const QJsonArray a = v.toArray();
+    QStringList names;
+    for (int i = 0; i < a.size(); ++i) {
+        const QJsonObject x = a[i].toObject();
+        LessonAdapter la{x.value("name").toString(), x.value("path").toString()};
+        if (la.name.isEmpty() || la.path.isEmpty() || names.contains(la.name)) {
+            *error = QString("adapters[%1] needs a name of its own and a path").arg(i);
+            return false;
+        }
+        names << la.name;
+        l->adapters.push_back(la);
+    }
+    for (int i = 0; i < l->events.size(); ++i) {
+        const QString& name = l->events[i].inject.adapter;
+        if (!name.isEmpty() && l->events[i].inject.text.isEmpty()) {
+            *error = QString("events[%1].inject.adapter needs inject.text (adapters run chat requests)").arg(i);
+            return false;
+        }
+        if (!name.isEmpty() && !names.contains(name)) {
+            *error = QString("events[%1].inject.adapter \"%2\" is not one of the lesson's adapters (%3)")
+                         .arg(i)
+                         .arg(name, names.isEmpty() ? QString("none") : names.join(", "));
+            return false;
+        }
     }
     return true;
 }
@@ -168,13 +211,27 @@ bool parse_lesson(const QByteArray& json, Lesson* out, QString* error) {
     s.swap = pre == "swap";
     s.prefixCaching = e.value("prefix_caching").toBool(true);
     if (!parse_views(o, &l.views, error) || !parse_events(o, &l.events, error) ||
-        !parse_captions(o, &l.captions, error))
+        !parse_captions(o, &l.captions, error) || !parse_adapters(o, &l, error))
         return false;
     std::stable_sort(l.events.begin(), l.events.end(),
                      [](const LessonEvent& a, const LessonEvent& b) { return a.atStep < b.atStep; });
     *out = l;
     return true;
 }
+
+QString demo_adapter_dir() {
+    const QString env = qEnvironmentVariable("KVSCOPE_DEMO_ADAPTERS");
+    if (!env.isEmpty()) return env;
+    const QString installed = QCoreApplication::applicationDirPath() + "/../share/kvscope/adapters";
+    if (QDir(installed).exists()) return QDir(installed).canonicalPath();
+#ifdef KVSCOPE_SOURCE_ADAPTER_DIR
+    return QStringLiteral(KVSCOPE_SOURCE_ADAPTER_DIR);
+#else
+    return installed;
+#endif
+}
+
+QString demo_adapter_path(const QString& path) { return QDir(demo_adapter_dir()).filePath(path); }
 
 QStringList builtin_lessons() { return QDir(":/lessons").entryList({"*.json"}, QDir::Files, QDir::Name); }
 

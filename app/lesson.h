@@ -10,13 +10,18 @@
 //          "views": ["kv_blocks", "batch_slots", "draft_acceptance", "metrics"],
 //          "engine": {"kv_blocks", "max_seqs", "step_budget", "block_size", "policy":
 //                     "continuous"|"static", "preemption": "recompute"|"swap", "prefix_caching"},
+//          "adapters": [{"name", "path"}],
 //          "events": [{"at_step", "inject": {"n", "prompt", "output", "priority",
-//                                            "shared_prefix", "text", "spec": {"proposer", "k"}}}],
+//                                            "shared_prefix", "text", "spec": {"proposer", "k"},
+//                                            "adapter"}}],
 //          "captions": [{"when": ["shared_blocks >= 6", ...], "text": "... {shared_blocks} ..."}]}
 // inject.text: n greedy chat requests with this user message (instead of random tokens);
 // inject.spec: speculative decoding for the injected requests, proposer "ngram" (prompt
 // lookup), "layer-skip" or "int4" (ChatSettings::speculative), k 1..8.
 // views: the docks the lesson talks about, shown and raised when it starts.
+// adapters: LoRA adapters the lesson loads into the model's session when it starts (one
+// already loaded under the name is used as it is); path is relative to demo_adapter_dir().
+// inject.adapter: the injected requests run with that one of them.
 #include <QString>
 #include <QStringList>
 #include <QVector>
@@ -45,6 +50,12 @@ struct LessonInjection {
     QString text;          // non-empty: a chat request with this user message
     QString speculative;   // "" (off), "ngram", "layer-skip", "int4"
     int specK = 4;
+    QString adapter;  // a LoRA adapter of the lesson's "adapters" ("": the base model)
+};
+
+struct LessonAdapter {
+    QString name;
+    QString path;  // relative to demo_adapter_dir() (or absolute)
 };
 
 struct LessonEvent {
@@ -64,7 +75,14 @@ struct Lesson {
     QStringList views;                // "kv_blocks", "batch_slots", "draft_acceptance", "metrics"
     QVector<LessonEvent> events;      // by at_step (stable)
     QVector<LessonCaption> captions;  // in the order they are shown
+    QVector<LessonAdapter> adapters;  // loaded when the lesson starts
 };
+
+// Where the demo LoRA adapters are (tests/tools/train_lora.py made them for the default model,
+// SmolLM2-135M-Instruct): $KVSCOPE_DEMO_ADAPTERS when set, else share/kvscope/adapters beside
+// the installed program, else the source tree's tests/data. The adapter at `path` there.
+QString demo_adapter_dir();
+QString demo_adapter_path(const QString& path);
 
 // Parses a lesson; false and *error naming the field when it is not one.
 bool parse_lesson(const QByteArray& json, Lesson* out, QString* error);

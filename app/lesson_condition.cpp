@@ -68,6 +68,31 @@ void add_block_facts(const ui::EngineFrame& f, LessonFacts& x) {
     x["contiguous_fit"] = s.contiguousFit;
 }
 
+// LoRA adapters: requests grouped by the adapter they run with, the base model one group.
+void add_adapter_facts(const ui::EngineFrame& f, LessonFacts& x) {
+    QHash<qint64, QString> adapterOf;
+    QStringList inStep;
+    qint64 withAdapter = 0;
+    for (const ui::RequestRow& r : f.requests) {
+        adapterOf.insert(r.id, r.adapter);
+        if (!r.adapter.isEmpty()) ++withAdapter;
+        if (r.scheduledTokens > 0 && !inStep.contains(r.adapter)) inStep << r.adapter;
+    }
+    qint64 cross = 0;
+    for (const ui::BlockCell& b : f.blocks) {
+        if (b.state != ui::BlockState::Used || b.owners.size() < 2) continue;
+        const QString first = adapterOf.value(b.owners.first());
+        for (qint64 o : b.owners)
+            if (adapterOf.value(o) != first) {
+                ++cross;
+                break;
+            }
+    }
+    x["adapters_in_step"] = inStep.size();
+    x["adapter_requests"] = withAdapter;
+    x["cross_adapter_blocks"] = cross;
+}
+
 void add_spec_facts(const ui::SpecFrame& s, LessonFacts& x) {
     qint64 verified = 0, accepted = 0, rejected = 0, bonus = 0, finished = 0, verifying = 0;
     for (const ui::SpecRequestFrame& r : s.requests) {
@@ -108,6 +133,7 @@ LessonFacts lesson_facts(const ui::EngineFrame& frame, const ui::SpecFrame& spec
     x["preempted"] = frame.totalPreemptions;
     add_request_facts(frame, x);
     add_block_facts(frame, x);
+    add_adapter_facts(frame, x);
     add_spec_facts(spec, x);
     return x;
 }

@@ -29,6 +29,11 @@
 //   holders, contiguous_fit  requests holding KV; how many of them a contiguous
 //                            max-length allocation of the same memory would fit (the
 //                            block map's Contiguous panel)
+//   adapters_in_step         LoRA adapters among the requests run in the frame's step, the
+//                            base model counting as one
+//   adapter_requests         requests that run with a LoRA adapter
+//   cross_adapter_blocks     used blocks held by requests of different adapters (the base
+//                            model one of them): 0 unless prefix caching mixed adapters' KV
 //   spec_requests, spec_verified, spec_accepted, spec_rejected, spec_bonus, spec_finished,
 //   spec_verifying           speculative requests in the Draft acceptance view; verify
 //                            steps, accepted / rejected drafts, bonus tokens over all of

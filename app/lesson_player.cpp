@@ -10,6 +10,17 @@ LessonPlayer::LessonPlayer(EngineBridge* bridge, QObject* parent) : QObject(pare
 bool LessonPlayer::play(const QString& name, QString* error) {
     Lesson l;
     if (!load_builtin_lesson(name, &l, error)) return false;
+    for (const LessonAdapter& a : l.adapters) {  // before anything changes: a lesson that cannot run starts not
+        bool loaded = false;
+        for (const AdapterEntry& e : m_bridge->adapters()) loaded |= e.name == a.name;
+        if (loaded) continue;
+        const QString path = demo_adapter_path(a.path);
+        if (const QString why = m_bridge->loadAdapter(a.name, path); !why.isEmpty()) {
+            *error = tr("%1 needs the LoRA adapter '%2' (%3), made for SmolLM2-135M-Instruct: %4")
+                         .arg(l.title, a.name, path, why);
+            return false;
+        }
+    }
     if (!m_active) m_before = m_bridge->engineSettings();  // a lesson after a lesson keeps the first's
     m_lesson = l;
     m_active = true;
@@ -81,7 +92,8 @@ void LessonPlayer::runEvents(qint64 step) {
     while (m_next < m_lesson.events.size() && m_lesson.events[m_next].atStep <= step) {
         const LessonInjection& in = m_lesson.events[m_next++].inject;
         for (int i = 0; i < in.n && !in.text.isEmpty(); ++i) {
-            const qint64 id = m_bridge->injectText(in.text, in.output, in.priority, in.speculative, in.specK);
+            const qint64 id =
+                m_bridge->injectText(in.text, in.output, in.priority, in.speculative, in.specK, in.adapter);
             if (id > 0) Q_EMIT requestInjected(id, tr("lesson #%1").arg(id));
         }
         if (in.n > 0 && in.text.isEmpty())

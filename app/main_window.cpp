@@ -284,6 +284,7 @@ void MainWindow::connectBridge() {
         if (!m_loadingModel.isEmpty()) QSettings().setValue("model/last", m_loadingModel);
         m_chats->setReady(true);
         m_sampling->setAvailableDrafts(m_bridge->draftChoices());
+        m_sampling->setBridge(m_bridge);  // the new model's session: its LoRA adapters
         m_feed->resetSpec();
     });
     connect(m_bridge, &EngineBridge::modelLoadFailed, this, [this](const QString& msg) {

@@ -5,6 +5,7 @@
 #include <QPlainTextEdit>
 #include <QSpinBox>
 
+#include "app/adapter_form.h"
 #include "app/speculative_form.h"
 
 namespace kvs::app {
@@ -37,6 +38,7 @@ SamplingForm::SamplingForm(QWidget* parent) : QWidget(parent) {
     m_system->setPlaceholderText(tr("System prompt (empty: the model's default)"));
     m_system->setMaximumHeight(m_system->fontMetrics().lineSpacing() * 5);
     m_specForm = new SpeculativeForm(this);
+    m_adapterForm = new AdapterForm(this);
     f->addRow(tr("Temperature"), m_temp);
     f->addRow(tr("Top-k"), m_topK);
     f->addRow(tr("Top-p"), m_topP);
@@ -45,6 +47,7 @@ SamplingForm::SamplingForm(QWidget* parent) : QWidget(parent) {
     f->addRow(tr("Max tokens"), m_maxTokens);
     f->addRow(tr("Seed"), m_seed);
     f->addRow(tr("Speculative"), m_specForm);
+    f->addRow(tr("LoRA adapter"), m_adapterForm);
     f->addRow(m_system);
 }
 
@@ -58,6 +61,7 @@ void SamplingForm::load(const ChatSettings& s) {
     m_seed->setValue(static_cast<int>(s.seed));
     m_system->setPlainText(s.systemPrompt);
     m_specForm->load(s);
+    m_adapterForm->load(s);
 }
 
 void SamplingForm::store(ChatSettings* s) const {
@@ -70,8 +74,11 @@ void SamplingForm::store(ChatSettings* s) const {
     s->seed = m_seed->value();
     s->systemPrompt = m_system->toPlainText();
     m_specForm->store(s);
+    m_adapterForm->store(s);
 }
 
 void SamplingForm::setAvailableDrafts(const QStringList& names) { m_specForm->setAvailableDrafts(names); }
+
+void SamplingForm::setBridge(EngineBridge* bridge) { m_adapterForm->setBridge(bridge); }
 
 }  // namespace kvs::app

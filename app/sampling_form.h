@@ -1,6 +1,6 @@
 #pragma once
 // The Sampling panel: one chat's sampling settings (temperature, top-k, top-p, min-p,
-// repeat penalty, max tokens, seed, speculative decoding, system prompt). The chat
+// repeat penalty, max tokens, seed, speculative decoding, LoRA adapter, system prompt). The chat
 // controller loads the current conversation's ChatSettings into it and stores them back.
 #include <QWidget>
 
@@ -12,6 +12,7 @@ class QSpinBox;
 
 namespace kvs::app {
 
+class AdapterForm;
 class SpeculativeForm;
 
 class SamplingForm : public QWidget {
@@ -22,6 +23,9 @@ public:
     void store(ChatSettings* s) const;
     // The drafts the loaded model has (EngineBridge::draftChoices): the others are greyed out.
     void setAvailableDrafts(const QStringList& names);
+    // The chat's LoRA adapter (app/adapter_form.h) loads, unloads and lists adapters through it.
+    void setBridge(EngineBridge* bridge);
+    AdapterForm* adapterForm() const { return m_adapterForm; }
 
 private:
     QDoubleSpinBox* m_temp;
@@ -33,6 +37,7 @@ private:
     QSpinBox* m_seed;
     QPlainTextEdit* m_system;
     SpeculativeForm* m_specForm;
+    AdapterForm* m_adapterForm;
 };
 
 }  // namespace kvs::app

@@ -60,6 +60,8 @@ QVector<ui::RequestRow> to_request_rows(const EngineSnapshot& s, const std::func
         for (int32_t b : r.block_ids) row.blockIds.push_back(b);
         row.hostBlocks = r.n_host_blocks;
         row.preemptions = r.num_preemptions;
+        row.adapter = QString::fromStdString(r.adapter);
+        if (!row.adapter.isEmpty()) row.label += QStringLiteral(" · ") + row.adapter;  // every view names it
         for (const ChunkView& c : s.chunks)
             if (c.id == r.id) row.scheduledTokens += c.num_tokens;
         rows.push_back(std::move(row));

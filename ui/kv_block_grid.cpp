@@ -6,6 +6,7 @@
 #include <QToolTip>
 #include <algorithm>
 
+#include "ui/adapter_legend.h"
 #include "ui/kv_block_paint.h"
 #include "ui/request_colors.h"
 
@@ -91,6 +92,10 @@ void KvBlockGrid::setFrame(const EngineFrame& f) {
     m_rowOf.clear();
     for (int i = 0; i < m_frame.requests.size(); ++i) m_rowOf.insert(m_frame.requests[i].id, i);
     rememberOwners();
+    if (const QStringList adapters = frameAdapters(m_frame); adapters != m_adapters) {
+        m_adapters = adapters;
+        m_pixmapValid = false;  // the bars' colours follow the set of adapters
+    }
     m_hostOwner.fill(kNoRequest, std::max(0, m_frame.nHostBlocks));
     for (const HostCell& h : m_frame.hostBlocks)
         if (h.hostBlock >= 0 && h.hostBlock < m_hostOwner.size()) m_hostOwner[h.hostBlock] = h.owner;
@@ -315,6 +320,17 @@ void KvBlockGrid::paintCell(QPainter& p, int i) const {
     const CellStyle st(palette());
     drawBlockCell(p, m_geo.cellRect(i), m_frame.blocks[i], m_frame.blockSize, m_lastOwner[i], st, m_hatch,
                   fontMetrics());
+    paintAdapterBar(p, i);
+}
+
+void KvBlockGrid::paintAdapterBar(QPainter& p, int i) const {
+    if (m_adapters.isEmpty() || m_frame.blocks[i].state == BlockState::Free) return;
+    const auto it = m_rowOf.constFind(m_lastOwner[i]);
+    if (it == m_rowOf.cend()) return;
+    const QRect r = m_geo.cellRect(i);
+    const int h = std::max(2, r.height() / 5);
+    p.fillRect(QRect(r.left(), r.bottom() - h + 1, r.width(), h),
+               adapterColor(m_adapters, m_frame.requests[*it].adapter));
 }
 
 void KvBlockGrid::paintHostCell(QPainter& p, int i) const {
@@ -345,6 +361,7 @@ void KvBlockGrid::rebuildPixmap() {
     m_keys.resize(m_frame.blocks.size());
     for (int i = 0; i < m_frame.blocks.size(); ++i) {
         drawBlockCell(p, m_geo.cellRect(i), m_frame.blocks[i], m_frame.blockSize, m_lastOwner[i], st, m_hatch, fm);
+        paintAdapterBar(p, i);
         m_keys[i] = cellKey(i);
     }
     m_hostKeys = m_hostOwner;

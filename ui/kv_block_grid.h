@@ -86,6 +86,9 @@ protected:
 private:
     void rebuildPixmap();
     void paintCell(QPainter& p, int block) const;
+    // The bar under a held or cached block in its owner's LoRA adapter colour (ui/adapter_legend.h),
+    // while the frame has requests with adapters.
+    void paintAdapterBar(QPainter& p, int block) const;
     void paintHostCell(QPainter& p, int hostBlock) const;
     void paintHostCaption(QPainter& p) const;
     void paintSelection(QPainter& p) const;
@@ -96,6 +99,7 @@ private:
 
     EngineFrame m_frame;
     QHash<qint64, int> m_rowOf;   // request id -> index in m_frame.requests
+    QStringList m_adapters;       // frameAdapters(m_frame): the bars' colours
     QVector<qint64> m_hostOwner;  // [nHostBlocks]
     QVector<qint64> m_lastOwner;  // [nBlocks] owner (first) now, or last owner while cached
     QVector<int> m_lastIndex;     // [nBlocks] its index in that owner's table

@@ -12,6 +12,7 @@
 #include <QVBoxLayout>
 #include <algorithm>
 
+#include "ui/adapter_legend.h"
 #include "ui/kv_block_paint.h"
 #include "ui/kv_tier_strip.h"
 #include "ui/request_colors.h"
@@ -155,6 +156,7 @@ KvBlockMapView::KvBlockMapView(QWidget* parent) : QWidget(parent) {
     m_baseline = new ContiguousBaselineView(this);
     m_legend = new KvBlockLegend(this);
     m_tierStrip = new KvTierStrip(this);
+    m_adapterLegend = new AdapterLegend(this);
 
     auto* left = new QWidget(this);
     auto* ll = new QVBoxLayout(left);
@@ -184,6 +186,7 @@ KvBlockMapView::KvBlockMapView(QWidget* parent) : QWidget(parent) {
     auto* lay = new QVBoxLayout(this);
     lay->addWidget(m_summary);
     lay->addWidget(m_split, 1);
+    lay->addWidget(m_adapterLegend);
     lay->addWidget(m_tierStrip);
     lay->addWidget(m_legend);
 
@@ -211,6 +214,7 @@ void KvBlockMapView::setFrame(const EngineFrame& frame) {
     m_stats = KvMapStats::compute(m_frame);
     m_grid->setFrame(m_frame);
     m_tierStrip->setFrame(m_frame);
+    m_adapterLegend->setFrame(m_frame);
     if (shape) refit();
     m_baseline->setFrame(m_frame, m_stats);
     scheduleTexts(shape);

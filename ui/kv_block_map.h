@@ -30,6 +30,8 @@ namespace kvs::ui {
 
 class KvTierStrip;
 
+class AdapterLegend;
+
 // Swatches of every cell style with a word each; wraps to its width.
 class KvBlockLegend : public QWidget {
     Q_OBJECT
@@ -111,6 +113,7 @@ private:
     ContiguousBaselineView* m_baseline;
     KvBlockLegend* m_legend;
     KvTierStrip* m_tierStrip;  // the three KV tiers, while the engine has tiers
+    AdapterLegend* m_adapterLegend;  // requests by LoRA adapter, while any has one
     QSplitter* m_split;
     QTimer* m_textTimer;
     QElapsedTimer m_textClock;

@@ -47,6 +47,7 @@ struct RequestRow {
     int hostBlocks = 0;      // while swapped
     int preemptions = 0;
     int scheduledTokens = 0;  // tokens run for it this step
+    QString adapter;          // the LoRA adapter it runs with ("": the base model)
 };
 
 // ---- one engine step ----------------------------------------------------------------
