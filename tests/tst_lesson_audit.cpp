@@ -241,7 +241,6 @@ QHash<QString, QVector<Claim>> claims() {
         },
         [](const Seen& s) { return expect(count_rows(s.f, finished) == 5, "not all 5 requests finished"); },
     };
-    c["06_roofline.json"] = roofline_claims();
     return c;
 }
 
