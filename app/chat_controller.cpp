@@ -9,6 +9,9 @@
 
 #include "app/chat_export.h"
 #include "app/engine_bridge.h"
+#include "app/remote/connection_store.h"
+#include "app/remote/remote_chat_client.h"
+#include "app/remote/secret_store.h"
 #include "app/sampling_form.h"
 #include "ui/chat_view.h"
 #include "ui/context_gauge.h"
@@ -24,6 +27,13 @@ ChatController::ChatController(EngineBridge* bridge, const QString& chatsPath, Q
     m_flushTimer.setSingleShot(true);
     m_flushTimer.setInterval(kFlushMs);
     connect(&m_flushTimer, &QTimer::timeout, this, &ChatController::flush);
+    // Chats on remote connections: the client's ids, negated, share the request-id map.
+    m_remote = new remote::RemoteChatClient(this);
+    connect(m_remote, &remote::RemoteChatClient::token, this, [this](qint64 id, const QString& p) { onToken(-id, p); });
+    connect(m_remote, &remote::RemoteChatClient::finished, this,
+            [this](qint64 id, const QString& summary) { onFinished(-id, summary); });
+    connect(m_remote, &remote::RemoteChatClient::failed, this,
+            [this](qint64 id, const QString& message) { onRemoteFailed(-id, message); });
 }
 
 ChatController::~ChatController() {
@@ -60,7 +70,8 @@ ui::ChatView* ChatController::viewFor(const QString& convId) {
     auto* v = new ui::ChatView(m_stack);
     m_views.insert(convId, v);
     m_stack->addWidget(v);
-    v->setReady(m_ready, m_notReadyWhy);
+    QString why;
+    v->setReady(readyFor(convId, &why), why);
     replay(convId, v);
     connect(v, &ui::ChatView::sendRequested, this, [this, convId](const QString& text) { send(convId, text); });
     connect(v, &ui::ChatView::stopRequested, this, [this, convId] { stop(convId); });
@@ -85,7 +96,10 @@ void ChatController::setSettingsForm(SamplingForm* form) {
 void ChatController::setReady(bool ready, const QString& why) {
     m_ready = ready;
     m_notReadyWhy = why;
-    for (auto* v : std::as_const(m_views)) v->setReady(ready, why);
+    for (auto it = m_views.cbegin(); it != m_views.cend(); ++it) {
+        QString reason;
+        it.value()->setReady(readyFor(it.key(), &reason), reason);
+    }
     for (auto it = m_views.cbegin(); it != m_views.cend(); ++it) updateGauge(it.key());
 }
 
@@ -96,13 +110,17 @@ void ChatController::select(const QString& convId) {
     m_currentId = convId;
     m_stack->setCurrentWidget(viewFor(convId));
     loadForm();
+    Q_EMIT targetChanged(convId, target(convId));
 }
 
 void ChatController::newChat() {
     storeForm();
     const int i = m_store.indexOf(m_currentId);
     Conversation& c = m_store.add(tr("New chat"));
-    if (i >= 0) c.settings = m_store.conversations()[i + 1].settings;  // keep the user's sampling choices
+    if (i >= 0) {  // keep the user's sampling choices and what the chat talks to
+        c.settings = m_store.conversations()[i + 1].settings;
+        c.target = m_store.conversations()[i + 1].target;
+    }
     select(c.id);
     Q_EMIT listChanged();
     save();
@@ -178,14 +196,22 @@ bool ChatController::submit(const QString& convId, const QString& text, int keep
     if (i < 0 || m_live.contains(convId)) return false;
     if (convId == m_currentId) storeForm();
     Conversation& c = m_store.conversations()[i];
-    const int start = c.settings.contextPolicy == "drop-oldest" ? fitStart(c, keep, text) : c.contextStart;
+    // A remote server counts its own context: the local tokenizer cannot fit turns for it.
+    const int start = c.settings.contextPolicy == "drop-oldest" && !c.target.isRemote() ? fitStart(c, keep, text)
+                                                                                       : c.contextStart;
     Conversation seen = c;
     seen.contextStart = start;
     QList<ChatTurn> turns = seen.messages(keep);
     turns.append({"user", text});
     auto* v = viewFor(convId);
-    const SubmitResult sub = m_bridge->submitChat(turns, c.settings);
-    if (!sub.ok()) {  // not queued: nothing is saved or removed, the text goes back to the user
+    SubmitResult sub;
+    if (c.target.isRemote()) {
+        sub.id = submitRemote(c, turns, &sub.error);
+        if (sub.id == 0 && sub.error.isEmpty()) sub.error = tr("the remote request could not start");
+    } else {
+        sub = m_bridge->submitChat(turns, c.settings);
+    }
+    if (sub.id == 0) {  // not queued: nothing is saved or removed, the text goes back to the user
         QString notice = tr("Not sent: %1. Your message is back in the prompt box.").arg(sub.error);
         if (sub.tooLong() && c.settings.contextPolicy != "drop-oldest")
             notice += tr(" To go on in this chat, choose “When full: drop the oldest turns” under the transcript.");
@@ -224,21 +250,28 @@ bool ChatController::submit(const QString& convId, const QString& text, int keep
         m_editing.remove(convId);
         v->setEditing(false);
     }
-    if (replaced) replay(convId, v);  // an edit or a regenerate: the old exchange goes now
-    else
-        v->appendUserMessage(text);
-    v->beginAssistantMessage();
-    v->setGenerating(true);
+    // Live before the replay, which then draws the new reply as the one streaming (not as a
+    // saved reply cut off).
     m_live.insert(convId, Live{sub.id, {}, false, sub.promptTokens, 0, sub.contextTokens});
+    if (replaced) {
+        replay(convId, v);  // an edit or a regenerate: the old exchange goes now
+    } else {
+        v->appendUserMessage(text);
+        v->beginAssistantMessage();
+    }
+    v->setGenerating(true);
     updateGauge(convId);
     m_requestConv.insert(sub.id, convId);
-    Q_EMIT requestSubmitted(sub.id, c.title.left(24), !c.settings.speculative.isEmpty());
+    if (sub.id > 0) Q_EMIT requestSubmitted(sub.id, c.title.left(24), !c.settings.speculative.isEmpty());
     return true;
 }
 
 void ChatController::stop(const QString& convId) {
     const auto it = m_live.constFind(convId);
-    if (it != m_live.constEnd() && it->requestId > 0) m_bridge->cancel(it->requestId);
+    if (it == m_live.constEnd()) return;
+    if (it->requestId > 0) m_bridge->cancel(it->requestId);
+    else if (it->requestId < 0)
+        m_remote->cancel(-it->requestId);  // closes the stream; the server cancels; onRemoteFailed keeps the text
 }
 
 void ChatController::retry(const QString& convId, bool edit) {
@@ -332,11 +365,125 @@ void ChatController::onFailed(qint64 id, const QString& message) {
     updateGauge(conv);
 }
 
+void ChatController::onRemoteFailed(qint64 id, const QString& message) {
+    const QString conv = m_requestConv.take(id);
+    if (conv.isEmpty()) return;
+    const Live live = m_live.take(conv);
+    const int i = m_store.indexOf(conv);
+    if (i < 0) return;
+    auto* v = viewFor(conv);
+    // The user's message stays, and so does what streamed (marked interrupted); Regenerate
+    // sends the message again and replaces the partial reply once the new one is queued.
+    QList<SavedTurn>& turns = m_store.conversations()[i].turns;
+    if (SavedTurn* t = liveTurn(conv)) {
+        if (live.pending.isEmpty()) {
+            turns.removeLast();
+        } else {
+            t->content = live.pending;
+            t->state = SavedTurn::State::Interrupted;
+        }
+    }
+    save();
+    v->endAssistantMessage(live.pending.isEmpty()
+                               ? tr("no reply")
+                               : tr("%1 characters arrived · interrupted before it finished").arg(live.pending.size()));
+    v->appendNotice(message + tr(" Your message and the partial reply are kept; press Regenerate to retry."));
+    v->setGenerating(false);
+    v->setCanRetry(true);
+}
+
+qint64 ChatController::submitRemote(const Conversation& c, const QList<ChatTurn>& turns, QString* error) {
+    const auto store = connections();
+    const remote::RemoteConnection* rc = store ? store->find(c.target.connection) : nullptr;
+    if (!rc) {
+        *error = tr("the remote connection this chat uses is not among the saved connections any more; pick another "
+                    "in the chat's header");
+        return 0;
+    }
+    net::ClientOptions o;
+    o.base_url = rc->baseUrl.toStdString();
+    o.connect_timeout_s = 10;
+    o.read_timeout_s = 120;
+    if (rc->hasKey) {
+        if (!m_secrets && m_makeSecrets) m_secrets = m_makeSecrets();
+        QString why;
+        const QString key = m_secrets ? m_secrets->read(rc->id, &why) : QString();
+        if (!why.isEmpty()) {
+            *error = tr("the API key of %1 could not be read: %2").arg(rc->name, why);
+            return 0;
+        }
+        o.api_key = key.toStdString();
+    }
+    QVector<remote::RemoteTurn> rt;
+    for (const ChatTurn& t : turns)
+        if (t.role == "user" || t.role == "assistant") rt.push_back({t.role, t.content});
+    const ChatSettings& s = c.settings;
+    remote::RemoteSampling rs;
+    rs.temperature = s.temperature;
+    rs.topK = s.topK;
+    rs.topP = s.topP;
+    rs.minP = s.minP;
+    rs.repeatPenalty = s.repeatPenalty;
+    rs.maxTokens = s.maxTokens;
+    rs.seed = s.seed;
+    rs.systemPrompt = s.systemPrompt;
+    m_remote->setOptions(o);
+    return -m_remote->submit(c.target.model.isEmpty() ? rc->model : c.target.model, rt, rs);
+}
+
+void ChatController::setConnections(const QString& settingsPath,
+                                    std::function<std::shared_ptr<remote::SecretStore>()> secrets) {
+    m_connectionsPath = settingsPath;
+    m_makeSecrets = std::move(secrets);
+    m_secrets.reset();
+    for (auto it = m_views.cbegin(); it != m_views.cend(); ++it) {
+        QString why;
+        it.value()->setReady(readyFor(it.key(), &why), why);
+    }
+}
+
+std::unique_ptr<remote::ConnectionStore> ChatController::connections() const {
+    if (m_connectionsPath.isEmpty()) return nullptr;
+    // Listing needs no keys: the store's SecretStore is only used to read, save or remove one.
+    return std::make_unique<remote::ConnectionStore>(m_connectionsPath, nullptr);
+}
+
+ChatTarget ChatController::target(const QString& convId) const {
+    const int i = m_store.indexOf(convId);
+    return i >= 0 ? m_store.conversations()[i].target : ChatTarget{};
+}
+
+void ChatController::setTarget(const QString& convId, const ChatTarget& t) {
+    const int i = m_store.indexOf(convId);
+    if (i < 0 || m_store.conversations()[i].target == t) return;
+    m_store.conversations()[i].target = t;
+    save();
+    if (auto* v = m_views.value(convId)) {
+        QString why;
+        v->setReady(readyFor(convId, &why), why);
+    }
+    updateGauge(convId);
+    if (convId == m_currentId) Q_EMIT targetChanged(convId, t);
+}
+
+bool ChatController::readyFor(const QString& convId, QString* why) const {
+    const ChatTarget t = target(convId);
+    if (!t.isRemote()) {
+        *why = m_notReadyWhy;
+        return m_ready;
+    }
+    const auto store = connections();
+    if (store && store->find(t.connection)) return true;
+    *why = tr("This chat's remote connection is not among the saved connections; pick another above.");
+    return false;
+}
+
 void ChatController::interrupt(const QString& convId) {
     if (!m_live.contains(convId)) return;
     const Live live = m_live.take(convId);
     m_requestConv.remove(live.requestId);  // its last tokens and its end are ignored
     if (m_bridge && live.requestId > 0) m_bridge->cancel(live.requestId);
+    if (live.requestId < 0) m_remote->cancel(-live.requestId);
     SavedTurn* t = liveTurn(convId);
     if (!t) return;
     t->content = live.pending;
@@ -417,7 +564,7 @@ int ChatController::fitStart(const Conversation& c, int keep, const QString& tex
 
 ContextUse ChatController::contextUse(const QString& convId) const {
     const int i = m_store.indexOf(convId);
-    if (i < 0 || !m_ready) return {};
+    if (i < 0 || !m_ready || m_store.conversations()[i].target.isRemote()) return {};
     const auto live = m_live.constFind(convId);
     if (live != m_live.constEnd()) return {live->promptTokens + live->pieces, live->contextTokens};
     return m_bridge->countContext(m_store.conversations()[i].messages(), m_store.conversations()[i].settings);
@@ -429,6 +576,7 @@ void ChatController::updateGauge(const QString& convId) {
     if (!v || i < 0) return;
     const ContextUse u = contextUse(convId);
     v->contextGauge()->setUsage(u.used, u.limit);
+    v->contextGauge()->setVisible(!m_store.conversations()[i].target.isRemote());  // the server keeps its own
     v->contextGauge()->setPolicy(m_store.conversations()[i].settings.contextPolicy);
 }
 

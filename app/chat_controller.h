@@ -16,12 +16,19 @@
 #include <QStackedWidget>
 #include <QString>
 #include <QTimer>
+#include <functional>
+#include <memory>
 
 #include "app/chat_store.h"
 
 namespace kvs::ui {
 class ChatView;
 }
+namespace kvs::remote {
+class ConnectionStore;
+class RemoteChatClient;
+class SecretStore;
+}  // namespace kvs::remote
 
 namespace kvs::app {
 
@@ -78,6 +85,20 @@ public:
     bool importChats(const QString& path, QString* error);
     // The chat's context use as its gauge shows it (0 of 0 without a model).
     ContextUse contextUse(const QString& convId) const;
+
+    // What each chat talks to (app/chat_store's ChatTarget, saved with it). A chat on a remote
+    // connection streams through app/remote's RemoteChatClient (worker threads, never the GUI
+    // thread); a failure there (server down, slow, 401/429/5xx, a cut stream, Stop) keeps the
+    // user's message and the partial reply, says why inline and leaves Regenerate to retry.
+    // The connections are read from settingsPath (remote.ini) each time the list is asked
+    // for; the keys come from the SecretStore made by `secrets` on first need.
+    void setConnections(const QString& settingsPath, std::function<std::shared_ptr<remote::SecretStore>()> secrets);
+    std::unique_ptr<remote::ConnectionStore> connections() const;  // a fresh read; null before setConnections
+    remote::RemoteChatClient* remoteClient() const { return m_remote; }
+    ChatTarget target(const QString& convId) const;
+    // Saves the chat's target; for the current chat, emits targetChanged (the window then loads
+    // a local model that is not the one running; a remote target is used at once).
+    void setTarget(const QString& convId, const ChatTarget& t);
     // Cancels every reply in flight and saves what each has streamed, marked interrupted
     // (the window is closing). Safe to call more than once.
     void interruptAll();
@@ -91,6 +112,8 @@ Q_SIGNALS:
     void statusMessage(const QString& text, int timeoutMs);
     void deletedChanged();  // a chat was deleted or brought back (canUndoDelete may change)
     void importFailed(const QString& message);
+    // The chat shown changed, or the shown chat's target did.
+    void targetChanged(const QString& convId, const kvs::app::ChatTarget& target);
 
 private:
     struct Live {  // a conversation's reply in flight
@@ -118,6 +141,11 @@ private:
     void onToken(qint64 id, const QString& piece);
     void onFinished(qint64 id, const QString& summary);
     void onFailed(qint64 id, const QString& message);
+    void onRemoteFailed(qint64 id, const QString& message);  // id: the client's, negated
+    // Starts a remote reply for c's target: its id negated (engine ids are positive), or 0
+    // with *error naming what is missing.
+    qint64 submitRemote(const Conversation& c, const QList<ChatTurn>& turns, QString* error);
+    bool readyFor(const QString& convId, QString* why) const;
     // Ends a conversation's live reply as interrupted (kept, cancelled in the engine).
     void interrupt(const QString& convId);
     SavedTurn* liveTurn(const QString& convId);  // the store's turn of the reply in flight
@@ -141,6 +169,10 @@ private:
     QHash<QString, QString> m_editing;      // conversation id -> the prompt box's text before Edit
     QList<Deleted> m_deleted;               // most recent last
     QTimer m_flushTimer;                    // single shot: kFlushMs after the first unsaved token
+    remote::RemoteChatClient* m_remote = nullptr;  // replies of chats on remote connections
+    QString m_connectionsPath;
+    std::function<std::shared_ptr<remote::SecretStore>()> m_makeSecrets;
+    mutable std::shared_ptr<remote::SecretStore> m_secrets;
 };
 
 }  // namespace kvs::app

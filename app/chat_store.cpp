@@ -126,6 +126,11 @@ QJsonObject ChatStore::toJson(const Conversation& c) {
                   {"turns", turns},
                   {"settings", settings_json(c.settings)}};
     if (c.contextStart > 0) o.insert("context_start", c.contextStart);
+    if (!c.target.kind.isEmpty()) {
+        QJsonObject t{{"kind", c.target.kind}, {"model", c.target.model}};
+        if (c.target.isRemote()) t.insert("connection", c.target.connection);
+        o.insert("target", t);
+    }
     return o;
 }
 
@@ -146,6 +151,14 @@ Conversation ChatStore::fromJson(const QJsonObject& o) {
     }
     c.settings = settings_from(o.value("settings").toObject());
     c.contextStart = std::clamp(o.value("context_start").toInt(0), 0, int(c.turns.size()));
+    const QJsonObject t = o.value("target").toObject();  // absent in older files: the loaded model
+    const QString kind = t.value("kind").toString();
+    if (kind == "local" || kind == "remote") {
+        c.target.kind = kind;
+        c.target.model = t.value("model").toString();
+        c.target.connection = t.value("connection").toString();
+        if (c.target.isRemote() ? c.target.connection.isEmpty() : c.target.model.isEmpty()) c.target = {};
+    }
     return c;
 }
 

@@ -26,6 +26,20 @@ struct SavedTurn : ChatTurn {
     State state = State::Complete;
 };
 
+// What a chat talks to. Empty kind: whatever model the window has loaded (chats saved before
+// targets existed). "local": a model file or folder (model); "remote": a saved remote
+// connection (connection, its id in app/remote's ConnectionStore) and the model to ask it for
+// (model; empty: the connection's own). Saved as "target" only when kind is set.
+struct ChatTarget {
+    QString kind;  // "", "local", "remote"
+    QString model;
+    QString connection;
+    bool isRemote() const { return kind == QLatin1String("remote"); }
+    bool operator==(const ChatTarget& o) const {
+        return kind == o.kind && model == o.model && connection == o.connection;
+    }
+};
+
 struct Conversation {
     QString id;  // stable, unique (a UUID)
     QString title;
@@ -35,6 +49,7 @@ struct Conversation {
     // The first turn the model sees: turns before it were dropped from its context to fit
     // (settings.contextPolicy "drop-oldest"); they stay in the chat. Saved as "context_start".
     int contextStart = 0;
+    ChatTarget target;
     // The messages the model sees: turns[contextStart, n) (n < 0: to the end), without stats.
     QList<ChatTurn> messages(int n = -1) const;
 };

@@ -1,6 +1,7 @@
 #include "app/engine_bridge.h"
 
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <random>
 
@@ -44,29 +45,104 @@ EngineBridge::~EngineBridge() {
     loop.reset();  // joins the engine thread: no callback runs after this
 }
 
-void EngineBridge::loadModel(const QString& nameOrPath) {
+void EngineBridge::loadModel(const QString& nameOrPath) { loadModelAt(nameOrPath, 0, 0, 0); }
+
+qint64 EngineBridge::newLoadTicket() {
+    static std::atomic<qint64> next{1};
+    return next++;
+}
+
+void EngineBridge::cancelLoad(qint64 ticket) {
+    std::lock_guard<std::mutex> lk(m_mu);
+    if (ticket > 0) m_cancelledLoads.insert(ticket);
+}
+
+bool EngineBridge::loadCancelled(qint64 ticket) {
+    std::lock_guard<std::mutex> lk(m_mu);
+    return m_cancelledLoads.erase(ticket) > 0;
+}
+
+void EngineBridge::loadModelAt(const QString& nameOrPath, int contextTokens, int batch, qint64 ticket) {
+    constexpr int kStages = 3;
+    auto cancelled = [&] {
+        if (!loadCancelled(ticket)) return false;
+        Q_EMIT modelLoadCancelled(ticket);
+        return true;
+    };
+    if (cancelled()) return;
+    Q_EMIT loadProgress(ticket, 1, kStages, tr("reading %1 (mapping it and checking every tensor)").arg(nameOrPath));
     SessionOptions so;
     so.self_drafts = true;  // layer-skip and (small models) int4 self-drafts for the chats
     auto session = Session::open(nameOrPath.toStdString(), so);
     if (!session) {
+        loadCancelled(ticket);
         Q_EMIT modelLoadFailed(qs(session.message()));
         return;
     }
+    if (cancelled()) return;
+    const Model& m = (*session)->model();
+    const auto& c = m.config;
+    Q_EMIT loadProgress(ticket, 2, kStages, tr("checking the memory it needs"));
+    EngineSettings es;
+    const int ctx = contextTokens > 0 ? contextTokens : (*session)->default_max_model_len();
+    if (contextTokens > 0 && c.n_ctx_train > 0 && contextTokens > c.n_ctx_train) {
+        loadCancelled(ticket);
+        Q_EMIT modelLoadFailed(tr("%1: a context of %2 tokens is more than the %3 it was trained on; choose at most %3")
+                                   .arg(nameOrPath)
+                                   .arg(contextTokens)
+                                   .arg(c.n_ctx_train));
+        return;
+    }
+    if (batch > 0) es.kvBlocks = batch * ((ctx + es.blockSize - 1) / es.blockSize);
+    {
+        EngineOptions eo;
+        eo.block_size = es.blockSize;
+        eo.kv_blocks = es.kvBlocks;
+        eo = (*session)->engine_options(eo);
+        const qint64 kv = qint64(eo.kv_blocks) * eo.block_size * (*session)->kv_bytes_per_token(eo.kv_type);
+        const qint64 ram = Session::machine_ram_bytes();
+        if (ram > 0 && m.weight_bytes + kv > ram) {
+            loadCancelled(ticket);
+            Q_EMIT modelLoadFailed(tr("%1 needs %2 MiB (weights %3 MiB + KV cache %4 MiB) but this machine has %5 MiB "
+                                      "of RAM; choose a smaller context or batch")
+                                       .arg(nameOrPath)
+                                       .arg((m.weight_bytes + kv) >> 20)
+                                       .arg(m.weight_bytes >> 20)
+                                       .arg(kv >> 20)
+                                       .arg(ram >> 20));
+            return;
+        }
+    }
+    if (cancelled()) return;
+    Q_EMIT loadProgress(ticket, 3, kStages, tr("starting the engine"));
+    int previousChoice = 0;
+    {
+        std::lock_guard<std::mutex> lk(m_mu);
+        previousChoice = m_contextChoice;
+        m_contextChoice = contextTokens;
+    }
     QString backend;
-    const QString err = startEngine(session.value(), EngineSettings{}, &backend);
+    const QString err = startEngine(session.value(), es, &backend);
+    if (!err.isEmpty()) {
+        std::lock_guard<std::mutex> lk(m_mu);
+        m_contextChoice = previousChoice;
+    }
+    loadCancelled(ticket);  // too late to cancel now
     if (!err.isEmpty()) {
         Q_EMIT modelLoadFailed(err);
         return;
     }
-    const Model& m = (*session)->model();
-    const auto& c = m.config;
     Q_EMIT modelShape(qs(c.name), c.n_layer, c.n_kv_head, c.head_dim, m.weight_bytes);
     for (const auto& w : m.warnings) Q_EMIT modelWarning(qs(w));
-    Q_EMIT modelLoaded(QString("%1 · %2 · %3 layers · %4 M params · %5")
+    // The context is named with what the model was trained on, so a default below it is seen.
+    const QString ctxText = contextTokens > 0 || c.n_ctx_train <= 0 || ctx == c.n_ctx_train
+                                ? tr("context %1").arg(ctx)
+                                : tr("context %1 of %2 trained (choose another in File ▸ Models)").arg(ctx).arg(c.n_ctx_train);
+    Q_EMIT modelLoaded(QString("%1 · %2 · %3 layers · %4 M params · %5 · %6")
                            .arg(qs(c.name), qs(m.file_type))
                            .arg(c.n_layer)
                            .arg(m.n_params / 1e6, 0, 'f', 0)
-                           .arg(backend));
+                           .arg(backend, ctxText));
 }
 
 QString EngineBridge::startEngine(std::shared_ptr<const Session> session, const EngineSettings& es, QString* backend) {
@@ -79,6 +155,10 @@ QString EngineBridge::startEngine(std::shared_ptr<const Session> session, const 
     eo.scheduler.max_num_batched_tokens = es.stepBudget;
     eo.scheduler.policy = es.staticBatching ? BatchingPolicy::static_batch : BatchingPolicy::continuous;
     eo.scheduler.preemption = es.swap ? PreemptionMode::swap : PreemptionMode::recompute;
+    {
+        std::lock_guard<std::mutex> lk(m_mu);
+        eo.max_model_len = m_contextChoice;  // 0: the session's default
+    }
     eo = session->engine_options(eo);
     eo.scheduler.n_host_blocks = es.swap ? 4 * eo.kv_blocks : 0;
     auto engine = session->make_engine(eo);
@@ -444,6 +524,16 @@ int64_t EngineBridge::weightBytes() const {
 std::shared_ptr<const Model> EngineBridge::model() const {
     std::lock_guard<std::mutex> lk(m_mu);
     return m_session ? m_session->model_ptr() : nullptr;
+}
+
+QString EngineBridge::modelPath() const {
+    std::lock_guard<std::mutex> lk(m_mu);
+    return m_session ? qs(m_session->model().path) : QString();
+}
+
+int EngineBridge::contextTokens() const {
+    std::lock_guard<std::mutex> lk(m_mu);
+    return m_maxModelLen;
 }
 
 }  // namespace kvs::app

@@ -152,9 +152,24 @@ public:
     int64_t weightBytes() const;
     // The loaded model (null before one is loaded), for views that run it beside the engine.
     std::shared_ptr<const Model> model() const;
+    // The loaded model's file or folder ("" before one is loaded) and its context in tokens.
+    QString modelPath() const;
+    int contextTokens() const;
+    // A load the window follows (loadProgress) and may cancel: a ticket per load. cancelLoad
+    // is thread-safe; the load stops before its next stage and the previous model keeps
+    // running (a load past its last stage, the engine's start, is no longer cancelled).
+    static qint64 newLoadTicket();
+    void cancelLoad(qint64 ticket);
 
 public Q_SLOTS:
     void loadModel(const QString& nameOrPath);
+    // Loads with a chosen context (tokens per sequence; 0: the session's default, the
+    // training context up to 4096, which modelLoaded's description names) and batch (the KV
+    // pool then holds exactly batch sequences of that context; 0: the default pool). A context
+    // beyond the model's training context, or weights + KV beyond this machine's RAM, is
+    // refused with both numbers: the context is never reduced behind the user's back. Every
+    // failure leaves the previous model loaded and running.
+    void loadModelAt(const QString& nameOrPath, int contextTokens, int batch, qint64 ticket);
     // A fresh engine for the loaded model with these settings (lessons); requests in flight
     // fail with "the engine was reconfigured". Emits engineConfigured or modelLoadFailed.
     void configureEngine(const kvs::app::EngineSettings& settings);
@@ -162,6 +177,9 @@ public Q_SLOTS:
 Q_SIGNALS:
     void modelLoaded(const QString& description);
     void modelLoadFailed(const QString& message);
+    // A ticketed load's stage (1-based, of `stages`) as it begins, and its cancellation.
+    void loadProgress(qint64 ticket, int stage, int stages, const QString& what);
+    void modelLoadCancelled(qint64 ticket);
     void engineConfigured(const QString& description);
     void modelWarning(const QString& message);  // loaded, but something is not applied (see Model::warnings)
     void modelShape(const QString& name, int layers, int kvHeads, int headDim, qint64 weightBytes);
@@ -177,6 +195,7 @@ private:
     void recordLatency(const RequestMetrics& m);  // TTFT and TPOT of a finished request, for the metrics
     // Builds an engine for the session with the settings and swaps it in; the error, or "".
     QString startEngine(std::shared_ptr<const Session> session, const EngineSettings& s, QString* backend);
+    bool loadCancelled(qint64 ticket);  // and forgets the ticket when it was
 
     mutable std::mutex m_mu;  // guards everything below
     std::shared_ptr<const Session> m_session;
@@ -187,6 +206,8 @@ private:
     int64_t m_kvBytesPerBlock = 0;
     int m_maxModelLen = 0;      // the engine's prompt + output limit in tokens
     EngineSettings m_settings;  // the engine's
+    int m_contextChoice = 0;    // the context the user chose at load (0: the default), kept by configureEngine
+    std::set<qint64> m_cancelledLoads;
 };
 
 }  // namespace kvs::app

@@ -4,6 +4,10 @@
 #include <QApplication>
 #include <QCloseEvent>
 #include <QDir>
+#include <QDragEnterEvent>
+#include <QDropEvent>
+#include <QFileInfo>
+#include <QMimeData>
 #include <QDockWidget>
 #include <QFileDialog>
 #include <QImageWriter>
@@ -16,16 +20,22 @@
 #include <QProgressBar>
 #include <QSettings>
 #include <QStackedWidget>
+#include <QStandardPaths>
 #include <QStatusBar>
 #include <QStyle>
 #include <QToolButton>
+#include <QVBoxLayout>
 
 #include "app/chat_controller.h"
 #include "app/chat_list_panel.h"
+#include "app/chat_target_bar.h"
 #include "app/engine_bridge.h"
 #include "app/engine_panel.h"
 #include "app/lesson_player.h"
+#include "app/model_load_status.h"
 #include "app/model_manager.h"
+#include "app/remote/connection_store.h"
+#include "app/remote/secret_store.h"
 #include "app/quant_compare_dock.h"
 #include "app/sampling_form.h"
 #include "app/telemetry_feed.h"
@@ -47,10 +57,18 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
     resize(1280, 800);
     setMinimumSize(900, 600);  // the chat, the Engine dock's controls and one view stay usable
     setDockNestingEnabled(true);
+    setAcceptDrops(true);  // a model file dropped on the window: File ▸ Models… adds it
     startBridge();
     m_chats = new ChatController(m_bridge, chatsPath.isEmpty() ? ChatStore::defaultPath() : chatsPath, this);
     m_lessons = new LessonPlayer(m_bridge, this);
-    setCentralWidget(m_chats->views());
+    m_targetBar = new ChatTargetBar(this);
+    auto* center = new QWidget(this);  // the chat's header (what it talks to) over the chats
+    auto* centerLayout = new QVBoxLayout(center);
+    centerLayout->setContentsMargins(0, 0, 0, 0);
+    centerLayout->setSpacing(0);
+    centerLayout->addWidget(m_targetBar);
+    centerLayout->addWidget(m_chats->views(), 1);
+    setCentralWidget(center);
     buildStatusBar(modelNameOrPath);
     buildDocks();
     buildFileMenu();
@@ -60,10 +78,13 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
     connectChats();
     connectLessons();
     connectBridge();
+    connectTargets();
     restoreLayout();  // where the user left the docks last time
     connect(&m_pollTimer, &QTimer::timeout, this, &MainWindow::poll);
     m_pollTimer.start(33);
-    loadModel(modelNameOrPath);
+    // The chat shown first talks to its own local model, when it has one.
+    const ChatTarget first = m_chats->target(m_chats->currentId());
+    loadModel(first.kind == QLatin1String("local") ? first.model : modelNameOrPath);
 }
 
 MainWindow::~MainWindow() {
@@ -86,11 +107,9 @@ void MainWindow::buildStatusBar(const QString& modelNameOrPath) {
     m_liveLabel->setObjectName("liveFigures");
     statusBar()->addWidget(m_modelLabel, 1);
     statusBar()->addPermanentWidget(m_liveLabel);
-    m_loadProgress = new QProgressBar(this);
-    m_loadProgress->setObjectName("loadProgress");
-    m_loadProgress->setRange(0, 0);  // busy: the loader reports no fraction
-    m_loadProgress->setMaximumWidth(fontMetrics().averageCharWidth() * 20);
-    statusBar()->addPermanentWidget(m_loadProgress);
+    m_loadStatus = new ModelLoadStatus(m_bridge, this);
+    statusBar()->addPermanentWidget(m_loadStatus);
+    connect(m_loadStatus, &ModelLoadStatus::loadEnded, this, &MainWindow::onLoadEnded);
     m_undoButton = new QToolButton(this);
     m_undoButton->setObjectName("undoDeleteButton");
     m_undoButton->setText(tr("Undo"));
@@ -147,10 +166,7 @@ QDockWidget* MainWindow::addDock(const QString& title, const QString& name, QWid
 
 void MainWindow::buildFileMenu() {
     auto* file = menuBar()->addMenu(tr("&File"));
-    file->addAction(tr("&Models…"), QKeySequence(Qt::CTRL | Qt::Key_M), this, [this] {
-        ModelManagerDialog d(this);
-        if (d.exec() == QDialog::Accepted && d.selectedIsLoadable()) loadModelPath(d.selectedPath());
-    });
+    file->addAction(tr("&Models…"), QKeySequence(Qt::CTRL | Qt::Key_M), this, [this] { showModels(); });
     file->addAction(tr("&Open model…"), QKeySequence::Open, this, &MainWindow::openModel);
     file->addAction(tr("&New chat"), QKeySequence::New, this, &MainWindow::newChat);
     file->addAction(tr("E&xport chat…"), m_chatList, &ChatListPanel::askExport);
@@ -279,7 +295,6 @@ void MainWindow::connectLessons() {
 
 void MainWindow::connectBridge() {
     connect(m_bridge, &EngineBridge::modelLoaded, this, [this](const QString& d) {
-        m_loadProgress->hide();
         m_modelLabel->setText(d);
         if (!m_loadingModel.isEmpty()) QSettings().setValue("model/last", m_loadingModel);
         m_chats->setReady(true);
@@ -288,7 +303,7 @@ void MainWindow::connectBridge() {
         m_feed->resetSpec();
     });
     connect(m_bridge, &EngineBridge::modelLoadFailed, this, [this](const QString& msg) {
-        m_loadProgress->hide();
+        if (m_bridge->model()) return;  // the model loaded before keeps running (onLoadEnded says why)
         m_modelLabel->setText(tr("no model loaded"));
         m_chats->setReady(false, tr("Could not load the model: %1 — use File ▸ Open model…").arg(msg));
     });
@@ -503,17 +518,93 @@ void MainWindow::openModel() {
     if (!path.isEmpty()) loadModelPath(path);
 }
 
-void MainWindow::loadModelPath(const QString& path) {
+void MainWindow::loadModelPath(const QString& path, int context, int batch) {
     m_chats->setReady(false, tr("Loading %1…").arg(path));
     m_loadingModel = path;
-    m_loadProgress->show();  // busy until modelLoaded / modelLoadFailed
-    loadModel(path);
+    m_loadStatus->start(path, context, batch);  // stages and Cancel until it ends (onLoadEnded)
 }
 
-void MainWindow::loadModel(const QString& nameOrPath) {
-    EngineBridge* b = m_bridge;
-    auto load = [b, nameOrPath] { b->loadModel(nameOrPath); };
-    QMetaObject::invokeMethod(b, load, Qt::QueuedConnection);
+void MainWindow::loadModel(const QString& nameOrPath) { m_loadStatus->start(nameOrPath); }
+
+void MainWindow::onLoadEnded(const QString& path, bool loaded, bool cancelled, const QString& message) {
+    if (loaded) return;  // modelLoaded did the rest
+    m_loadingModel.clear();
+    const auto model = m_bridge->model();
+    if (!model) {
+        if (cancelled) m_chats->setReady(false, tr("Loading %1 was cancelled — use File ▸ Models…").arg(path));
+        return;  // a failure: modelLoadFailed said it in the chat
+    }
+    // The model loaded before is still there, running, with every chat as it was.
+    m_chats->setReady(true);
+    const QString still = tr("still using %1").arg(QString::fromStdString(model->path));
+    statusBar()->showMessage(cancelled ? tr("%1 — %2").arg(message, still)
+                                       : tr("Could not load %1: %2 — %3").arg(path, message, still),
+                             20000);
+}
+
+void MainWindow::connectTargets() {
+    // The connections the remote chat window keeps (remote.ini beside remote_keys.json).
+    const QString dir = QStandardPaths::writableLocation(QStandardPaths::AppConfigLocation);
+    m_chats->setConnections(dir + "/remote.ini",
+                            [dir] { return std::make_shared<remote::SecretStore>(dir + "/remote_keys.json"); });
+    m_targetBar->setChoicesFn([this] {
+        QVector<ChatTargetBar::Choice> out;
+        const QString loaded = m_bridge->modelPath();
+        out.push_back({loaded.isEmpty() ? tr("The loaded model (none yet)")
+                                        : tr("The loaded model (%1)").arg(QFileInfo(loaded).fileName()),
+                       ChatTarget{}});
+        for (const ModelCatalog::Entry& e : ModelCatalog().entries())
+            out.push_back({tr("Local · %1").arg(e.name), ChatTarget{"local", e.path, {}}});
+        if (const auto store = m_chats->connections())
+            for (const remote::RemoteConnection& c : store->connections())
+                out.push_back({tr("Remote · %1 · %2").arg(c.name, c.model.isEmpty() ? tr("server's model") : c.model),
+                               ChatTarget{"remote", c.model, c.id}});
+        return out;
+    });
+    connect(m_targetBar, &ChatTargetBar::targetChosen, this,
+            [this](const ChatTarget& t) { m_chats->setTarget(m_chats->currentId(), t); });
+    connect(m_chats, &ChatController::targetChanged, this, [this](const QString&, const ChatTarget& t) {
+        m_targetBar->setTarget(t);
+        followTarget(t);
+    });
+    connect(m_bridge, &EngineBridge::modelLoaded, m_targetBar, &ChatTargetBar::refresh);
+    m_targetBar->setTarget(m_chats->target(m_chats->currentId()));
+}
+
+void MainWindow::followTarget(const ChatTarget& t) {
+    if (t.kind != QLatin1String("local") || t.model.isEmpty()) return;  // remote: used at once, no load
+    const QString want = ModelCatalog::key(t.model);
+    if (m_loadStatus->loading() ? ModelCatalog::key(m_loadStatus->path()) == want
+                                : ModelCatalog::key(m_bridge->modelPath()) == want)
+        return;
+    loadModelPath(t.model);
+}
+
+ModelManagerDialog* MainWindow::showModels() {
+    if (!m_modelsDialog) {
+        m_modelsDialog = new ModelManagerDialog(this);
+        m_modelsDialog->setAttribute(Qt::WA_DeleteOnClose);
+        connect(m_modelsDialog, &ModelManagerDialog::loadRequested, this,
+                [this](const QString& path, int context, int batch) { loadModelPath(path, context, batch); });
+        connect(m_modelsDialog, &ModelManagerDialog::addFailed, this,
+                [this](const QString& msg) { statusBar()->showMessage(msg, 20000); });
+    }
+    m_modelsDialog->show();
+    m_modelsDialog->raise();
+    return m_modelsDialog;
+}
+
+// A file dropped on the window goes to File ▸ Models…, which adds it (it is a model the engine
+// can load) or says why not; nothing is loaded and no chat changes until Load.
+void MainWindow::dragEnterEvent(QDragEnterEvent* e) {
+    if (!droppedPaths(e->mimeData()).isEmpty()) e->acceptProposedAction();
+}
+
+void MainWindow::dropEvent(QDropEvent* e) {
+    const QStringList paths = droppedPaths(e->mimeData());
+    if (paths.isEmpty()) return;
+    e->acceptProposedAction();
+    showModels()->addModels(paths);
 }
 
 QString MainWindow::lastModel() { return QSettings().value("model/last").toString(); }

@@ -10,6 +10,7 @@
 #include <QElapsedTimer>
 #include <QHash>
 #include <QMainWindow>
+#include <QPointer>
 #include <QThread>
 #include <QTimer>
 
@@ -32,11 +33,15 @@ class SlotTimelineView;
 namespace kvs::app {
 
 class ChatController;
+class ChatTargetBar;
+struct ChatTarget;
 class ChatListPanel;
 class ChatStore;
 class EngineBridge;
 class EnginePanel;
 class LessonPlayer;
+class ModelLoadStatus;
+class ModelManagerDialog;
 class QuantCompareDock;
 class SamplingForm;
 class TelemetryFeed;
@@ -88,6 +93,15 @@ public:
     // The Quantization compare dock: a reference and a quantized variant side by side.
     ui::QuantCompareView* quantView() const { return m_quantView; }
     QuantCompareDock* quantDock() const { return m_quantDock; }
+    // File ▸ Models… (also opened by a file dropped on the window, which it then adds or
+    // refuses with its reason); not modal: Load starts a load the status bar follows.
+    ModelManagerDialog* showModels();
+    ModelLoadStatus* loadStatus() const { return m_loadStatus; }
+    // The chat header's target selector (the loaded model, a local model, a remote connection).
+    ChatTargetBar* targetBar() const { return m_targetBar; }
+    // Loads a model at a context and batch (0, 0: the defaults) with progress and Cancel; a
+    // failed or cancelled load keeps the model that was loaded (and the chats) as they were.
+    void loadModelPath(const QString& path, int context = 0, int batch = 0);
 
 public Q_SLOTS:
     void newChat();
@@ -100,6 +114,8 @@ public Q_SLOTS:
 
 protected:
     void closeEvent(QCloseEvent* e) override;
+    void dragEnterEvent(QDragEnterEvent* e) override;
+    void dropEvent(QDropEvent* e) override;
 
 private:
     void startBridge();
@@ -123,8 +139,10 @@ private:
     void hideDeletedReplies();
     void poll();
     void openModel();
-    void loadModelPath(const QString& path);
     void loadModel(const QString& nameOrPath);  // on the bridge's thread
+    void onLoadEnded(const QString& path, bool loaded, bool cancelled, const QString& message);
+    void connectTargets();
+    void followTarget(const ChatTarget& t);  // loads the chat's local model when it is not the one running
 
     QThread m_engineThread;
     EngineBridge* m_bridge = nullptr;  // lives on m_engineThread
@@ -145,7 +163,9 @@ private:
     // status bar
     QLabel* m_modelLabel = nullptr;
     QLabel* m_liveLabel = nullptr;
-    QProgressBar* m_loadProgress = nullptr;
+    ModelLoadStatus* m_loadStatus = nullptr;  // stages of a model load, Cancel
+    QPointer<ModelManagerDialog> m_modelsDialog;
+    ChatTargetBar* m_targetBar = nullptr;
     QToolButton* m_undoButton = nullptr;   // "Undo" after a chat is deleted
     QAction* m_undoAction = nullptr;       // Edit ▸ Undo delete
     QAction* m_endLessonAction = nullptr;  // Lessons ▸ End lesson
