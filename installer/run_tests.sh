@@ -9,7 +9,9 @@
 #       labelled unit, kernels, engine or model (not bench, not ui) and what they need, runs them.
 #   installer/run_tests.sh --sanitize thread [ctest args...]
 #       TSan tree (build-tsan/): the engine-loop tests (tst_engine: EngineLoop; tst_telemetry:
-#       the snapshot ring under concurrent readers) and the main window (tst_main_window).
+#       the snapshot ring under concurrent readers), the main window (tst_main_window), the
+#       local server (tst_server, tst_server_openai, tst_server_fuzz: HTTP workers, engine
+#       callbacks, cancels) and parallel choices (tst_parallel_choices).
 #       Qt is not built with TSan: tests/tsan.supp silences reports from inside Qt only.
 #   installer/run_tests.sh --show-werror
 #       prints this script's KVSCOPE_WERROR (.ci/run hands it to setup.sh's first configure).
@@ -43,7 +45,7 @@ fi
 case "$sanitize" in
     address) build_dir=$here/build-asan
              select=(-L '^(unit|kernels|engine|model)$' -LE '^(bench|ui)$') ;;
-    thread)  build_dir=$here/build-tsan; select=(-R '^(tst_engine|tst_telemetry|tst_main_window)$') ;;
+    thread)  build_dir=$here/build-tsan; select=(-R '^(tst_engine|tst_telemetry|tst_main_window|tst_server|tst_server_openai|tst_server_fuzz|tst_parallel_choices)$') ;;
     *) echo "run_tests.sh: --sanitize wants address or thread, got '$sanitize'" >&2; exit 2 ;;
 esac
 build_dir=${KVSCOPE_SANITIZE_BUILD_DIR:-$build_dir}
