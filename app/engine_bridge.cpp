@@ -37,6 +37,7 @@ EngineBridge::EngineBridge() {
 }
 
 EngineBridge::~EngineBridge() {
+    stopServer();  // before its engine goes: its streams end with "abort"
     std::unique_ptr<EngineLoop> loop;
     {
         std::lock_guard<std::mutex> lk(m_mu);
@@ -169,6 +170,8 @@ QString EngineBridge::startEngine(std::shared_ptr<const Session> session, const 
     const int64_t blockBytes = session->kv_bytes_per_token(eo.kv_type) * eo.block_size;
     std::unique_ptr<EngineLoop> old;
     std::set<qint64> orphaned;
+    bool serving = false;
+    auto serverLock = suspendServer(&serving);  // the Local server leaves the old engine first
     {
         std::lock_guard<std::mutex> lk(m_mu);
         old = std::move(m_loop);
@@ -182,6 +185,7 @@ QString EngineBridge::startEngine(std::shared_ptr<const Session> session, const 
         m_recent.clear();
     }
     old.reset();
+    resumeServer(std::move(serverLock), serving);
     for (qint64 id : orphaned) Q_EMIT requestFailed(id, tr("the engine was restarted"));
     return {};
 }

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "app/lesson.h"
+#include "app/local_server.h"
 #include "engine/telemetry/snapshot.h"
 
 namespace kvs {
@@ -24,6 +25,9 @@ class EngineLoop;
 class Session;
 class SnapshotRing;
 }  // namespace kvs
+namespace kvs::server {
+class OpenAiServer;
+}
 
 namespace kvs::app {
 
@@ -152,6 +156,15 @@ public:
     int64_t weightBytes() const;
     // The loaded model (null before one is loaded), for views that run it beside the engine.
     std::shared_ptr<const Model> model() const;
+    // The Local server (app/server's OpenAiServer) on this bridge's Session and EngineLoop, so
+    // HTTP requests are requests of the engine the chats use (engine_bridge_server.cpp).
+    // Thread-safe. Returns "" or the error, which names the address (a port in use). A new
+    // engine (another model, a lesson's settings) stops the server - its streams end with
+    // finish_reason "abort" - and starts it again at the same address on the new engine;
+    // serverStopped says so when that fails.
+    QString startServer(const kvs::app::LocalServerSettings& settings);
+    void stopServer();  // lets the replies in flight end (at most 5 s); no-op when off
+    LocalServerState serverState() const;
     // The loaded model's file or folder ("" before one is loaded) and its context in tokens.
     QString modelPath() const;
     int contextTokens() const;
@@ -186,6 +199,7 @@ Q_SIGNALS:
     void tokenText(qint64 requestId, const QString& piece);
     void requestFinished(qint64 requestId, const QString& summary);
     void requestFailed(qint64 requestId, const QString& message);
+    void serverStopped(const QString& why);  // the Local server could not go on with a new engine
 
 private:
     void forget(qint64 id);
@@ -206,6 +220,18 @@ private:
     int64_t m_kvBytesPerBlock = 0;
     int m_maxModelLen = 0;      // the engine's prompt + output limit in tokens
     EngineSettings m_settings;  // the engine's
+
+    // The Local server (engine_bridge_server.cpp). m_serverMu orders start / stop / engine swaps
+    // and is never taken with m_mu held (stopping waits for engine events, whose callbacks
+    // take m_mu); m_serverPtrMu only guards reading the pointer (serverState never waits).
+    std::unique_lock<std::mutex> suspendServer(bool* wasServing);  // before an engine swap
+    void resumeServer(std::unique_lock<std::mutex> lock, bool wasServing);
+    QString startServerLocked();  // m_serverMu held
+    void setServer(std::shared_ptr<server::OpenAiServer> s);
+    std::mutex m_serverMu;
+    mutable std::mutex m_serverPtrMu;
+    std::shared_ptr<server::OpenAiServer> m_server;
+    LocalServerSettings m_serverSettings;
     int m_contextChoice = 0;    // the context the user chose at load (0: the default), kept by configureEngine
     std::set<qint64> m_cancelledLoads;
 };

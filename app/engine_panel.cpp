@@ -5,6 +5,7 @@
 #include <QHeaderView>
 #include <QLabel>
 #include <QPushButton>
+#include <QSignalBlocker>
 #include <QSpinBox>
 #include <QTableWidget>
 #include <QVBoxLayout>
@@ -28,8 +29,15 @@ EnginePanel::EnginePanel(EngineBridge* bridge, QWidget* parent) : QWidget(parent
     slow->setSingleStep(50);
     slow->setSuffix(tr(" ms/step"));
     slow->setSpecialValueText(tr("full speed"));
+    m_cancel = new QPushButton(tr("Cancel request"), this);
+    m_cancel->setObjectName("cancelRequestButton");
+    m_cancel->setToolTip(tr("stop the request selected in the KV block map, the slot timeline or the table below "
+                            "(a chat's reply stops as with Stop; a Local server request's stream ends with "
+                            "finish_reason \"abort\")"));
+    m_cancel->setEnabled(false);
     controls->addWidget(m_pauseButton);
     controls->addWidget(step);
+    controls->addWidget(m_cancel);
     controls->addWidget(slow, 1);
     l->addLayout(controls);
     m_caption = new QLabel(this);
@@ -58,6 +66,9 @@ EnginePanel::EnginePanel(EngineBridge* bridge, QWidget* parent) : QWidget(parent
         m_pauseButton->setText(on ? tr("Resume") : tr("Pause"));
     });
     connect(step, &QPushButton::clicked, this, [this] { m_bridge->singleStep(); });
+    connect(m_cancel, &QPushButton::clicked, this, [this] {
+        if (m_selected > 0) m_bridge->cancel(m_selected);
+    });
     connect(slow, qOverload<int>(&QSpinBox::valueChanged), this, [this](int ms) { m_bridge->setStepDelayMs(ms); });
     m_tableTimer.setSingleShot(true);
     connect(&m_tableTimer, &QTimer::timeout, this, &EnginePanel::redrawTable);
@@ -100,6 +111,15 @@ void EnginePanel::buildRequestTable() {
     m_requests->setHorizontalHeaderLabels(
         {tr("request"), tr("state"), tr("prompt"), tr("output"), tr("KV blocks"), tr("cached"), tr("preempted")});
     m_requests->verticalHeader()->hide();
+    m_requests->setSelectionBehavior(QAbstractItemView::SelectRows);
+    m_requests->setSelectionMode(QAbstractItemView::SingleSelection);
+    connect(m_requests, &QTableWidget::cellClicked, this, [this](int row, int) {
+        bool ok = false;
+        const qint64 id = m_requests->item(row, 0) ? m_requests->item(row, 0)->data(Qt::UserRole).toLongLong(&ok) : -1;
+        if (!ok) return;
+        setSelectedRequest(id);
+        Q_EMIT requestSelected(id);
+    });
     m_requests->setEditTriggers(QAbstractItemView::NoEditTriggers);
     // Fixed widths: resizing to contents re-measures every cell on each change (300 ms with
     // 64 requests).
@@ -148,7 +168,25 @@ void EnginePanel::redrawTable() {
             if (!item) m_requests->setItem(i, c, item = new QTableWidgetItem);
             if (item->text() != cells[c]) item->setText(cells[c]);
         }
+        m_requests->item(i, 0)->setData(Qt::UserRole, r.id);
     }
+    syncSelection();
+}
+
+void EnginePanel::setSelectedRequest(qint64 id) {
+    m_selected = id;
+    syncSelection();
+}
+
+void EnginePanel::syncSelection() {
+    int row = -1;
+    for (int i = 0; i < m_requests->rowCount(); ++i)
+        if (auto* item = m_requests->item(i, 0); item && item->data(Qt::UserRole).toLongLong() == m_selected) row = i;
+    const QSignalBlocker block(m_requests);
+    if (row < 0) m_requests->clearSelection();
+    else if (!m_requests->selectionModel()->isRowSelected(row, {}))
+        m_requests->selectRow(row);
+    m_cancel->setEnabled(row >= 0);  // the table lists the unfinished requests
 }
 
 }  // namespace kvs::app

@@ -27,10 +27,15 @@ public:
     // The frame's unfinished requests; the table is redrawn at most 5 times a second (the
     // newest rows always get there: a redraw held back runs once the 200 ms are up).
     void showRequests(const QVector<ui::RequestRow>& requests);
+    // The request selected in the views (-1: none): its row is highlighted, and Cancel request
+    // stops it (a chat's reply, a lesson's request or a Local server request alike).
+    void setSelectedRequest(qint64 id);
+    qint64 selectedRequest() const { return m_selected; }
 
 Q_SIGNALS:
     void injectRequested(int n, int promptLen, int outputLen, int priority);
     void endLessonRequested();
+    void requestSelected(qint64 id);  // a row of the table was clicked
 
 private:
     QWidget* buildInjectRow();
@@ -45,6 +50,9 @@ private:
     QVector<ui::RequestRow> m_rows;  // the newest frame's
     QElapsedTimer m_tableClock;      // since the last redraw
     QTimer m_tableTimer;             // a held-back redraw
+    QPushButton* m_cancel;           // Cancel request: the selected one
+    qint64 m_selected = -1;
+    void syncSelection();  // the selected row and whether Cancel request can act
 };
 
 }  // namespace kvs::app

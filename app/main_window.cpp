@@ -32,6 +32,7 @@
 #include "app/engine_bridge.h"
 #include "app/engine_panel.h"
 #include "app/lesson_player.h"
+#include "app/local_server_control.h"
 #include "app/model_load_status.h"
 #include "app/model_manager.h"
 #include "app/remote/connection_store.h"
@@ -75,6 +76,9 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
     buildEditMenu();
     buildViewMenu();
     buildLessonsMenu();
+    m_localServer = new LocalServerControl(m_bridge, this);
+    m_localServer->addMenu(menuBar());
+    statusBar()->addPermanentWidget(m_localServer->indicator());
     connectChats();
     connectLessons();
     connectBridge();
@@ -148,6 +152,11 @@ void MainWindow::buildDocks() {
     engineDock->raise();
     connect(m_blockMap, &ui::KvBlockMapView::requestSelected, m_timeline, &ui::SlotTimelineView::setSelectedRequest);
     connect(m_timeline, &ui::SlotTimelineView::requestSelected, m_blockMap, &ui::KvBlockMapView::setSelectedRequest);
+    // The Engine dock's table and Cancel request follow the views' selection, and back.
+    connect(m_blockMap, &ui::KvBlockMapView::requestSelected, m_enginePanel, &EnginePanel::setSelectedRequest);
+    connect(m_timeline, &ui::SlotTimelineView::requestSelected, m_enginePanel, &EnginePanel::setSelectedRequest);
+    connect(m_enginePanel, &EnginePanel::requestSelected, m_blockMap, &ui::KvBlockMapView::setSelectedRequest);
+    connect(m_enginePanel, &EnginePanel::requestSelected, m_timeline, &ui::SlotTimelineView::setSelectedRequest);
     // The block map gets the room: half the window's width, the request table under it.
     resizeDocks({kvDock}, {width() / 2}, Qt::Horizontal);
     resizeDocks({kvDock, engineDock}, {height() * 2 / 3, height() / 3}, Qt::Vertical);

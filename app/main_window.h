@@ -40,6 +40,7 @@ class ChatStore;
 class EngineBridge;
 class EnginePanel;
 class LessonPlayer;
+class LocalServerControl;
 class ModelLoadStatus;
 class ModelManagerDialog;
 class QuantCompareDock;
@@ -93,6 +94,9 @@ public:
     // The Quantization compare dock: a reference and a quantized variant side by side.
     ui::QuantCompareView* quantView() const { return m_quantView; }
     QuantCompareDock* quantDock() const { return m_quantDock; }
+    // Server ▸ Local server: the OpenAI-compatible server on this window's engine.
+    LocalServerControl* localServer() const { return m_localServer; }
+    EnginePanel* enginePanel() const { return m_enginePanel; }
     // File ▸ Models… (also opened by a file dropped on the window, which it then adds or
     // refuses with its reason); not modal: Load starts a load the status bar follows.
     ModelManagerDialog* showModels();
@@ -149,6 +153,7 @@ private:
     ChatController* m_chats = nullptr;
     LessonPlayer* m_lessons = nullptr;
     TelemetryFeed* m_feed = nullptr;
+    LocalServerControl* m_localServer = nullptr;
     // docks
     ChatListPanel* m_chatList = nullptr;
     SamplingForm* m_sampling = nullptr;

@@ -26,6 +26,12 @@ bool TelemetryFeed::poll() {
         if (!latest || latest == m_snap || latest->step.step != m_lastStep) return false;
         snaps.push_back(std::move(latest));
     }
+    // Requests the window did not send itself (the Local server's) are named by their client:
+    // "alice #12" (the request's `user` field), "HTTP 127.0.0.1 #13".
+    for (const auto& snap : snaps)
+        for (const RequestView& r : snap->requests)
+            if (!r.client.empty())  // ids start again with a new engine: always the newest name
+                m_labels.insert(r.id, QStringLiteral("%1 #%2").arg(QString::fromStdString(r.client)).arg(r.id));
     auto label = [this](RequestId id) { return m_labels.value(id); };
     // Every step since the last poll goes to the timeline once; the newest to the other views.
     qint64 appended = m_lastStep;

@@ -59,7 +59,7 @@ struct OpenAiServer::StreamState {
     std::vector<int64_t> text_offsets;  // [choices] completions' logprobs.text_offset so far
 };
 
-std::shared_ptr<ApiCall> OpenAiServer::submit(const CompletionJob& job) {
+std::shared_ptr<ApiCall> OpenAiServer::submit(const CompletionJob& job, const std::string& client) {
     const int n_choices = static_cast<int>(job.prompts.size()) * job.n;
     auto call = std::make_shared<ApiCall>(n_choices);
     {
@@ -70,8 +70,10 @@ std::shared_ptr<ApiCall> OpenAiServer::submit(const CompletionJob& job) {
     const int max_tokens_param = std::max(0, job.params.max_tokens);
     auto on_event = [&](int index) {
         return call->callback(index,
-                              [metrics = m_metrics, pending = m_pending, max_tokens_param](const TokenEvent& ev) {
+                              [metrics = m_metrics, pending = m_pending, max_tokens_param,
+                               hook = m_opt.on_request_finished](const TokenEvent& ev) {
                                   if (ev.metrics) metrics->on_request_finished(*ev.metrics, max_tokens_param);
+                                  if (ev.metrics && hook) hook(*ev.metrics);
                                   --*pending;
                               });
     };
@@ -87,6 +89,7 @@ std::shared_ptr<ApiCall> OpenAiServer::submit(const CompletionJob& job) {
             g.params.seed = job.params.seed + static_cast<uint64_t>(i);  // vLLM: child i gets seed + i
             g.spec = job.spec;
             g.adapter = job.adapter;
+            g.client = client;
             g.on_event = on_event(index);
             if (fork)
                 for (int k = 1; k < job.n; ++k)
@@ -119,7 +122,7 @@ void OpenAiServer::handle_completion(const httplib::Request& req, httplib::Respo
     // The connection of a non-streamed reply, found before the engine starts on it.
     const int client_fd =
         job.stream ? -1 : find_client_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
-    auto call = submit(job);
+    auto call = submit(job, client_label(req.remote_addr, job.user));
     const bool chat = kind == ApiKind::chat;
     const std::string id = new_id(chat ? "chatcmpl-" : "cmpl-");
     const int64_t created = unix_now();

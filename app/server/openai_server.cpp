@@ -80,6 +80,19 @@ OpenAiServer::OpenAiServer(std::shared_ptr<const Session> session, EngineLoop& l
 
 OpenAiServer::~OpenAiServer() { stop(); }
 
+std::string OpenAiServer::client_label(const std::string& remote_addr, const std::string& user) {
+    std::string s = user.empty() ? "HTTP " + remote_addr : user;
+    constexpr size_t kMax = 48;
+    if (s.size() > kMax) {
+        size_t cut = kMax;
+        while (cut > 0 && (static_cast<unsigned char>(s[cut]) & 0xC0) == 0x80) --cut;  // not inside a character
+        s.resize(cut);
+    }
+    for (char& c : s)
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) c = ' ';
+    return s;
+}
+
 std::string OpenAiServer::url() const {
     const bool v6 = m_opt.host.find(':') != std::string::npos;
     return "http://" + (v6 ? "[" + m_opt.host + "]" : m_opt.host) + ":" + std::to_string(m_port);
@@ -97,8 +110,12 @@ Status OpenAiServer::start() {
     // cpp-httplib listens with a backlog of 5 (compiled into Debian's library): a burst of
     // clients connecting at once would see resets. Keep the socket, raise the backlog after.
     int listen_fd = -1;
+    // SO_REUSEADDR only: cpp-httplib's default also sets SO_REUSEPORT on Linux, which lets a
+    // second server (another kvscope, the window's Local server) bind a port one already
+    // listens on and take half its connections, instead of failing with "port in use".
     m_http->set_socket_options([&listen_fd](socket_t sock) {
-        httplib::default_socket_options(sock);
+        int yes = 1;
+        ::setsockopt(sock, SOL_SOCKET, SO_REUSEADDR, &yes, sizeof(yes));
         listen_fd = sock;
     });
     const std::string addr = m_opt.host + ":" + std::to_string(m_opt.port);

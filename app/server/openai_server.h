@@ -43,6 +43,9 @@ struct ServerOptions {
     int max_n = 16;                            // n per prompt
     int max_stop = 64;                         // stop strings per request
     int shutdown_grace_ms = 5000;              // stop(): how long cancelled requests get to end
+    // Called on the engine thread with each finished engine request's metrics (the window's
+    // metrics view counts HTTP requests with its chats); must be cheap.
+    std::function<void(const RequestMetrics&)> on_request_finished;
     // POST /v1/load_lora_adapter and /v1/unload_lora_adapter (vLLM's routes, which vLLM opens
     // with VLLM_ALLOW_RUNTIME_LORA_UPDATING): off unless `kvscope serve --enable-lora-runtime`,
     // since they read any path the server's user can read; when off they answer 404 saying so.
@@ -81,6 +84,11 @@ public:
     int requests_in_flight() const { return *m_pending; }  // engine requests not finished
     int clients_connected() const { return m_handlers; }   // HTTP requests being served
 
+    // How the engine's views name a request (GenerationRequest::client): the request's `user`
+    // field when it has one, else "HTTP <remote address>"; control bytes become spaces, and
+    // it is cut (at a character boundary) to 48 bytes.
+    static std::string client_label(const std::string& remote_addr, const std::string& user);
+
 private:
     void install_routes();
     // Pre-routing: CORS preflight, the API key.
@@ -110,7 +118,7 @@ private:
     // Admission: reserve k engine requests, or false when the queue is full.
     bool admit(int k);
     void release(int k);
-    std::shared_ptr<ApiCall> submit(const CompletionJob& job);
+    std::shared_ptr<ApiCall> submit(const CompletionJob& job, const std::string& client);
     void cancel(const ApiCall& call);
     // The unknown-model error (404 model_not_found), or nullopt when the request names this
     // server's model, one of the Session's LoRA adapters (then *adapter is set, if given) or none.

@@ -101,7 +101,7 @@ void OpenAiServer::handle_tgi_generate(const httplib::Request& req, httplib::Res
     if (route == TgiRoute::stream) t->job.stream = true;
     if (route == TgiRoute::generate) t->job.stream = false;
     if (!admit(1)) return send_tgi_error(res, 429, "Model is overloaded", "overloaded");
-    auto call = submit(t->job);
+    auto call = submit(t->job, client_label(req.remote_addr, {}));
     const Tokenizer& tok = m_session->tokenizer();
     const uint64_t seed = t->job.params.seed;
     auto details_json = [t, seed, &tok](const ApiCall::Choice& c, bool with_tokens) {

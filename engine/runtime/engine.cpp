@@ -205,6 +205,7 @@ Result<RequestId> Engine::submit(GenerationRequest req, RequestId want_id) {
         cr.metrics.arrival_ms = arrival;
         cr.metrics.n_prompt = n_prompt;
         cr.adapter = req.adapter;
+        cr.client = req.client;
         cr.max_tokens = max_tokens;
         cr.priority = req.priority;
         cr.awaiting_fork = true;
@@ -222,6 +223,7 @@ Result<RequestId> Engine::submit(GenerationRequest req, RequestId want_id) {
     r.max_tokens = max_tokens;
     r.priority = req.priority;
     for (const auto& c : req.choices) r.forks.push_back(c.id);
+    r.client = std::move(req.client);
     m_total_prompt_tokens += n_prompt;
     if (req.spec.enabled()) init_spec(r, req.spec, *runner);
     if (req.beam_width > 1) init_beam(r, req.beam_width, max_tokens, req.params.ignore_eos);
@@ -597,8 +599,10 @@ EngineSnapshot Engine::snapshot(const StepRecord& step) const {
     for (const SchedRequest* r : m_sched->requests()) {
         const auto host = m_sched->host_blocks(r->id);
         s.requests.push_back(request_view(*r, *m_kv_mgr, static_cast<int>(host.size())));
-        if (auto it = m_reqs.find(r->id); it != m_reqs.end() && it->second->adapter)
-            s.requests.back().adapter = it->second->adapter->name;
+        if (auto it = m_reqs.find(r->id); it != m_reqs.end()) {
+            if (it->second->adapter) s.requests.back().adapter = it->second->adapter->name;
+            s.requests.back().client = it->second->client;
+        }
         if (!host.empty()) host_tables.emplace_back(r->id, host);
     }
     s.host_blocks = host_block_views(host_tables);

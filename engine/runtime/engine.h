@@ -118,6 +118,10 @@ struct GenerationRequest {
     // top of the base model for this request only; null: the base model. Requests with
     // different adapters share batches; their prefix-cache blocks never mix.
     std::shared_ptr<const LoraAdapter> adapter;
+    // Who sent it, as the views name it ("" : the front end names it itself): the local
+    // server's "HTTP 127.0.0.1" or the request's `user` field. Carried into
+    // RequestView::client; the engine does nothing else with it.
+    std::string client;
     TokenCallback on_event;  // may be empty
     // Parallel sampling (vLLM's n > 1): further choices of the same prompt. The prompt is
     // computed once; when this request samples its first token, each choice becomes a fork

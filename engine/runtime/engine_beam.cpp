@@ -124,6 +124,7 @@ void Engine::beam_advance(BeamGroup& g, std::vector<RequestId>* finished) {
                        .first->second;
         c.beam = p.beam;
         c.adapter = p.adapter;
+        c.client = p.client;
         next[i] = child;
     }
     for (size_t rank = 0; rank < g.live.size(); ++rank)

@@ -42,6 +42,7 @@ struct Engine::Req {
     std::vector<int32_t> history;                // prompt + output, for the penalties
     std::shared_ptr<BeamGroup> beam;             // set for every beam of a beam-search request
     std::shared_ptr<const LoraAdapter> adapter;  // null: the base model
+    std::string client;                          // GenerationRequest::client
     RequestMetrics metrics;
     // Speculative decoding.
     SpecParams spec;

@@ -64,6 +64,7 @@ struct RequestView {
     // view can show the text a block holds. Not written to trace files (too big).
     std::vector<int32_t> tokens;
     std::string adapter;  // the LoRA adapter it runs with ("" : the base model), for colouring by adapter
+    std::string client;   // who sent it (GenerationRequest::client; "" : the front end's own request)
 };
 
 // What one engine step did, and the pool right after it. Small and fixed-size on purpose:
