@@ -25,7 +25,9 @@ ChatTargetBar::ChatTargetBar(QWidget* parent) : QWidget(parent) {
     combo->beforePopup = [this] { refresh(); };
     m_box = combo;
     m_box->setObjectName("chatTargetBox");
-    m_box->setSizeAdjustPolicy(QComboBox::AdjustToContents);
+    // Wide enough for "Remote · <connection> · <model>" beside a narrow chat column.
+    m_box->setSizeAdjustPolicy(QComboBox::AdjustToMinimumContentsLengthWithIcon);
+    m_box->setMinimumContentsLength(34);
     m_box->setToolTip(tr("What this chat talks to: a local model or a saved remote connection"));
     m_note = new QLabel(this);
     m_note->setObjectName("chatTargetNote");
