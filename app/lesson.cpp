@@ -51,7 +51,7 @@ bool parse_injection_extras(const QJsonObject& inj, const QString& where, Lesson
     return get_int(spec, "k", 1, 8, &out->specK, where + ".spec", error);
 }
 bool parse_views(const QJsonObject& o, QStringList* out, QString* error) {
-    static const QStringList known = {"kv_blocks", "batch_slots", "draft_acceptance", "metrics"};
+    static const QStringList known = {"kv_blocks", "batch_slots", "draft_acceptance", "metrics", "roofline"};
     const QJsonArray views = o.value("views").toArray();
     for (int i = 0; i < views.size(); ++i) {
         const QString v = views[i].toString();

@@ -7,7 +7,7 @@
 // Step (or Resume, or slow motion); End lesson gives the engine back its earlier settings.
 //
 // Format: {"title", "description",
-//          "views": ["kv_blocks", "batch_slots", "draft_acceptance", "metrics"],
+//          "views": ["kv_blocks", "batch_slots", "draft_acceptance", "metrics", "roofline"],
 //          "engine": {"kv_blocks", "max_seqs", "step_budget", "block_size", "policy":
 //                     "continuous"|"static", "preemption": "recompute"|"swap", "prefix_caching"},
 //          "adapters": [{"name", "path"}],

@@ -125,6 +125,38 @@ bool compare(qint64 a, LessonCondition::Op op, qint64 b) {
 }
 }  // namespace
 
+// The roofline view's steps: decode classes shown, the largest decode batch, the prefill
+// step's tokens; whether decode's FFN (gate/up) intensity rises with the batch across every
+// decode step shown, and by how much (largest batch over smallest, rounded).
+void add_roofline_facts(const ui::EngineFrame& f, LessonFacts& x) {
+    qint64 classes = 0, maxBatch = 0, prefillTokens = 0, rises = 0, growth = 0;
+    double firstAi = 0, lastAi = 0;
+    int lastBatch = 0;
+    bool ordered = true;
+    for (const ui::RooflineStep& s : f.roofline.steps) {
+        if (s.prefill) {
+            prefillTokens = s.tokens;
+            continue;
+        }
+        const ui::RooflineOp* up = s.op(QStringLiteral("ffn_gate_up"));
+        if (!up) continue;
+        ++classes;
+        maxBatch = std::max<qint64>(maxBatch, s.decodeTokens);
+        if (classes == 1) firstAi = up->intensity();
+        else
+            ordered = ordered && s.decodeTokens > lastBatch && up->intensity() > lastAi;
+        lastAi = up->intensity();
+        lastBatch = s.decodeTokens;
+    }
+    if (classes >= 2 && ordered) rises = 1;
+    if (classes >= 2 && firstAi > 0) growth = qRound64(lastAi / firstAi);
+    x["roof_decode_classes"] = classes;
+    x["roof_max_decode_batch"] = maxBatch;
+    x["roof_prefill_tokens"] = prefillTokens;
+    x["ffn_ai_rises"] = rises;
+    x["ffn_ai_growth"] = growth;
+}
+
 LessonFacts lesson_facts(const ui::EngineFrame& frame, const ui::SpecFrame& spec) {
     LessonFacts x;
     x["step"] = frame.step.step;
@@ -133,6 +165,7 @@ LessonFacts lesson_facts(const ui::EngineFrame& frame, const ui::SpecFrame& spec
     x["preempted"] = frame.totalPreemptions;
     add_request_facts(frame, x);
     add_block_facts(frame, x);
+    add_roofline_facts(frame, x);
     add_adapter_facts(frame, x);
     add_spec_facts(spec, x);
     return x;

@@ -35,6 +35,11 @@
 //   cross_adapter_blocks     used blocks held by requests of different adapters (the base
 //                            model one of them): 0 unless prefix caching mixed adapters' KV
 //   spec_requests, spec_verified, spec_accepted, spec_rejected, spec_bonus, spec_finished,
+//   roof_decode_classes, roof_max_decode_batch, roof_prefill_tokens, ffn_ai_rises, ffn_ai_growth
+//                            the Roofline view's steps: decode steps shown (one per batch
+//                            class 1, 2, 4, ...), the largest decode batch, the prefill step's
+//                            tokens; 1 when decode's FFN gate/up intensity rises with every
+//                            larger batch shown; that intensity at the largest batch over the smallest
 //   spec_verifying           speculative requests in the Draft acceptance view; verify
 //                            steps, accepted / rejected drafts, bonus tokens over all of
 //                            them; finished ones; those with at least one verify step

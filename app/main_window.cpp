@@ -32,6 +32,7 @@
 #include "app/engine_bridge.h"
 #include "app/engine_panel.h"
 #include "app/lesson_player.h"
+#include "app/machine_roof_feed.h"
 #include "app/local_server_control.h"
 #include "app/model_load_status.h"
 #include "app/model_manager.h"
@@ -48,6 +49,7 @@
 #include "ui/memory_planner.h"
 #include "ui/metrics_view.h"
 #include "ui/quant_compare_view.h"
+#include "ui/roofline_view.h"
 #include "ui/slot_timeline.h"
 
 namespace kvs::app {
@@ -149,6 +151,9 @@ void MainWindow::buildDocks() {
                      addDock(tr("Draft acceptance"), "draftAcceptanceDock", m_draftView, Qt::RightDockWidgetArea));
     tabifyDockWidget(engineDock,
                      addDock(tr("Quantization compare"), "quantCompareDock", m_quantView, Qt::RightDockWidgetArea));
+    m_roofline = new ui::RooflineView(this);
+    m_roofFeed = new MachineRoofFeed(m_roofline, 0, this);
+    tabifyDockWidget(engineDock, addDock(tr("Roofline"), "rooflineDock", m_roofline, Qt::RightDockWidgetArea));
     engineDock->raise();
     connect(m_blockMap, &ui::KvBlockMapView::requestSelected, m_timeline, &ui::SlotTimelineView::setSelectedRequest);
     connect(m_timeline, &ui::SlotTimelineView::requestSelected, m_blockMap, &ui::KvBlockMapView::setSelectedRequest);
@@ -407,7 +412,8 @@ void MainWindow::showLessonViews() {
     static const QHash<QString, QString> docks = {{"kv_blocks", "kvBlockMapDock"},
                                                   {"batch_slots", "slotTimelineDock"},
                                                   {"draft_acceptance", "draftAcceptanceDock"},
-                                                  {"metrics", "metricsDock"}};
+                                                  {"metrics", "metricsDock"},
+                                                  {"roofline", "rooflineDock"}};
     auto* engine = findChild<QDockWidget*>("engineDock");
     engine->show();
     for (const QString& v : m_lessons->lesson().views) {
@@ -447,6 +453,7 @@ void MainWindow::poll() {
     m_lessons->stepsRan(m_feed->lastStep());
     m_enginePanel->showRequests(m_feed->frame().requests);
     m_liveLabel->setText(m_feed->liveFigures());
+    m_roofline->setFrame(m_feed->frame().roofline);
     m_lessons->frameShown(m_feed->frame(), m_draftView->frame());  // after every view has the frame
     m_lastPollMs = timer.nsecsElapsed() / 1e6;
     m_maxPollMs = std::max(m_maxPollMs, m_lastPollMs);

@@ -27,12 +27,14 @@ class KvBlockMapView;
 class MemoryPlannerView;
 class MetricsView;
 class QuantCompareView;
+class RooflineView;
 class SlotTimelineView;
 }  // namespace kvs::ui
 
 namespace kvs::app {
 
 class ChatController;
+class MachineRoofFeed;
 class ChatTargetBar;
 struct ChatTarget;
 class ChatListPanel;
@@ -164,6 +166,8 @@ private:
     ui::MemoryPlannerView* m_planner = nullptr;
     ui::DraftAcceptanceView* m_draftView = nullptr;
     ui::QuantCompareView* m_quantView = nullptr;
+    ui::RooflineView* m_roofline = nullptr;
+    MachineRoofFeed* m_roofFeed = nullptr;  // the roof: cached or measured on its worker
     QuantCompareDock* m_quantDock = nullptr;  // its worker thread
     // status bar
     QLabel* m_modelLabel = nullptr;

@@ -108,6 +108,14 @@ ui::EngineFrame to_frame(const EngineSnapshot& s, const std::function<QString(Re
     }
     for (const HostBlockView& h : s.host_blocks) f.hostBlocks.push_back({h.host_block, h.owner});
     f.requests = to_request_rows(s, label);
+    for (const OpStepRecord& r : s.op_steps) {
+        ui::RooflineStep st{r.step, r.prefill, r.n_tokens, r.n_seqs, r.decode_tokens, {}};
+        for (int k = 0; k < n_op_kinds; ++k) {
+            const OpCost& c = r.ops[static_cast<size_t>(k)];
+            st.ops.push_back({QString::fromLatin1(op_kind_name(static_cast<OpKind>(k))), c.flops, c.bytes, c.ms});
+        }
+        f.roofline.steps.push_back(std::move(st));
+    }
     return f;
 }
 

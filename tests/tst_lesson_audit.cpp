@@ -25,6 +25,7 @@
 #include "ui/chat_view.h"
 #include "ui/draft_acceptance_view.h"
 #include "ui/kv_block_map.h"
+#include "ui/roofline_view.h"
 
 using kvs::ui::EngineFrame;
 using kvs::ui::RequestRow;
@@ -39,6 +40,7 @@ struct Seen {
     const kvs::ui::KvBlockMapView& map;
     const kvs::ui::DraftAcceptanceView& draft;
     QString caption;  // as shown (HTML-escaped text)
+    const kvs::ui::RooflineView* roofline = nullptr;
 };
 // A claim: empty when it holds in what is on screen, else what contradicts it.
 using Claim = std::function<QString(const Seen&)>;
@@ -51,6 +53,75 @@ int blocks_with(const EngineFrame& f, const std::function<bool(const kvs::ui::Bl
     return static_cast<int>(std::count_if(f.blocks.begin(), f.blocks.end(), pred));
 }
 QString expect(bool ok, const QString& what) { return ok ? QString() : what; }
+
+// The roofline lesson: intensities recomputed here from each op's FLOPs and bytes in the
+// frame, and the Roofline view must draw one point per timed op at those coordinates.
+const kvs::ui::RooflineStep* prefill_step(const EngineFrame& f) {
+    for (const auto& s : f.roofline.steps)
+        if (s.prefill) return &s;
+    return nullptr;
+}
+QVector<const kvs::ui::RooflineStep*> decode_steps(const EngineFrame& f) {
+    QVector<const kvs::ui::RooflineStep*> d;
+    for (const auto& s : f.roofline.steps)
+        if (!s.prefill) d << &s;
+    return d;
+}
+double ai(const kvs::ui::RooflineStep& s, const QString& op) {
+    const auto* o = s.op(op);
+    return o && o->bytes > 0 ? o->flops / o->bytes : 0;
+}
+QString view_matches(const Seen& s) {
+    int timed = 0;
+    for (const auto& st : s.f.roofline.steps)
+        for (const auto& o : st.ops) timed += o.flops > 0 && o.bytes > 0 && o.ms > 0;
+    if (!s.roofline) return "no Roofline view";
+    if (s.roofline->frame().steps.size() != s.f.roofline.steps.size()) return "the Roofline view draws another frame";
+    if (s.roofline->points().size() != timed)
+        return QString("the view draws %1 points for %2 timed ops").arg(s.roofline->points().size()).arg(timed);
+    return {};
+}
+QVector<Claim> roofline_claims() {
+    return {
+        [](const Seen& s) {  // a prefill of 256 tokens, as many as the caption says
+            if (QString v = view_matches(s); !v.isEmpty()) return v;
+            const auto* p = prefill_step(s.f);
+            return expect(p && p->tokens >= 256 && s.caption.contains(QString("%1-token").arg(p->tokens)),
+                          "no prefill step of 256 tokens in the frame");
+        },
+        [](const Seen& s) {  // one decode step at batch 1, every matmul left of the prefill's
+            if (QString v = view_matches(s); !v.isEmpty()) return v;
+            const auto* p = prefill_step(s.f);
+            const auto d = decode_steps(s.f);
+            if (!p || d.size() != 1 || d[0]->decodeTokens != 1) return QString("not one decode step at batch 1");
+            for (const char* op : {"qkv", "attn_out", "ffn_gate_up", "ffn_down"})
+                if (!(ai(*d[0], op) < ai(*p, op))) return QString("decode %1 is not left of prefill").arg(QString(op));
+            return QString();
+        },
+        [](const Seen& s) {  // FFN intensity rises with every larger batch; the caption's numbers
+            if (QString v = view_matches(s); !v.isEmpty()) return v;
+            const auto d = decode_steps(s.f);
+            if (d.size() < 2) return QString("fewer than 2 decode steps");
+            for (int i = 1; i < d.size(); ++i)
+                if (!(d[i]->decodeTokens > d[i - 1]->decodeTokens && ai(*d[i], "ffn_gate_up") > ai(*d[i - 1], "ffn_gate_up")))
+                    return QString("batch %1 is not right of batch %2").arg(d[i]->decodeTokens).arg(d[i - 1]->decodeTokens);
+            const qint64 growth = qRound64(ai(*d.back(), "ffn_gate_up") / ai(*d.front(), "ffn_gate_up"));
+            return expect(d.back()->decodeTokens >= 8 && s.caption.contains(QString("now %1").arg(d.back()->decodeTokens)) &&
+                              s.caption.contains(QString("%1x the intensity").arg(growth)),
+                          QString("batch %1, growth %2").arg(d.back()->decodeTokens).arg(growth));
+        },
+        [](const Seen& s) {  // batch 64; attention left of the FFN at every batch
+            if (QString v = view_matches(s); !v.isEmpty()) return v;
+            const auto d = decode_steps(s.f);
+            if (d.isEmpty() || d.back()->decodeTokens < 64) return QString("no decode step at batch 64");
+            for (const auto* st : d)
+                if (!(ai(*st, "attention") < ai(*d.back(), "ffn_gate_up")))
+                    return QString("attention at batch %1 is not left of the FFN at 64").arg(st->decodeTokens);
+            const qint64 growth = qRound64(ai(*d.back(), "ffn_gate_up") / ai(*d.front(), "ffn_gate_up"));
+            return expect(s.caption.contains(QString("(%1x batch 1").arg(growth)), QString("growth %1").arg(growth));
+        },
+    };
+}
 
 // What each caption of each lesson says, as counts in the frame on screen.
 QHash<QString, QVector<Claim>> claims() {
@@ -241,6 +312,7 @@ QHash<QString, QVector<Claim>> claims() {
         },
         [](const Seen& s) { return expect(count_rows(s.f, finished) == 5, "not all 5 requests finished"); },
     };
+    c["06_roofline.json"] = roofline_claims();
     return c;
 }
 
@@ -320,7 +392,8 @@ private Q_SLOTS:
                                 .arg(index)
                                 .arg(step)
                                 .arg(map->frame().step.step);
-            const Seen seen{map->frame(), draft->frame(), *map, *draft, w.lessonCaption()};
+            const Seen seen{map->frame(), draft->frame(), *map, *draft, w.lessonCaption(),
+                            w.findChild<kvs::ui::RooflineView*>()};
             if (const QString why = want[index](seen); !why.isEmpty())
                 failures << QString("caption %1 at step %2 (%3): %4").arg(index).arg(step).arg(w.lessonCaption(), why);
         });

@@ -150,8 +150,118 @@ QWidget* MemoryPlannerView::resultBox() {
     resultLay->addWidget(m_verdict, 0, Qt::AlignLeft);
     resultLay->addWidget(m_bar);
     resultLay->addWidget(m_limits);
+    resultLay->addWidget(parallelBox());
     resultLay->addStretch();
     return result;
+}
+
+QWidget* MemoryPlannerView::parallelBox() {
+    auto* box = new QGroupBox(tr("Attention variants · tensor parallel"), this);
+    box->setObjectName("plannerParallel");
+    m_heads = new QSpinBox(this);
+    m_heads->setObjectName("plannerHeads");
+    m_heads->setRange(1, 1024);
+    m_heads->setToolTip(tr("Query heads (num_attention_heads); hidden size = heads x head dim"));
+    m_group = new QSpinBox(this);
+    m_group->setObjectName("plannerGroup");
+    m_group->setRange(1, 1024);
+    m_group->setToolTip(tr("GQA: query heads sharing one KV head (must divide the heads)"));
+    m_tp = new QComboBox(this);
+    m_tp->setObjectName("plannerTp");
+    for (int tp : {1, 2, 4, 8}) m_tp->addItem(QString::number(tp), tp);
+    m_tp->setToolTip(tr("Tensor-parallel degree: GPUs the model is split over (Megatron-LM)"));
+    auto* row = new QHBoxLayout;
+    row->addWidget(new QLabel(tr("Query heads"), this));
+    row->addWidget(m_heads);
+    row->addWidget(new QLabel(tr("GQA group"), this));
+    row->addWidget(m_group);
+    row->addWidget(new QLabel(tr("Tensor parallel"), this));
+    row->addWidget(m_tp);
+    row->addStretch();
+    m_parallel = new QLabel(this);
+    m_parallel->setObjectName("plannerParallelTable");
+    m_parallel->setTextFormat(Qt::RichText);
+    m_parallel->setTextInteractionFlags(Qt::TextSelectableByMouse);
+    m_parallel->setWordWrap(true);
+    auto* lay = new QVBoxLayout(box);
+    lay->addLayout(row);
+    lay->addWidget(m_parallel);
+    for (QSpinBox* sp : {m_heads, m_group})
+        connect(sp, &QSpinBox::valueChanged, this, [this] {
+            if (!m_applying) recomputeParallel(inputs());
+        });
+    connect(m_tp, &QComboBox::currentIndexChanged, this, [this] {
+        if (!m_applying) recomputeParallel(inputs());
+    });
+    return box;
+}
+
+void MemoryPlannerView::setParallelInputs(const ParallelInputs& p) {
+    m_applying = true;
+    m_heads->setValue(p.heads);
+    m_group->setValue(p.group);
+    const int i = m_tp->findData(p.tp);
+    m_tp->setCurrentIndex(i >= 0 ? i : 0);
+    m_applying = false;
+    recompute();
+}
+
+ParallelInputs MemoryPlannerView::parallelInputs() const {
+    ParallelInputs p;
+    p.heads = m_heads->value();
+    p.group = m_group->value();
+    p.tp = m_tp->currentData().toInt();
+    return p;
+}
+
+void MemoryPlannerView::recomputeParallel(const MemoryInputs& in) {
+    const ParallelInputs pin = parallelInputs();
+    m_parallelPlan = MemorySizing::parallel(in, pin, m_kvBytesPerToken);
+    const ParallelPlan& p = m_parallelPlan;
+    if (!p.valid) {
+        m_parallel->setText(p.error.toHtmlEscaped());
+        return;
+    }
+    const auto fb = [](qint64 b) {
+        return QStringLiteral("%1 <small>(%2)</small>")
+            .arg(MemorySizing::formatDecimalBytes(b).toHtmlEscaped(), MemorySizing::formatBytes(b).toHtmlEscaped());
+    };
+    QString h = "<table cellspacing='0' cellpadding='3'><tr><th align='left'></th>";
+    for (const AttentionVariant& v : p.variants) h += "<th align='right'>" + v.name.toHtmlEscaped() + "</th>";
+    h += "</tr>";
+    const auto row = [&](const QString& label, const std::function<QString(const AttentionVariant&)>& cell) {
+        h += "<tr><td>" + label + "</td>";
+        for (const AttentionVariant& v : p.variants) h += "<td align='right'>" + cell(v) + "</td>";
+        h += "</tr>";
+    };
+    row(tr("KV heads"), [](const AttentionVariant& v) { return QString::number(v.kvHeads); });
+    row(tr("KV bytes / token"), [](const AttentionVariant& v) { return num(v.bytesPerToken); });
+    row(tr("KV / sequence (%1 tokens)").arg(num(in.context)), [&](const AttentionVariant& v) {
+        return fb(v.kvBytesPerSequence);
+    });
+    row(tr("KV, batch of %1").arg(num(in.batch)), [&](const AttentionVariant& v) { return fb(v.kvBytes); });
+    row(tr("KV heads / GPU (TP %1)").arg(pin.tp), [](const AttentionVariant& v) { return QString::number(v.kvHeadsPerGpu); });
+    row(tr("KV / GPU, batch"), [&](const AttentionVariant& v) { return fb(v.kvBytesPerGpu); });
+    h += "</table>";
+    h += tr("<p>Weights / GPU: <b>%1</b> (%2 / %3) · hidden %4 = %5 heads x %6<br>"
+            "All-reduce per token: 2 x %7 layers x %4 x 2 bytes = <b>%8</b>; a ring sends "
+            "2 (TP-1)/TP of it per GPU: <b>%9</b> (two all-reduces per layer, Megatron-LM)</p>")
+             .arg(fb(p.weightBytesPerGpu), MemorySizing::formatBytes(in.weightBytes).toHtmlEscaped())
+             .arg(pin.tp)
+             .arg(num(p.hidden))
+             .arg(pin.heads)
+             .arg(in.headDim)
+             .arg(in.layers)
+             .arg(fb(p.allReduceBytesPerToken), fb(p.ringBytesPerGpuPerToken));
+    m_parallel->setText(h);
+}
+
+QString MemoryPlannerView::parallelText() const {
+    QString s = m_parallel->text();
+    s.replace(QRegularExpression("</(td|th)>"), "\t");
+    s.replace(QRegularExpression("<br>|</tr>|</p>"), "\n");
+    s.remove(QRegularExpression("<[^>]*>"));
+    return s.trimmed();
 }
 
 void MemoryPlannerView::connectInputs() {
@@ -207,6 +317,11 @@ void MemoryPlannerView::applyPreset(int index) {
     m_layers->setValue(p.layers);
     m_kvHeads->setValue(p.kvHeads);
     m_headDim->setValue(p.headDim);
+    const int heads = p.heads > 0 ? p.heads : p.kvHeads;
+    m_heads->setValue(heads);
+    int group = p.kvHeads > 0 && p.kvHeads < heads && heads % p.kvHeads == 0 ? heads / p.kvHeads : 8;
+    while (heads % group != 0) --group;  // the largest divisor of the heads up to 8
+    m_group->setValue(group);
     m_presetParameters = p.parameters;
     const int f = m_weightFormat->findData(p.weightFormat);
     {
@@ -321,6 +436,7 @@ void MemoryPlannerView::recompute() {
                         {tr("scratch"), in.scratchBytes, MemoryBar::scratchColor()}});
     m_bar->setCapacity(in.availableBytes);
     m_limits->setText(limitsHtml(in));
+    recomputeParallel(in);
     Q_EMIT planChanged(m_plan);
 }
 

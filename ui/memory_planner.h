@@ -7,6 +7,10 @@
 //   per sequence    = ceil(context / block_size) blocks     (paged: whole blocks)
 //   KV              = batch × per sequence;   total = weights + KV + scratch
 //
+// Below the result, the same model as MHA / GQA / MQA side by side and split over a
+// tensor-parallel degree: KV per variant and per GPU, weights per GPU, all-reduce bytes per
+// token (MemorySizing::parallel, whose header gives the formulas and their source).
+//
 // MemoryPlannerView is the calculator with model presets; the arithmetic lives in
 // ui/memory_sizing.h (MemorySizing, tested without a widget) and the stacked weights /
 // KV / scratch bar in ui/memory_bar.h. The bytes per token are the engine's own number
@@ -50,6 +54,11 @@ public:
     bool selectPreset(const QString& name);  // a name from presetNames()
     QStringList presetNames() const;
     QString resultText() const;  // the formula and verdict as plain text
+    // Attention variants and tensor parallelism: query heads, GQA group, TP degree (1, 2, 4, 8).
+    void setParallelInputs(const ParallelInputs& p);
+    ParallelInputs parallelInputs() const;
+    ParallelPlan parallelPlan() const { return m_parallelPlan; }
+    QString parallelText() const;  // the variants table as plain text
 
     QSize sizeHint() const override;
 
@@ -63,6 +72,8 @@ private:
     void createInputs();    // the input widgets, before they are laid out
     QLayout* inputForms();  // model / KV cache / memory groups
     QWidget* resultBox();   // formula, verdict, bar, limits
+    QWidget* parallelBox();  // MHA / GQA / MQA and tensor parallelism
+    void recomputeParallel(const MemoryInputs& in);
     void connectInputs();
     void applyPreset(int index);
     void applyWeightFormat();
@@ -88,6 +99,11 @@ private:
     QLabel* m_verdict;
     QLabel* m_limits;
     MemoryBar* m_bar;
+    QSpinBox* m_heads;
+    QSpinBox* m_group;
+    QComboBox* m_tp;
+    QLabel* m_parallel;
+    ParallelPlan m_parallelPlan;
 
     QVector<ModelPreset> m_presets;  // index 0: the loaded model when there is one
     bool m_hasLoaded = false;

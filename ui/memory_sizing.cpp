@@ -70,11 +70,13 @@ QVector<ModelPreset> MemorySizing::presets() {
     // Layers, KV heads and head dim (hidden_size / num_attention_heads) from each model's
     // config.json; parameters as published. SmolLM2's size is the Q4_1 GGUF KV Scope installs.
     return {
-        {QStringLiteral("SmolLM2-135M"), 30, 3, 64, 134'515'008, QStringLiteral("Q4_1"), qint64(92.1 * kMiB)},
-        {QStringLiteral("Qwen2-0.5B"), 24, 2, 64, 494'032'768, QStringLiteral("Q8_0"), 0},
-        {QStringLiteral("TinyLlama-1.1B"), 22, 4, 64, 1'100'048'384, QStringLiteral("Q4_0"), 0},
-        {QStringLiteral("Mistral-7B"), 32, 8, 128, 7'241'732'096, QStringLiteral("Q4_K_M"), 0},
-        {QStringLiteral("Llama-3-8B"), 32, 8, 128, 8'030'261'248, QStringLiteral("Q4_K_M"), 0},
+        {QStringLiteral("SmolLM2-135M"), 30, 3, 64, 134'515'008, QStringLiteral("Q4_1"), qint64(92.1 * kMiB), 9},
+        {QStringLiteral("Qwen2-0.5B"), 24, 2, 64, 494'032'768, QStringLiteral("Q8_0"), 0, 14},
+        {QStringLiteral("TinyLlama-1.1B"), 22, 4, 64, 1'100'048'384, QStringLiteral("Q4_0"), 0, 32},
+        {QStringLiteral("Mistral-7B"), 32, 8, 128, 7'241'732'096, QStringLiteral("Q4_K_M"), 0, 32},
+        {QStringLiteral("Llama-3-8B"), 32, 8, 128, 8'030'261'248, QStringLiteral("Q4_K_M"), 0, 32},
+        // The course's worked example: MHA, FP16; 2,048 tokens hold 1.07 GB of KV per sequence.
+        {QStringLiteral("LLaMA-7B"), 32, 32, 128, 6'738'415'616, QStringLiteral("F16"), 0, 32},
     };
 }
 
@@ -86,6 +88,56 @@ QVector<WeightFormat> MemorySizing::weightFormats() {
 
 qint64 MemorySizing::weightBytes(qint64 parameters, double bitsPerWeight) {
     return qint64(std::llround(double(parameters) * bitsPerWeight / 8.0));
+}
+
+QString MemorySizing::formatDecimalBytes(qint64 bytes) {
+    if (bytes == kMax) return QStringLiteral("∞");
+    static const char* units[] = {"B", "kB", "MB", "GB", "TB", "PB"};
+    double v = std::abs(double(bytes));
+    int u = 0;
+    while (v >= 1000 && u < 5) v /= 1000, ++u;
+    return (bytes < 0 ? QStringLiteral("-") : QString()) +
+           QString::number(v, 'f', u == 0 ? 0 : v >= 100 ? 0 : v >= 10 ? 1 : 2) + " " + units[u];
+}
+
+ParallelPlan MemorySizing::parallel(const MemoryInputs& in, const ParallelInputs& p,
+                                    const KvBytesPerTokenFn& kvBytesPerToken) {
+    ParallelPlan r;
+    if (p.heads < 1) return r.error = QStringLiteral("query heads must be at least 1"), r;
+    if (p.group < 1 || p.heads % p.group != 0)
+        return r.error = QStringLiteral("the GQA group (%1) must divide the %2 query heads").arg(p.group).arg(p.heads),
+               r;
+    if (p.tp < 1) return r.error = QStringLiteral("the tensor-parallel degree must be at least 1"), r;
+    if (!kvBytesPerToken) return r.error = QStringLiteral("no KV bytes per token (the engine's number is missing)"), r;
+    const struct {
+        QString name;
+        int kvHeads;
+    } shapes[] = {{QStringLiteral("MHA"), p.heads},
+                  {QStringLiteral("GQA-%1").arg(p.group), p.heads / p.group},
+                  {QStringLiteral("MQA"), 1}};
+    for (const auto& sh : shapes) {
+        MemoryInputs v = in;
+        v.kvHeads = sh.kvHeads;
+        const MemoryPlan plan = MemorySizing::plan(v, kvBytesPerToken(in.layers, sh.kvHeads, in.headDim, in.kvInt8));
+        if (!plan.valid) return r.error = plan.error, r;
+        AttentionVariant a;
+        a.name = sh.name;
+        a.kvHeads = sh.kvHeads;
+        a.bytesPerToken = plan.bytesPerToken;
+        a.kvBytesPerSequence = plan.kvBytesPerSequence;
+        a.kvBytes = plan.kvBytes;
+        a.kvHeadsPerGpu = (sh.kvHeads + p.tp - 1) / p.tp;
+        v.kvHeads = a.kvHeadsPerGpu;
+        a.kvBytesPerGpu =
+            MemorySizing::plan(v, kvBytesPerToken(in.layers, a.kvHeadsPerGpu, in.headDim, in.kvInt8)).kvBytes;
+        r.variants.push_back(a);
+    }
+    r.hidden = qint64(p.heads) * in.headDim;
+    r.weightBytesPerGpu = (in.weightBytes + p.tp - 1) / p.tp;
+    r.allReduceBytesPerToken = 2 * qint64(in.layers) * r.hidden * p.activationBytes;
+    r.ringBytesPerGpuPerToken = r.allReduceBytesPerToken * 2 * (p.tp - 1) / p.tp;
+    r.valid = true;
+    return r;
 }
 
 QString MemorySizing::formatBytes(qint64 bytes) {

@@ -65,6 +65,48 @@ struct ModelPreset {
     qint64 parameters = 0;        // for weights = parameters × bits per weight / 8
     QString weightFormat;         // default format (a name from weightFormats())
     qint64 knownWeightBytes = 0;  // measured size of that format's file, 0: compute
+    int heads = 0;                // query heads (num_attention_heads); 0: as many as kvHeads
+};
+
+// ---- attention variants and tensor parallelism ------------------------------------------
+//
+// The same model with MHA (kv_heads = heads), GQA (kv_heads = heads / group) and MQA
+// (kv_heads = 1), and split over tp GPUs as Megatron-LM does (Shoeybi et al. 2019, §3):
+// attention heads and FFN columns divided among the GPUs, so weights per GPU = weights / tp
+// (the embedding and head split by vocabulary too); a GPU keeps the KV of its own KV heads,
+// ceil(kv_heads / tp) of them (with fewer KV heads than GPUs each head is replicated, as
+// vLLM does); two all-reduces per layer (after attention's output projection and after the
+// FFN's down projection), each over one hidden-size activation per token:
+//   all-reduced per token      = 2 x layers x hidden x activation bytes
+//   sent per GPU per token     = that x 2 (tp - 1) / tp      (ring all-reduce: reduce-scatter
+//                                                             then all-gather, each (tp-1)/tp)
+// hidden = heads x head_dim.
+
+struct ParallelInputs {
+    int heads = 32;           // query heads
+    int group = 8;            // GQA: query heads per KV head
+    int tp = 1;               // tensor-parallel degree (GPUs)
+    int activationBytes = 2;  // FP16 / BF16 activations
+};
+
+struct AttentionVariant {
+    QString name;  // "MHA", "GQA-8", "MQA"
+    int kvHeads = 0;
+    qint64 bytesPerToken = 0;       // the engine's number for this shape
+    qint64 kvBytesPerSequence = 0;  // whole blocks of `context` tokens
+    qint64 kvBytes = 0;             // x batch
+    int kvHeadsPerGpu = 0;          // ceil(kvHeads / tp)
+    qint64 kvBytesPerGpu = 0;       // the batch's KV that one GPU holds
+};
+
+struct ParallelPlan {
+    bool valid = false;
+    QString error;                      // why not: names the input
+    QVector<AttentionVariant> variants;  // MHA, GQA, MQA
+    qint64 hidden = 0;                  // heads x head_dim
+    qint64 weightBytesPerGpu = 0;
+    qint64 allReduceBytesPerToken = 0;   // 2 x layers x hidden x activation bytes
+    qint64 ringBytesPerGpuPerToken = 0;  // x 2 (tp - 1) / tp
 };
 
 struct WeightFormat {
@@ -83,6 +125,12 @@ struct MemorySizing {
     static qint64 weightBytes(qint64 parameters, double bitsPerWeight);
     static qint64 addSaturated(qint64 a, qint64 b);  // non-negative sizes
     static QString formatBytes(qint64 bytes);        // "92 MiB", "22.5 KiB", "1.3 GiB"
+    static QString formatDecimalBytes(qint64 bytes);  // "1.07 GB", "512 kB" (powers of 1000)
+    // MHA / GQA / MQA and the tensor-parallel split for in's layers, head dim, context,
+    // batch, block size, KV type and weights; bytes per token from kvBytesPerToken (the
+    // engine's definition). Invalid when heads < 1, the group does not divide the heads, tp < 1.
+    static ParallelPlan parallel(const MemoryInputs& in, const ParallelInputs& p,
+                                 const KvBytesPerTokenFn& kvBytesPerToken);
 };
 
 }  // namespace kvs::ui

@@ -7,6 +7,8 @@
 #include <QVector>
 #include <QtGlobal>
 
+#include "ui/roofline_types.h"
+
 namespace kvs::ui {
 
 // ---- KV block map ---------------------------------------------------------------------
@@ -101,6 +103,7 @@ struct EngineFrame {
     qint64 totalPreemptions = 0;
     qint64 totalGeneratedTokens = 0;
     KvTierRow tiers;  // the CPU tier and disk store under the pool
+    RooflineFrame roofline;  // the engine's timed steps, per op (ui/roofline_types.h)
 };
 
 // ---- metrics over time ----------------------------------------------------------------

@@ -5,6 +5,7 @@
 
 #include "app/cli/cli_options.h"
 #include "app/cli/cmd_bench_http.h"
+#include "app/cli/cmd_roofline.h"
 #include "app/cli/cmd_watermark.h"
 #include "app/cli/commands.h"
 #include "app/gui_main.h"
@@ -121,6 +122,9 @@ int run_main(int argc, char** argv) {
     auto* ev = add_eval_command(app, eval);
     WatermarkDetectOptions wm;
     auto* wd = add_watermark_command(app, wm);
+    RooflineOptions roofline;
+    roofline.model = kDefaultModel;
+    auto* rl = add_roofline_command(app, roofline);
     ServeOptions serve;
     serve.model = kDefaultModel;
     auto* sv = add_serve_command(app, serve);
@@ -141,6 +145,7 @@ int run_main(int argc, char** argv) {
     if (q->parsed()) return cmd_quantize(quant);
     if (ev->parsed()) return cmd_eval(eval);
     if (wd->parsed()) return cmd_watermark_detect(wm);
+    if (rl->parsed()) return cmd_roofline(roofline);
     if (sv->parsed()) return cmd_serve(serve);
     if (b->parsed()) {
         if (!http_bench.url.empty()) {
