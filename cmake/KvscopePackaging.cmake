@@ -6,6 +6,7 @@
 #   share/metainfo/io.github.kvscope.KVScope.metainfo.xml AppStream (software centres)
 #   share/man/man1/kvscope.1.gz                          the man page
 #   share/kvscope/lessons/*.json                         the lessons (also built into the program)
+#   share/kvscope/adapters/lora_{pirate,cowboy,robot}/   the demo LoRA adapters the LoRA lesson loads
 # The package's Depends come from dpkg-shlibdeps on the installed binary (Qt 6, QCustomPlot,
 # PCRE2, xxHash, libstdc++ … whatever it links), plus what it loads at run time without
 # linking: Qt's platform plugins (qt6-qpa-plugins) and a CJK font for Korean (fonts-noto-cjk).
@@ -18,6 +19,11 @@ install(FILES ${_pkg}/${KVSCOPE_APP_ID}.svg DESTINATION ${CMAKE_INSTALL_DATADIR}
 install(FILES ${_pkg}/${KVSCOPE_APP_ID}.metainfo.xml DESTINATION ${CMAKE_INSTALL_DATADIR}/metainfo)
 file(GLOB _lessons CONFIGURE_DEPENDS ${PROJECT_SOURCE_DIR}/resources/lessons/*.json)
 install(FILES ${_lessons} DESTINATION ${CMAKE_INSTALL_DATADIR}/kvscope/lessons)
+foreach(_adapter lora_pirate lora_cowboy lora_robot)  # app/lesson.h demo_adapter_dir()
+  install(FILES ${PROJECT_SOURCE_DIR}/tests/data/${_adapter}/adapter_config.json
+                ${PROJECT_SOURCE_DIR}/tests/data/${_adapter}/adapter_model.safetensors
+          DESTINATION ${CMAKE_INSTALL_DATADIR}/kvscope/adapters/${_adapter})
+endforeach()
 # Debian installs man pages gzipped (-n: no name or time stamp, so the package is reproducible).
 find_program(KVSCOPE_GZIP gzip)
 if(KVSCOPE_GZIP)
