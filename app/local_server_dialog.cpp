@@ -13,6 +13,7 @@ namespace kvs::app {
 LocalServerDialog::LocalServerDialog(const LocalServerSettings& s, QWidget* parent) : QDialog(parent) {
     setWindowTitle(tr("Local server settings"));
     setObjectName("localServerDialog");
+    setMinimumWidth(fontMetrics().averageCharWidth() * 64);
     auto* l = new QVBoxLayout(this);
     auto* form = new QFormLayout;
     m_host = new QComboBox(this);
@@ -30,7 +31,7 @@ LocalServerDialog::LocalServerDialog(const LocalServerSettings& s, QWidget* pare
     m_key = new QLineEdit(s.apiKey, this);
     m_key->setObjectName("serverApiKey");
     m_key->setEchoMode(QLineEdit::PasswordEchoOnEdit);
-    m_key->setPlaceholderText(tr("none: every client that reaches the address may use it"));
+    m_key->setPlaceholderText(tr("none: any client may call it"));
     m_key->setToolTip(tr("clients send it as “Authorization: Bearer <key>”; kept in the desktop keyring "
                          "(or a file only you can read), never in the settings file"));
     form->addRow(tr("&Address:"), m_host);
@@ -40,6 +41,7 @@ LocalServerDialog::LocalServerDialog(const LocalServerSettings& s, QWidget* pare
     m_warning = new QLabel(this);
     m_warning->setObjectName("serverExposureWarning");
     m_warning->setWordWrap(true);
+    m_warning->setMinimumHeight(fontMetrics().lineSpacing() * 3);  // its longest text fits without a resize
     l->addWidget(m_warning);
     m_error = new QLabel(this);
     m_error->setObjectName("serverSettingsError");

@@ -13,6 +13,9 @@
 #include <unistd.h>
 
 #include <QAction>
+#include <QComboBox>
+#include <QFile>
+#include <QLineEdit>
 #include <QLabel>
 #include <QMessageBox>
 #include <QDockWidget>
@@ -34,6 +37,7 @@
 #include "app/engine_bridge.h"
 #include "app/engine_panel.h"
 #include "app/local_server_control.h"
+#include "app/local_server_dialog.h"
 #include "app/main_window.h"
 #include "app/server/openai_server.h"
 #include "tests/support/live_server.h"
@@ -141,6 +145,7 @@ private Q_SLOTS:
         m_python = QString::fromStdString(kvs::test::find_python());
         qputenv("XDG_DATA_HOME", m_dir.filePath("data").toUtf8());
         qputenv("XDG_CONFIG_HOME", m_dir.filePath("config").toUtf8());
+        qunsetenv("DBUS_SESSION_BUS_ADDRESS");  // API keys go to the test's own key file, never a keyring
         QStandardPaths::setTestModeEnabled(true);  // settings stay out of the user's config
         m_model = m_dir.filePath("tiny.gguf");
         kvs::test::TinyModelSpec spec;
@@ -161,6 +166,54 @@ private Q_SLOTS:
         // cut to 48 bytes, never inside a character: 47 ASCII bytes then a 2-byte "é"
         const std::string cut = OpenAiServer::client_label("x", std::string(47, 'a') + "\xc3\xa9" + "zz");
         QCOMPARE(cut, std::string(47, 'a'));
+    }
+
+    // Server settings…: loopback unless chosen, a warning naming who can reach another
+    // address, an empty address refused; the API key kept out of the settings file.
+    void settingsDialogAndKey() {
+        QVERIFY(kvs::app::isLoopbackHost("127.0.0.1") && kvs::app::isLoopbackHost("127.4.5.6") &&
+                kvs::app::isLoopbackHost("::1") && kvs::app::isLoopbackHost("localhost"));
+        QVERIFY(!kvs::app::isLoopbackHost("0.0.0.0") && !kvs::app::isLoopbackHost("192.168.1.20") &&
+                !kvs::app::isLoopbackHost("::") && !kvs::app::isLoopbackHost("example.org"));
+        kvs::app::LocalServerDialog d(kvs::app::LocalServerSettings{});
+        d.show();
+        auto* host = d.findChild<QComboBox*>("serverHost");
+        auto* key = d.findChild<QLineEdit*>("serverApiKey");
+        auto* warning = d.findChild<QLabel*>("serverExposureWarning");
+        QVERIFY(host && key && warning);
+        QCOMPARE(host->currentText(), QString("127.0.0.1"));
+        QCOMPARE(d.settings().port, 8000);
+        QVERIFY2(warning->text().contains("Only programs on this computer"), qPrintable(warning->text()));
+        host->setCurrentText("0.0.0.0");
+        QVERIFY2(warning->text().contains("can be reached from other machines") &&
+                     warning->text().contains("Set an API key"),
+                 qPrintable(warning->text()));
+        QVERIFY(d.grab().save(QString::fromStdString(kvs::test::output_path("local_server_dialog.png"))));
+        key->setText("sk-local-test");
+        QVERIFY(!warning->text().contains("Set an API key"));
+        host->setCurrentText("");
+        d.accept();  // refused: the dialog stays, saying why
+        QVERIFY(d.isVisible());
+        QVERIFY(d.findChild<QLabel*>("serverSettingsError")->text().contains("address is empty"));
+
+        kvs::app::LocalServerSettings s;
+        s.host = "127.0.0.1";
+        s.port = 8123;
+        s.apiKey = "sk-local-test";
+        QString err;
+        QVERIFY2(s.save(&err), qPrintable(err));
+        const kvs::app::LocalServerSettings back = kvs::app::LocalServerSettings::load(&err);
+        QVERIFY2(err.isEmpty(), qPrintable(err));
+        QCOMPARE(back.port, 8123);
+        QCOMPARE(back.apiKey, QString("sk-local-test"));
+        QSettings st;
+        st.sync();
+        QFile f(st.fileName());
+        QVERIFY(f.open(QIODevice::ReadOnly));
+        QVERIFY2(!f.readAll().contains("sk-local-test"), qPrintable(st.fileName()));
+        s.apiKey.clear();  // no key: removed from the key store
+        QVERIFY2(s.save(&err), qPrintable(err));
+        QCOMPARE(kvs::app::LocalServerSettings::load(&err).apiKey, QString());
     }
 
     void httpAndChatShareTheEngine() {
