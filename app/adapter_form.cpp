@@ -60,9 +60,10 @@ void AdapterForm::fill(const QString& chosen, const QString& chosenPath) {
     bool found = chosen.isEmpty();
     if (m_bridge)
         for (const AdapterEntry& a : m_bridge->adapters()) {
-            m_choice->addItem(QString("%1  (%2, rank %3)").arg(a.name, a.format).arg(a.rank), a.name);
+            m_choice->addItem(a.name, a.name);  // the name alone: the dock is narrow
             m_choice->setItemData(m_choice->count() - 1, a.path, kPathRole);
-            m_choice->setItemData(m_choice->count() - 1, a.path, Qt::ToolTipRole);
+            m_choice->setItemData(m_choice->count() - 1, tr("%1, rank %2 · %3").arg(a.format).arg(a.rank).arg(a.path),
+                                  Qt::ToolTipRole);
             if (a.name == chosen) {
                 m_choice->setCurrentIndex(m_choice->count() - 1);
                 found = true;

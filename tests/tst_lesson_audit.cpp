@@ -334,6 +334,7 @@ private Q_SLOTS:
         QVERIFY(kvs::test::write_tiny_gguf(m_model.toStdString(), kvs::test::TinyModelSpec{}).is_ok());
     }
 
+private:  // not a test function (Qt Test runs every private slot)
     // The LoRA lesson's three adapters, made for the tiny model (random PEFT adapters of
     // tests/tools/make_lora_fixture.py, one seed each) where the lesson looks for its demo adapters.
     void makeTinyAdapters() {
@@ -357,6 +358,7 @@ private Q_SLOTS:
     }
 
 
+private Q_SLOTS:
     void everyLessonTellsTheTruth_data() {
         QTest::addColumn<QString>("lesson");
         for (const QString& n : kvs::app::builtin_lessons()) QTest::newRow(qPrintable(n)) << n;
