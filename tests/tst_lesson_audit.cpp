@@ -357,7 +357,6 @@ private:  // not a test function (Qt Test runs every private slot)
         }
     }
 
-
 private Q_SLOTS:
     void everyLessonTellsTheTruth_data() {
         QTest::addColumn<QString>("lesson");
