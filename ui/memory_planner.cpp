@@ -422,6 +422,7 @@ MemoryInputs MemoryPlannerView::inputs() const {
 void MemoryPlannerView::recompute() {
     if (m_applying) return;
     const MemoryInputs in = inputs();
+    recomputeParallel(in);  // first: the shape on screen is the last one the KV source is asked for
     const qint64 perToken = m_kvBytesPerToken ? m_kvBytesPerToken(in.layers, in.kvHeads, in.headDim, in.kvInt8) : 0;
     m_plan = MemorySizing::plan(in, perToken);
     if (!m_plan.valid) {
@@ -436,7 +437,6 @@ void MemoryPlannerView::recompute() {
                         {tr("scratch"), in.scratchBytes, MemoryBar::scratchColor()}});
     m_bar->setCapacity(in.availableBytes);
     m_limits->setText(limitsHtml(in));
-    recomputeParallel(in);
     Q_EMIT planChanged(m_plan);
 }
 
