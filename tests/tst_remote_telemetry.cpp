@@ -147,6 +147,7 @@ EngineSnapshot handSnapshot(int64_t step) {
     a.block_ids = {0, 1};
     a.tokens = {5, 6, 7, 8, 9, 10, 11};
     a.adapter = "style";
+    a.client = "HTTP 127.0.0.1:53012";
     RequestView b;
     b.id = 2;
     b.status = RequestStatus::running;
@@ -333,6 +334,8 @@ private Q_SLOTS:
         QCOMPARE(got.chunks.size(), want.chunks.size());
         QCOMPARE(got.requests[0].tokens, want.requests[0].tokens);
         QCOMPARE(got.requests[0].adapter, std::string("style"));
+        QCOMPARE(got.requests[0].client, std::string("HTTP 127.0.0.1:53012"));
+        QCOMPARE(got.requests[1].client, std::string());
         QCOMPARE(got.requests[2].status, RequestStatus::swapped);
         QCOMPARE(got.kv_stats.hit_tokens, int64_t{4});
         QCOMPARE(got.total_finished, int64_t{2});
@@ -531,15 +534,18 @@ private Q_SLOTS:
         QTRY_VERIFY_WITH_TIMEOUT(!w.generating(), 60000);
         QVERIFY2(w.engineViews()->caption().contains(QStringLiteral("live telemetry")),
                  qPrintable(w.engineViews()->caption()));
-        const qint64 stepBefore = w.engineViews()->lastStep();
-        QVERIFY(stepBefore > 0);
         const QString chatBefore = w.chatView()->transcriptText();
 
-        // The server goes away: the caption says so, the chat and the views stay.
+        // The server goes away: the caption says so, the chat and the views stay (through a
+        // failed reconnection too).
         ls->reset();
         QTRY_VERIFY_WITH_TIMEOUT(w.engineViews()->caption().contains(QStringLiteral("trying again")), 20000);
+        const qint64 stepBefore = w.engineViews()->lastStep();
+        QVERIFY(stepBefore > 0);
+        QTest::qWait(1500);
         QCOMPARE(w.chatView()->transcriptText(), chatBefore);
         QCOMPARE(w.engineViews()->lastStep(), stepBefore);
+        QVERIFY(w.engineViews()->frame().step.blocksUsed > 0 || w.engineViews()->frame().step.blocksCached > 0);
         // Back on the same port: followed again, with the new engine's steps from 0.
         auto again = startOn(port, model, 5);
         QVERIFY2(again, again.message().c_str());

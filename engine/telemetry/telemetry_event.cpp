@@ -87,6 +87,7 @@ json snapshot_to_json(const EngineSnapshot& s, bool whole) {
     for (size_t i = 0; i < s.requests.size() && i < reqs.size(); ++i) {
         const RequestView& r = s.requests[i];
         if (!r.adapter.empty()) reqs[i]["adapter"] = r.adapter;
+        if (!r.client.empty()) reqs[i]["client"] = r.client;
         if (whole && !r.tokens.empty()) reqs[i]["tokens"] = r.tokens;
     }
     return j;
@@ -98,6 +99,7 @@ EngineSnapshot snapshot_from_json(const json& j) {
         for (size_t i = 0; i < it->size() && i < s.requests.size(); ++i) {
             const json& r = (*it)[i];
             get_if(r, "adapter", s.requests[i].adapter);
+            get_if(r, "client", s.requests[i].client);
             get_if(r, "tokens", s.requests[i].tokens);
         }
     return s;

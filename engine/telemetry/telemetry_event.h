@@ -15,8 +15,9 @@
 //   "snapshots": [EngineSnapshot, ...],  // oldest first (trace_json.h's schema); the newest is
 //                                        // whole, the earlier ones have no "blocks" /
 //                                        // "host_blocks" (their step and request rows feed
-//                                        // the slot timeline); requests add "adapter" and,
-//                                        // in the newest, "tokens" (ids)
+//                                        // the slot timeline); requests add "adapter",
+//                                        // "client" and, in the newest, "tokens" (ids);
+//                                        // the roofline's op_steps are not sent
 //   "spec":      SpecSnapshot,           // only when it changed since the previous event:
 //                {"step", "requests": [{"id", "proposer", "k", "adaptive", "finished",
 //                 "stats": SpecStats, "fates": [[token, fate, draft_pos, step], ...],
