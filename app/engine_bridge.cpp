@@ -133,7 +133,7 @@ void EngineBridge::loadModelAt(const QString& nameOrPath, int contextTokens, int
         Q_EMIT modelLoadFailed(err);
         return;
     }
-    Q_EMIT modelShape(qs(c.name), c.n_layer, c.n_kv_head, c.head_dim, m.weight_bytes);
+    Q_EMIT modelShape(qs(c.name), c.n_layer, c.n_kv_head, c.head_dim, m.weight_bytes, c.n_head);
     for (const auto& w : m.warnings) Q_EMIT modelWarning(qs(w));
     // The context is named with what the model was trained on, so a default below it is seen.
     const QString ctxText = contextTokens > 0 || c.n_ctx_train <= 0 || ctx == c.n_ctx_train

@@ -195,7 +195,7 @@ Q_SIGNALS:
     void modelLoadCancelled(qint64 ticket);
     void engineConfigured(const QString& description);
     void modelWarning(const QString& message);  // loaded, but something is not applied (see Model::warnings)
-    void modelShape(const QString& name, int layers, int kvHeads, int headDim, qint64 weightBytes);
+    void modelShape(const QString& name, int layers, int kvHeads, int headDim, qint64 weightBytes, int heads);
     void tokenText(qint64 requestId, const QString& piece);
     void requestFinished(qint64 requestId, const QString& summary);
     void requestFailed(qint64 requestId, const QString& message);

@@ -242,7 +242,7 @@ void ModelManagerDialog::showFacts(const ModelFacts& f) {
                         .arg(f.tensorTypes.toHtmlEscaped());
         for (const QString& w : f.warnings) d += "<br><i>" + w.toHtmlEscaped() + "</i>";
         m_details->setText(d);
-        m_planner->setLoadedModel(f.name, f.layers, f.kvHeads, f.headDim, f.weightBytes);
+        m_planner->setLoadedModel(f.name, f.layers, f.kvHeads, f.headDim, f.weightBytes, f.heads);
         ui::MemoryInputs in = m_planner->inputs();
         if (f.ctxTrain > 0) in.context = std::min<qint64>(in.context, f.ctxTrain);
         m_planner->setInputs(in);

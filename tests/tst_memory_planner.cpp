@@ -314,8 +314,11 @@ private Q_SLOTS:
         wire(w);
         w.resize(1100, 560);
         w.show();
-        w.setLoadedModel("SmolLM2-135M-Instruct.Q4_1", 30, 3, 64, 96'573'030);
+        w.setLoadedModel("SmolLM2-135M-Instruct.Q4_1", 30, 3, 64, 96'573'030, 9);
         QVERIFY(w.presetNames().first().startsWith("Loaded: SmolLM2-135M-Instruct.Q4_1"));
+        // the attention-variants box starts from the model's own 9 query heads (GQA group 3)
+        QCOMPARE(w.findChild<QSpinBox*>("plannerHeads")->value(), 9);
+        QCOMPARE(w.findChild<QSpinBox*>("plannerGroup")->value(), 3);
         QCOMPARE(w.findChild<QComboBox*>("plannerPreset")->currentIndex(), 0);
         QCOMPARE(w.currentPlan().bytesPerToken, qint64(23040));
         QVERIFY(std::abs(w.inputs().weightBytes - 96'573'030) < MiB / 10);

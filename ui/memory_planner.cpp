@@ -366,8 +366,9 @@ void MemoryPlannerView::markCustom() {
     m_weightFormat->setEnabled(false);
 }
 
-void MemoryPlannerView::setLoadedModel(const QString& name, int layers, int kvHeads, int headDim, qint64 weightBytes) {
-    ModelPreset p{tr("Loaded: %1").arg(name), layers, kvHeads, headDim, 0, QStringLiteral("file size"), weightBytes};
+void MemoryPlannerView::setLoadedModel(const QString& name, int layers, int kvHeads, int headDim, qint64 weightBytes,
+                                       int heads) {
+    ModelPreset p{tr("Loaded: %1").arg(name), layers, kvHeads, headDim, 0, QStringLiteral("file size"), weightBytes, heads};
     const QSignalBlocker block(m_preset);
     if (m_hasLoaded) {
         m_presets[0] = p;

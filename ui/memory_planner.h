@@ -46,7 +46,7 @@ public:
     void setKvBytesPerTokenFn(KvBytesPerTokenFn fn);
 
     // The model the program has loaded: listed first as "Loaded: <name>" and selected.
-    void setLoadedModel(const QString& name, int layers, int kvHeads, int headDim, qint64 weightBytes);
+    void setLoadedModel(const QString& name, int layers, int kvHeads, int headDim, qint64 weightBytes, int heads = 0);
     void setAvailableMemory(qint64 bytes);  // e.g. the machine's RAM or the GPU's VRAM
     void setInputs(const MemoryInputs& in);
     MemoryInputs inputs() const;
