@@ -48,7 +48,9 @@ QVector<ui::RequestRow> to_request_rows(const EngineSnapshot& s, const std::func
         ui::RequestRow row;
         row.id = r.id;
         row.label = label ? label(r.id) : QString();
-        if (row.label.isEmpty()) row.label = QStringLiteral("req %1").arg(r.id);
+        if (row.label.isEmpty())  // not the window's own: named by its client when it has one
+            row.label = r.client.empty() ? QStringLiteral("req %1").arg(r.id)
+                                         : QStringLiteral("%1 #%2").arg(QString::fromStdString(r.client)).arg(r.id);
         row.status = QString::fromLatin1(status_name(r.status));
         row.slot = slot_state(r, s);
         row.priority = r.priority;

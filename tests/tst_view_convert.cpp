@@ -55,6 +55,24 @@ private Q_SLOTS:
         QVERIFY2(padding_chunks > 0, "the short request's seat never ran a padding chunk");
         QCOMPARE(padding_rows, padding_chunks);
     }
+
+    // A request the window did not name (an HTTP client's, or any request in a remote
+    // server's telemetry) is named by its client; without one it stays "req N".
+    void requestsAreNamedByTheirClient() {
+        EngineSnapshot s;
+        RequestView a;
+        a.id = 7;
+        a.client = "alice";
+        RequestView b;
+        b.id = 8;
+        s.requests = {a, b};
+        const auto rows = app::to_request_rows(s);
+        QCOMPARE(rows.size(), 2);
+        QCOMPARE(rows[0].label, QString("alice #7"));
+        QCOMPARE(rows[1].label, QString("req 8"));
+        const auto named = app::to_request_rows(s, [](RequestId id) { return id == 7 ? QString("my chat") : QString(); });
+        QCOMPARE(named[0].label, QString("my chat"));  // the window's own name wins
+    }
 };
 
 QTEST_MAIN(TestViewConvert)
