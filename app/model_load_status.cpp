@@ -29,6 +29,7 @@ ModelLoadStatus::ModelLoadStatus(EngineBridge* bridge, QWidget* parent) : QWidge
     lay->addWidget(m_cancel);
     hide();
     connect(m_cancel, &QToolButton::clicked, this, &ModelLoadStatus::cancel);
+    connect(this, &ModelLoadStatus::loadRequested, bridge, &EngineBridge::loadModelAt, Qt::QueuedConnection);
     connect(bridge, &EngineBridge::loadProgress, this, [this](qint64 ticket, int stage, int stages, const QString& what) {
         if (ticket != m_ticket) return;
         m_bar->setRange(0, stages);
@@ -56,11 +57,7 @@ void ModelLoadStatus::start(const QString& nameOrPath, int context, int batch) {
     m_stage->setText(tr("Loading %1…").arg(QFileInfo(nameOrPath).fileName()));
     m_cancel->setEnabled(true);
     show();
-    EngineBridge* b = m_bridge;
-    const qint64 ticket = m_ticket;
-    QMetaObject::invokeMethod(
-        b, [b, nameOrPath, context, batch, ticket] { b->loadModelAt(nameOrPath, context, batch, ticket); },
-        Qt::QueuedConnection);
+    Q_EMIT loadRequested(nameOrPath, context, batch, m_ticket);
 }
 
 void ModelLoadStatus::cancel() {

@@ -28,6 +28,9 @@ public:
 Q_SIGNALS:
     // loaded false: it failed (message says why) or was cancelled (cancelled true).
     void loadEnded(const QString& path, bool loaded, bool cancelled, const QString& message);
+    // To the bridge's thread (a queued connection to EngineBridge::loadModelAt): Qt copies
+    // the arguments into the event, so no functor's captures cross threads.
+    void loadRequested(const QString& nameOrPath, int contextTokens, int batch, qint64 ticket);
 
 private:
     void finish(bool loaded, bool cancelled, const QString& message);
