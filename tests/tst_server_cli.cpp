@@ -13,47 +13,12 @@
 
 #include "tests/support/live_server.h"
 #include "tests/support/run_kvscope.h"
+#include "tests/support/serve_process.h"
 
 using namespace kvs;
 using json = nlohmann::json;
 
 namespace {
-
-// A running `kvscope serve --port 0 ...` and the port it printed.
-struct ServeProcess {
-    QProcess p;
-    int port = 0;
-    QString out;
-
-    bool start(const QStringList& extra) {
-        QStringList args = {"serve", "--port", "0", "--threads", "2"};
-        args += extra;
-        p.start(QString::fromStdString(test::kvscope_exe()), args);
-        if (!p.waitForStarted(10000)) return false;
-        for (int i = 0; i < 600 && port == 0; ++i) {  // at most 60 s for the model to load
-            p.waitForReadyRead(100);
-            out += QString::fromUtf8(p.readAllStandardOutput());
-            const int at = out.indexOf("http://127.0.0.1:");
-            if (at >= 0) {
-                const int colon = out.indexOf(':', at + 7);
-                port = out.mid(colon + 1, out.indexOf(' ', colon) - colon - 1).toInt();
-            }
-            if (p.state() == QProcess::NotRunning) break;
-        }
-        return port > 0;
-    }
-    ~ServeProcess() {
-        if (p.state() != QProcess::NotRunning) {
-            p.kill();
-            p.waitForFinished(5000);
-        }
-    }
-    std::unique_ptr<httplib::Client> client() const {
-        auto c = std::make_unique<httplib::Client>("127.0.0.1", port);
-        c->set_read_timeout(120, 0);
-        return c;
-    }
-};
 
 std::string model_path() {
     const std::string m = test::default_model_path();
@@ -67,7 +32,7 @@ class TestServerCli : public QObject {
 private Q_SLOTS:
     void greedyEqualsGenerate() {
         const std::string model = model_path();
-        ServeProcess s;
+        test::ServeProcess s;
         QVERIFY2(s.start({"--model", QString::fromStdString(model), "--served-model-name", "m1"}),
                  qPrintable(s.out + QString::fromUtf8(s.p.readAllStandardError())));
         QVERIFY(s.out.contains("model m1"));
@@ -104,7 +69,7 @@ private Q_SLOTS:
         QVERIFY(f.open(QIODevice::WriteOnly));
         f.write("sk-from-file\n");
         f.close();
-        ServeProcess s;
+        test::ServeProcess s;
         QVERIFY(s.start({"--model", QString::fromStdString(test::tiny_server_model()), "--api-key-file", key}));
         auto no = s.client()->Get("/v1/models");
         QVERIFY(no && no->status == 401);
@@ -115,7 +80,7 @@ private Q_SLOTS:
     // SIGTERM with a stream in flight: the stream ends with an abort chunk and [DONE], the
     // program says it stopped and exits 0.
     void sigtermEndsCleanly() {
-        ServeProcess s;
+        test::ServeProcess s;
         QVERIFY(s.start({"--model", QString::fromStdString(test::tiny_server_model())}));
         std::atomic<int> chunks{0};
         std::string body;

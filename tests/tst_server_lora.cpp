@@ -12,43 +12,13 @@
 
 #include "tests/support/live_server.h"
 #include "tests/support/run_kvscope.h"
+#include "tests/support/serve_process.h"
 #include "tests/support/run_python.h"
 
 using namespace kvs;
 using json = nlohmann::json;
 
 namespace {
-
-// A running `kvscope serve --port 0 ...` and the port it printed.
-struct ServeProcess {
-    QProcess p;
-    int port = 0;
-    QString out;
-
-    bool start(const QStringList& extra) {
-        QStringList args = {"serve", "--port", "0", "--threads", "2"};
-        args += extra;
-        p.start(QString::fromStdString(test::kvscope_exe()), args);
-        if (!p.waitForStarted(10000)) return false;
-        for (int i = 0; i < 600 && port == 0; ++i) {  // at most 60 s for the model to load
-            p.waitForReadyRead(100);
-            out += QString::fromUtf8(p.readAllStandardOutput());
-            const int at = out.indexOf("http://127.0.0.1:");
-            if (at >= 0) {
-                const int colon = out.indexOf(':', at + 7);
-                port = out.mid(colon + 1, out.indexOf(' ', colon) - colon - 1).toInt();
-            }
-            if (p.state() == QProcess::NotRunning) break;
-        }
-        return port > 0;
-    }
-    ~ServeProcess() {
-        if (p.state() != QProcess::NotRunning) {
-            p.kill();
-            p.waitForFinished(5000);
-        }
-    }
-};
 
 // What `kvscope generate --chat` prints for the question, greedy (its final newline cut).
 QString generate(const QString& model, const QString& question, int n, const QStringList& extra) {
@@ -78,7 +48,7 @@ private Q_SLOTS:
         QVERIFY(!baseText.isEmpty() && !pirateText.isEmpty());
         QVERIFY2(pirateText.startsWith("Ahoy matey!") && baseText != pirateText, qPrintable(pirateText));
 
-        ServeProcess s;
+        test::ServeProcess s;
         const QString jsonModule = QString(R"({"name": "pirate-json", "path": "%1"})").arg(path);
         QVERIFY2(s.start({"-m", m, "--served-model-name", "smollm2", "--enable-lora-runtime", "--lora-modules",
                           "pirate=" + path, jsonModule}),
