@@ -16,6 +16,7 @@
 #include <cstdlib>
 #include <future>
 
+#include "tests/support/greedy_alone.h"
 #include "tests/support/beam_reference.h"
 #include "tests/support/greedy_params.h"
 #include "tests/support/test_backend.h"
@@ -44,18 +45,7 @@ Result<std::unique_ptr<SequenceRunner>> make_runner(std::shared_ptr<const Model>
 // The same request alone: SequenceRunner prefill + one token at a time, own Sampler.
 std::vector<int32_t> run_alone(std::shared_ptr<const Model> model, const std::vector<int32_t>& prompt,
                                const SamplingParams& params) {
-    auto runner = make_runner(model);
-    Sampler sampler(params);
-    std::vector<float> logits;
-    std::vector<int32_t> history = prompt, out;
-    if (!(*runner)->eval(prompt, false, &logits)) qFatal("eval failed");
-    for (int i = 0; i < params.max_tokens; ++i) {
-        const int32_t t = sampler.sample(logits.data(), model->config.n_vocab, history);
-        out.push_back(t);
-        history.push_back(t);
-        if (i + 1 < params.max_tokens && !(*runner)->eval({t}, false, &logits)) qFatal("eval failed");
-    }
-    return out;
+    return test::sampled_alone(**make_runner(model), model->config.n_vocab, prompt, params, params.max_tokens);
 }
 
 std::vector<BeamHypothesis> brute_force_beam(std::shared_ptr<const Model> model, const std::vector<int32_t>& prompt,

@@ -17,6 +17,7 @@
 #include "engine/runtime/sequence_runner.h"
 #include "engine/sampling/sampler.h"
 #include "engine/telemetry/snapshot_ring.h"
+#include "tests/support/greedy_alone.h"
 #include "tests/support/test_backend.h"
 #include "tests/support/tiny_model.h"
 #include "tests/support/token_ids.h"
@@ -33,17 +34,7 @@ std::vector<int32_t> run_alone(std::shared_ptr<const Model> model, const std::ve
     ro.backend = test::test_backend();
     auto runner = SequenceRunner::create(model, ro);
     if (!runner) qFatal("%s", runner.message().c_str());
-    Sampler sampler(params);
-    std::vector<float> logits;
-    std::vector<int32_t> history = prompt, out;
-    if (!(*runner)->eval(prompt, false, &logits)) qFatal("eval failed");
-    for (int i = 0; i < params.max_tokens; ++i) {
-        const int32_t t = sampler.sample(logits.data(), model->config.n_vocab, history);
-        out.push_back(t);
-        history.push_back(t);
-        if (i + 1 < params.max_tokens && !(*runner)->eval({t}, false, &logits)) qFatal("eval failed");
-    }
-    return out;
+    return test::sampled_alone(**runner, model->config.n_vocab, prompt, params, params.max_tokens);
 }
 
 SamplingParams sampled(int n, uint64_t seed) {

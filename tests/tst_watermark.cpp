@@ -19,6 +19,7 @@
 #include "engine/runtime/session.h"
 #include "engine/sampling/sampler.h"
 #include "engine/sampling/watermark.h"
+#include "tests/support/greedy_alone.h"
 #include "tests/support/run_kvscope.h"
 #include "tests/support/run_python.h"
 #include "tests/support/test_paths.h"
@@ -37,18 +38,7 @@ std::vector<int32_t> sample_tokens(const Session& s, const std::vector<int32_t>&
     ro.n_threads = 2;
     auto runner = s.make_runner(ro);
     if (!runner) qFatal("make_runner: %s", runner.message().c_str());
-    std::vector<float> logits;  // [n_vocab]
-    if (!(*runner)->eval(prompt, false, &logits)) qFatal("prefill failed");
-    const int n_vocab = s.model().config.n_vocab;
-    Sampler sampler(sp);
-    std::vector<int32_t> history = prompt, out;
-    for (int i = 0; i < n; ++i) {
-        const int32_t id = sampler.sample(logits.data(), n_vocab, history);
-        history.push_back(id);
-        out.push_back(id);
-        if (i + 1 < n && !(*runner)->eval({id}, false, &logits)) qFatal("decode failed");
-    }
-    return out;
+    return test::sampled_alone(**runner, s.model().config.n_vocab, prompt, sp, n);
 }
 
 // The detector over the generated tokens, the first one scored against the prompt's last.

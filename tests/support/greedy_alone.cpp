@@ -17,4 +17,19 @@ std::vector<int32_t> greedy_alone(SequenceRunner& runner, int n_vocab, const std
     return out;
 }
 
+std::vector<int32_t> sampled_alone(SequenceRunner& runner, int n_vocab, const std::vector<int32_t>& prompt,
+                                   const SamplingParams& params, int n) {
+    std::vector<float> logits;  // [n_vocab] after the last token evaluated
+    if (!runner.eval(prompt, false, &logits)) qFatal("sampled_alone: prefill failed");
+    Sampler sampler(params);
+    std::vector<int32_t> history = prompt, out;
+    for (int i = 0; i < n; ++i) {
+        const int32_t t = sampler.sample(logits.data(), n_vocab, history);
+        out.push_back(t);
+        history.push_back(t);
+        if (i + 1 < n && !runner.eval({t}, false, &logits)) qFatal("sampled_alone: decode failed");
+    }
+    return out;
+}
+
 }  // namespace kvs::test
