@@ -1,0 +1,97 @@
+#pragma once
+// The quantization comparison table: one row per scheme of one model (reference, INT8 RTN,
+// LLM.int8(), NF4, FP4, INT4 RTN, GPTQ, GPTQ act-order, AWQ, Q4_K_M-style GGUF, Q8_0) with
+// its size, quality against the reference and speed on the machine that measured it. What
+// `kvscope eval --all` writes (--json, --csv), the GUI's table view shows and loads, and the
+// "Which quantization fits?" chooser reads. This file is the format only; quant_table_run.h
+// measures one.
+//
+// JSON (version 1), every key always present, null for a value not measured:
+//   {"format": "kvscope-quant-table", "version": 1, "model": "<name>", "n_params": N,
+//    "machine": "<cpu>",
+//    "rows": [{"scheme": "int4-gptq", "label": "GPTQ", "bits_per_weight": 4.5,
+//              "size_bytes": N, "ppl": x, "ppl_err": x, "mean_kl": x, "top1": 0.xx,
+//              "first_divergence": x, "prefill_tok_s": x, "decode_tok_s": x, "note": ""}]}
+// Fields of a row:
+//   scheme            QuantScheme::name ("ref", "int8", "llm-int8", "nf4", "fp4", "int4-rtn",
+//                     "int4-gptq", "int4-gptq-act", "int4-awq", "q4_k", "q8_0", ...)
+//   label             the family's short name ("reference", "INT8 RTN", "GPTQ", ...)
+//   bits_per_weight   stored bits per weight of the per-layer linears (scales included)
+//   size_bytes        every weight tensor as stored (linears + embedding + output head)
+//   ppl, ppl_err      perplexity on the evaluation text, ± its standard error
+//   mean_kl           mean KL(reference || scheme) of the next-token distributions, nats
+//   top1              share of scored positions whose argmax equals the reference's, 0..1
+//   first_divergence  mean over the fixed prompt set of the index of the first generated
+//                     token where the scheme's greedy decode leaves the reference's; a
+//                     prompt that never left counts as the number of tokens compared
+//   prefill_tok_s     single-stream prompt processing, tokens/s
+//   decode_tok_s      single-stream generation, tokens/s
+//   note              why a row has no values (the scheme cannot apply to the model), or ""
+// The reader accepts unknown keys (a later version may add some) and refuses a missing or
+// mistyped known key, a negative count or size, and a top1 outside 0..1, naming the row and
+// the field.
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/core/status.h"
+
+namespace kvs {
+
+inline constexpr const char* kQuantTableFormat = "kvscope-quant-table";
+inline constexpr int kQuantTableVersion = 1;
+
+struct QuantTableRow {
+    std::string scheme;
+    std::string label;
+    std::optional<double> bits_per_weight;
+    std::optional<int64_t> size_bytes;
+    std::optional<double> ppl, ppl_err;
+    std::optional<double> mean_kl;
+    std::optional<double> top1;  // 0..1
+    std::optional<double> first_divergence;
+    std::optional<double> prefill_tok_s, decode_tok_s;
+    std::string note;  // "" for a measured row
+
+    bool measured() const { return ppl.has_value(); }
+};
+
+struct QuantTable {
+    std::string model;  // the model's name or file
+    std::optional<int64_t> n_params;
+    std::string machine;  // the CPU (or GPU) that measured the speeds
+    std::vector<QuantTableRow> rows;
+
+    // The row of `scheme`, or nullptr.
+    const QuantTableRow* find(const std::string& scheme) const;
+};
+
+// The schemes of the full table in the order, with their short labels:
+// ref "reference", int8 "INT8 RTN", llm-int8 "LLM.int8()", nf4 "NF4", fp4 "FP4",
+// int4-rtn "INT4 RTN", int4-gptq "GPTQ", int4-gptq-act "GPTQ act-order", int4-awq "AWQ",
+// q4_k "Q4_K_M-style GGUF", q8_0 "Q8_0".
+struct QuantTableScheme {
+    const char* scheme;
+    const char* label;
+};
+const std::vector<QuantTableScheme>& quant_table_schemes();
+// The short label of a scheme of that list; otherwise the scheme name itself.
+std::string quant_table_label(const std::string& scheme);
+
+nlohmann::json quant_table_to_json(const QuantTable& t);
+// `where` names the source in errors ("table.json").
+Result<QuantTable> quant_table_from_json(const nlohmann::json& j, const std::string& where = "quant table");
+
+// One header line (the JSON row keys, in the JSON's order) and a line per row; a null
+// value is an empty cell; text cells with a comma, quote or line break are quoted.
+std::string quant_table_csv(const QuantTable& t);
+
+// Files: written whole (to a temporary name, then renamed); errors name the file.
+Status write_quant_table_json(const QuantTable& t, const std::string& path);
+Status write_quant_table_csv(const QuantTable& t, const std::string& path);
+Result<QuantTable> read_quant_table(const std::string& path);
+
+}  // namespace kvs
