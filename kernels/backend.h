@@ -91,6 +91,15 @@ struct PagedAttentionArgs {
 class Backend {
 public:
     virtual ~Backend() = default;
+    // Attention mass (KV eviction scores, engine/kv_cache/kv_eviction.h), on backends whose
+    // supports_attention_mass() is true: when attn_mass is set, every query token t with
+    // mass_row[t] >= 0 adds to attn_mass[mass_row[t] * mass_stride + p], for each cache
+    // position p it attends to, the sum over its n_head query heads of the softmax
+    // probability of p. Rows are summed in token order (the same bits however the attention
+    // itself was split). Null: nothing is written.
+    float* attn_mass = nullptr;         // [n_mass_rows, mass_stride], accumulated (+=)
+    const int32_t* mass_row = nullptr;  // [n_tokens] row of attn_mass, -1: the token adds nothing
+    int mass_stride = 0;                // more than every token_pos[t] of a token with a row
     virtual std::string name() const = 0;  // "cpu-avx2", "cuda:NVIDIA H100", ...
     virtual int n_threads() const { return 1; }
 
@@ -152,6 +161,8 @@ public:
 // cpu::parse_simd in kernels/cpu/cpu_features.h. Any other name (there are no AVX-512
 // kernels) gives nullptr and sets *error when given.
 std::unique_ptr<Backend> make_cpu_backend(int n_threads = 0, const std::string& simd = "auto",
+    // Whether paged_attention fills PagedAttentionArgs::attn_mass (the CPU backend does).
+    virtual bool supports_attention_mass() const { return false; }
                                           std::string* error = nullptr);
 
 // Loads libkvscope_cuda.so at run time. Returns nullptr and sets *why when the library,

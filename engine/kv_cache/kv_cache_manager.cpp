@@ -47,6 +47,8 @@ void KVCacheManager::set_tier(KvBlockTier* tier) {
 }
 
 void KVCacheManager::note_allocated(const std::vector<int32_t>& ids) {
+    if (!m_evict_freed.empty())  // handed out again: no longer a block eviction gave back
+        for (int32_t b : ids) m_evict_freed[static_cast<size_t>(b)] = 0;
     if (!m_tier) return;
     for (const auto& [block, hash] : m_pool.take_evictions()) {
         auto& meta = m_block_meta[static_cast<size_t>(block)];
@@ -109,7 +111,7 @@ Result<int> KVCacheManager::get_computed_blocks(RequestId id, const std::vector<
     r.pending_hashes.clear();
     r.pending_tier.clear();
     r.pending_query_tokens = 0;
-    if (!m_enable_prefix_caching || token_ids.empty()) return 0;
+    if (!m_enable_prefix_caching || token_ids.empty() || m_no_prefix.count(id)) return 0;
     const int bs = m_block_size;
     const int max_blocks = (static_cast<int>(token_ids.size()) - 1) / bs;  // keep the last token to compute
     uint64_t parent = root_hash(id);
@@ -225,7 +227,7 @@ Result<SlotAllocation> KVCacheManager::allocate_slots(RequestId id, const std::v
     }
     r.num_tokens = total + num_lookahead_tokens;
 
-    if (m_enable_prefix_caching) {
+    if (m_enable_prefix_caching && !m_no_prefix.count(id)) {
         // Blocks full of known tokens and not hashed yet: [hashed before, total / bs).
         // Lookahead tokens are never hashed; after a rollback the blocks they filled are
         // hashed here once real tokens fill them.
@@ -351,6 +353,28 @@ std::vector<BlockInfo> KVCacheManager::block_map() const {
             const int filled = std::clamp(r.num_tokens - static_cast<int>(i) * m_block_size, 0, m_block_size);
             info.n_filled = std::max(info.n_filled, filled);
         }
+Result<int> KVCacheManager::compact(RequestId id, int n_entries) {
+    auto it = m_requests.find(id);
+    if (it == m_requests.end()) return Result<int>::error("compact: unknown request " + std::to_string(id));
+    RequestState& r = it->second;
+    if (n_entries < 0 || n_entries > r.num_tokens)
+        return Result<int>::error("compact: request " + std::to_string(id) + " has " + std::to_string(r.num_tokens) +
+                                  " cached tokens, not " + std::to_string(n_entries));
+    for (int32_t b : r.block_table)
+        if (m_pool.block(b).ref_cnt != 1 || m_pool.block(b).block_hash)
+            return Result<int>::error("compact: block " + std::to_string(b) + " of request " + std::to_string(id) +
+                                      " is shared or in the prefix cache");
+    const size_t keep = static_cast<size_t>((n_entries + m_block_size - 1) / m_block_size);
+    std::vector<int32_t> dropped(r.block_table.rbegin(), r.block_table.rend() - static_cast<ptrdiff_t>(keep));
+    m_pool.release(dropped);
+    if (m_evict_freed.empty()) m_evict_freed.assign(static_cast<size_t>(m_pool.n_blocks()), 0);
+    for (int32_t b : dropped) m_evict_freed[static_cast<size_t>(b)] = 1;  // the block map draws them as freed
+    r.block_table.resize(keep);
+    r.block_hashes.clear();
+    r.num_tokens = n_entries;
+    return static_cast<int>(dropped.size());
+}
+
     }
     return map;
 }

@@ -16,6 +16,7 @@
 #include <optional>
 #include <unordered_map>
 #include <vector>
+#include <unordered_set>
 
 #include "engine/core/status.h"
 #include "engine/kv_cache/block_pool.h"
@@ -120,7 +121,24 @@ public:
     // never share cached blocks. Set before the request's first allocation; kept across
     // preemption and swaps (free() keeps it), copied by fork(), dropped by forget_salt().
     void set_cache_salt(RequestId id, uint64_t salt);
-    void forget_salt(RequestId id) { m_salts.erase(id); }
+    void forget_salt(RequestId id) {
+        m_salts.erase(id);
+        m_no_prefix.erase(id);
+    }
+    // A request that neither takes nor registers prefix-cache blocks (KV eviction compacts
+    // its blocks in place, so they are never shared and never findable). Set before its
+    // first allocation; kept across preemption, dropped by forget_salt().
+    void set_prefix_caching(RequestId id, bool on) {
+        if (on) m_no_prefix.erase(id);
+        else
+            m_no_prefix.insert(id);
+    }
+    // KV eviction: the request's cache now holds its first n_entries slots only (the caller
+    // has moved the kept entries there); the blocks past them go back to the pool, last
+    // first. Returns how many blocks were freed. Refused for a request whose blocks are shared
+    // or hashed (it must have set_prefix_caching(id, false) and no forks) or for more entries
+    // than it has.
+    Result<int> compact(RequestId id, int n_entries);
 
     // KV tiers below the device pool (kv_tiers.h; null: none, the default). With a tier,
     // a prefix lookup that misses in the pool asks it next (its hits are allocated fresh
@@ -173,3 +191,5 @@ private:
 };
 
 }  // namespace kvs
+    std::unordered_set<RequestId> m_no_prefix;        // set_prefix_caching(id, false)
+    std::vector<char> m_evict_freed;  // [n_blocks] given back by compact() and not handed out since (lazy)

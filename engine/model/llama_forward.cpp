@@ -29,6 +29,8 @@ struct LlamaForward::Buffers {
     int32_t* slots = nullptr;   // [T]
     int32_t* rows = nullptr;    // [T]
     int32_t* tables = nullptr;  // [table_capacity]
+    int32_t* kv_pos = nullptr;      // [T] cache index of each token (ForwardBatch::kv_positions)
+    int32_t* mass_rows = nullptr;   // [T] attention-mass row of each token, -1: none
     int32_t* swa_slots = nullptr;   // [T] KV slots in the local layers' cache (kv_swa only)
     int32_t* swa_tables = nullptr;  // [table_capacity] (kv_swa only)
     size_t table_capacity = 0;
@@ -119,6 +121,8 @@ Status LlamaForward::init() {
     b.pos = reinterpret_cast<int32_t*>(scratch(T, "the positions"));
     b.seq = reinterpret_cast<int32_t*>(scratch(T, "the sequence rows"));
     b.slots = reinterpret_cast<int32_t*>(scratch(T, "the KV slots"));
+    b.kv_pos = reinterpret_cast<int32_t*>(scratch(T, "the cache indices"));
+    b.mass_rows = reinterpret_cast<int32_t*>(scratch(T, "the attention-mass rows"));
     b.rows = reinterpret_cast<int32_t*>(scratch(T, "the logit rows"));
     if (m_kv_swa) b.swa_slots = reinterpret_cast<int32_t*>(scratch(T, "the local layers' KV slots"));
     return alloc_status();
@@ -321,7 +325,7 @@ void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
     pa.v_cache = cache.v(cl);
     pa.block_tables = own_swa ? b.swa_tables : b.tables;
     pa.token_seq = b.seq;
-    pa.token_pos = b.pos;
+    pa.token_pos = b.kv_pos;
     pa.n_tokens = n_tokens;
     pa.n_seqs = batch.n_seqs;
     pa.max_blocks_per_seq = batch.max_blocks_per_seq;
@@ -341,6 +345,11 @@ void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
     if (w.attn_post_norm) m_backend.rms_norm(b.h, w.attn_post_norm, b.h, n_tokens, c.n_embd, c.rms_eps);
     m_backend.add(b.x, b.h, b.x, static_cast<int64_t>(n_tokens) * c.n_embd);
 
+    if (!batch.mass_rows.empty()) {
+        pa.attn_mass = m_mass;
+        pa.mass_row = b.mass_rows;
+        pa.mass_stride = batch.mass_stride;
+    }
     // ---- MLP block: x += down(silu(gate(norm(x))) * up(norm(x)))  (gemma: gelu_tanh, then post-norm)
     m_backend.rms_norm(b.x, w.ffn_norm, b.h, n_tokens, c.n_embd, c.rms_eps);
     op_tick(OpKind::elementwise);
@@ -423,8 +432,34 @@ Status LlamaForward::check_batch(const ForwardBatch& batch, std::vector<int32_t>
         if (tok < 0 || tok >= c.n_vocab)
             return Status::error("forward: token id " + std::to_string(tok) + " outside the vocabulary of " +
                                  std::to_string(c.n_vocab));
-        const int32_t p = batch.positions[static_cast<size_t>(t)];
+        const int32_t p = kv_pos ? batch.kv_positions[static_cast<size_t>(t)] : batch.positions[static_cast<size_t>(t)];
         const int32_t s = batch.token_seq[static_cast<size_t>(t)];
+    const bool kv_pos = !batch.kv_positions.empty();
+    if (kv_pos && batch.kv_positions.size() != batch.tokens.size())
+        return Status::error("forward: " + std::to_string(n_tokens) + " tokens with " +
+                             std::to_string(batch.kv_positions.size()) + " cache indices");
+    if (kv_pos && m_kv_swa)
+        return Status::error("forward: cache indices apart from positions (KV eviction) do not go with the local "
+                             "layers' own cache of model " + c.name);
+    if (!batch.mass_rows.empty()) {
+        if (batch.mass_rows.size() != batch.tokens.size() || batch.n_mass_rows < 1 || batch.mass_stride < 1)
+            return Status::error("forward: " + std::to_string(batch.mass_rows.size()) +
+                                 " attention-mass rows for " + std::to_string(n_tokens) + " tokens (" +
+                                 std::to_string(batch.n_mass_rows) + " rows of " +
+                                 std::to_string(batch.mass_stride) + ")");
+        if (!m_backend.supports_attention_mass() || !m_backend.host_visible())
+            return Status::error("forward: backend " + m_backend.name() +
+                                 " does not report attention mass (KV eviction scores); use the CPU backend");
+        for (int t = 0; t < n_tokens; ++t) {
+            const int32_t row = batch.mass_rows[static_cast<size_t>(t)];
+            const int32_t p = kv_pos ? batch.kv_positions[static_cast<size_t>(t)] : batch.positions[static_cast<size_t>(t)];
+            if (row >= batch.n_mass_rows || (row >= 0 && p >= batch.mass_stride))
+                return Status::error("forward: token " + std::to_string(t) + " has attention-mass row " +
+                                     std::to_string(row) + " of " + std::to_string(batch.n_mass_rows) +
+                                     " at cache index " + std::to_string(p) + " (rows of " +
+                                     std::to_string(batch.mass_stride) + ")");
+        }
+    }
         const int blk = p / bs;
         if (p < 0 || s < 0 || s >= batch.n_seqs || blk >= batch.max_blocks_per_seq)
             return Status::error("forward: token " + std::to_string(t) + " has no KV block for position " +
@@ -503,6 +538,26 @@ Status LlamaForward::forward(const ForwardBatch& batch, std::vector<float>* logi
 
     m_lora = LoraBatch::group(batch.adapters, batch.token_adapter);
     m_op_ms.fill(0.0);
+    const std::vector<int32_t>& kv_pos = batch.kv_positions.empty() ? batch.positions : batch.kv_positions;
+    m_backend.copy_to_device(b.kv_pos, kv_pos.data(), tb);
+    m_mass_host.clear();
+    if (!batch.mass_rows.empty()) {
+        const size_t n_mass = static_cast<size_t>(batch.n_mass_rows) * static_cast<size_t>(batch.mass_stride);
+        if (n_mass > m_mass_capacity) {
+            if (m_mass) {
+                m_backend.release(m_mass);
+                std::erase(m_owned, static_cast<void*>(m_mass));
+                m_mass = nullptr;
+                m_mass_capacity = 0;
+            }
+            m_mass = static_cast<float*>(alloc(n_mass * sizeof(float), "the attention mass"));
+            if (!m_mass) return alloc_status();
+            m_mass_capacity = n_mass;
+        }
+        m_mass_host.assign(n_mass, 0.0f);
+        m_backend.copy_to_device(m_mass, m_mass_host.data(), n_mass * sizeof(float));
+        m_backend.copy_to_device(b.mass_rows, batch.mass_rows.data(), tb);
+    }
     m_op_t = std::chrono::steady_clock::now();
     m_backend.embedding(m_token_embd, b.ids, n_tokens, b.x);
     if (c.embd_scale != 1.0f) m_backend.scale(b.x, c.embd_scale, b.x, static_cast<int64_t>(n_tokens) * c.n_embd);
@@ -517,6 +572,7 @@ Status LlamaForward::forward(const ForwardBatch& batch, std::vector<float>* logi
     m_backend.rms_norm(b.out_x, m_output_norm, b.out_x, n_rows, c.n_embd, c.rms_eps);
     op_tick(OpKind::elementwise);
     m_backend.matmul(m_output, b.out_x, b.logits, n_rows);
+    if (!m_mass_host.empty()) m_backend.copy_to_host(m_mass_host.data(), m_mass, m_mass_host.size() * sizeof(float));
     op_tick(OpKind::lm_head);
     logits->resize(static_cast<size_t>(n_rows) * m_output.n_out);  // a draft's head may cover fewer tokens
     m_backend.copy_to_host(logits->data(), b.logits, logits->size() * sizeof(float));

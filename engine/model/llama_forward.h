@@ -36,6 +36,17 @@ struct ForwardBatch {
     // [n_seqs, max_blocks_per_seq] like block_tables, -1 where a block fell out of the
     // window and was freed. Empty when the forward has no separate local-layer cache.
     std::vector<int32_t> swa_block_tables;
+    // KV eviction (engine/kv_cache/kv_eviction.h): each token's index in its sequence's cache
+    // when that differs from its RoPE position (entries were dropped and the rest compacted),
+    // [n_tokens] or empty (= positions). Token t's K/V goes to that cache index, and it
+    // attends to its sequence's cache entries 0 .. kv_positions[t]; RoPE still uses positions.
+    std::vector<int32_t> kv_positions;
+    // Attention mass wanted (PagedAttentionArgs::attn_mass): per token a row or -1, [n_tokens]
+    // or empty (none); LlamaForward::attn_mass() then holds [n_mass_rows, mass_stride], the
+    // probabilities summed over every layer and query head.
+    std::vector<int32_t> mass_rows;
+    int n_mass_rows = 0;
+    int mass_stride = 0;
 
     int n_tokens() const { return static_cast<int>(tokens.size()); }
 };
@@ -82,6 +93,9 @@ public:
     // boundary. op_ms(): the last forward()'s, zeros when it was not timed.
     void set_op_timing(bool on) { m_time_ops = on; }
     const std::array<double, n_op_kinds>& op_ms() const { return m_op_ms; }
+    // The last forward()'s attention mass ([n_mass_rows, mass_stride] of its batch; empty
+    // when it asked for none).
+    const std::vector<float>& attn_mass() const { return m_mass_host; }
 
 private:
     struct Buffers;
@@ -143,6 +157,9 @@ private:
     bool m_time_ops = false;
     std::array<double, n_op_kinds> m_op_ms{};  // [OpKind] ms of the last forward()
     std::chrono::steady_clock::time_point m_op_t;
+    float* m_mass = nullptr;          // [m_mass_capacity] attention mass on the backend
+    size_t m_mass_capacity = 0;       // floats
+    std::vector<float> m_mass_host;   // attn_mass()
 };
 
 }  // namespace kvs

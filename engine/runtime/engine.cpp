@@ -192,7 +192,15 @@ Result<RequestId> Engine::submit(GenerationRequest req, RequestId want_id) {
     KVS_RETURN_IF_ERROR(m_sched->add_request(id, req.prompt, max_tokens, req.priority));
     if (req.adapter) m_kv_mgr->set_cache_salt(id, req.adapter->cache_salt);  // its KV is its own
     m_next_id = std::max(m_next_id, id + 1);
+    for (int32_t t : req.forced_output)
+        if (t < 0 || t >= m_model->config.n_vocab || req.beam_width > 1 || req.spec.enabled())
+            return R::error("forced output: token " + std::to_string(t) + " outside the vocabulary of " +
+                            std::to_string(m_model->config.n_vocab) + " (or with beam search / speculative decoding)");
+    auto evict = make_eviction(req.kv_eviction, n_prompt, max_tokens,
+                               req.beam_width > 1 || req.spec.enabled() || !req.choices.empty());
+    if (!evict) return evict.status();
     const double arrival = req.arrival_ms >= 0 ? req.arrival_ms : ms_since_start();
+    if (*evict) m_kv_mgr->set_prefix_caching(id, false);  // its blocks are compacted in place
     // Every choice waits with its own record (sampler, text, callback) until the fork.
     for (auto& c : req.choices) {
         SamplingParams p = req.params;
@@ -229,6 +237,9 @@ Result<RequestId> Engine::submit(GenerationRequest req, RequestId want_id) {
     if (req.beam_width > 1) init_beam(r, req.beam_width, max_tokens, req.params.ignore_eos);
     return id;
 }
+    r.evict = std::move(*evict);
+    if (r.evict) r.evict_policy = make_kv_eviction_policy(r.evict->setting.policy);
+    r.forced = std::move(req.forced_output);
 
 void Engine::emit(Req& r, TokenEvent ev) {
     ev.id = r.id;
@@ -296,15 +307,18 @@ Result<StepResult> Engine::step() {
     res.kv_move_ms = ms_between(t_sched, t_kv);
 
     StepTokens tokens;
+    eviction_preempted(out);
     KVS_RETURN_IF_ERROR(build_batch(out, tokens));
     KVS_RETURN_IF_ERROR(m_forward->forward(m_buf->batch, &m_buf->logits));
     const auto t_fwd = EngineClock::now();
     res.forward_ms = ms_between(t_kv, t_fwd);
     if (m_op_model) {  // the roofline: this pass's op groups, counted and timed
         std::vector<ChunkShape> shapes;
+    eviction_batch(out);
         for (const auto& ch : out.chunks) shapes.push_back({ch.start_pos, ch.num_tokens});
         OpStepRecord rec = op_costs(*m_op_model, shapes, static_cast<int>(m_buf->batch.logit_rows.size()));
         rec.step = out.step;
+    eviction_collect_mass(out);
         rec.prefill = out.num_prefill_tokens > 0;
         rec.decode_tokens = rec.n_tokens - out.num_prefill_tokens;
         for (size_t k = 0; k < rec.ops.size(); ++k) rec.ops[k].ms = m_forward->op_ms()[k];
@@ -324,6 +338,7 @@ Result<StepResult> Engine::step() {
     res.total_ms = ms_between(t0, t_end);
     charge_draft_time(out, draft_ms);
     publish(res, t_start_ms);
+    KVS_RETURN_IF_ERROR(evict_over_budget(res.out));
     return res;
 }
 
@@ -426,7 +441,8 @@ void Engine::sample_chunks(SchedulerOutput& out, StepTokens& t, StepResult& res)
             res.record.spec_accepted += static_cast<int>(t.emitted[i].size()) - 1;
             res.record.spec_emitted += static_cast<int>(t.emitted[i].size());
         } else {
-            t.emitted[i] = {r.sampler.sample(row, n_vocab, r.history)};
+            const size_t n_out = static_cast<size_t>(m_sched->request(ch.id)->num_output());
+            t.emitted[i] = {n_out < r.forced.size() ? r.forced[n_out] : r.sampler.sample(row, n_vocab, r.history)};
         }
         if (want_lp)
             for (size_t j = 0; j < t.emitted[i].size() && j < n_rows; ++j)
@@ -651,6 +667,7 @@ void Engine::publish(StepResult& res, double t_start_ms) {
         fill_block_counts(snap.step, snap.blocks, snap.block_size);
         rec = snap.step;
         m_ring->publish(std::move(snap));
+        eviction_view(s.requests.back());
     } else {
         fill_block_counts(rec, block_views(*m_kv_mgr), m_kv_mgr->block_size());
         m_ring->publish_step(rec);

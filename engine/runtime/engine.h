@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "engine/core/status.h"
+#include "engine/kv_cache/kv_eviction.h"
 #include "engine/sampling/logprobs.h"
 #include "engine/sampling/sampling_params.h"
 #include "engine/scheduler/scheduler.h"
@@ -137,6 +138,14 @@ struct GenerationRequest {
         uint64_t seed = 0;
         TokenCallback on_event;
     };
+    // KV eviction (engine/kv_cache/kv_eviction.h): a policy and a budget of cached tokens
+    // (tokens, or a fraction of prompt + max_tokens). CPU backend only; not with beam search,
+    // speculative decoding or choices; the request then takes no part in prefix caching.
+    KvEvictionSetting kv_eviction;
+    // Teacher forcing (benchmarks, tests): output token i is forced_output[i] instead of a
+    // sampled one while there are any (logprobs, when asked for, are those of the forced
+    // token under the raw distribution); not with beam search or speculative decoding.
+    std::vector<int32_t> forced_output;
     std::vector<Choice> choices;
     // When the request arrived, in ms on the engine's clock (ms_since_start()); < 0: now.
     // A benchmark replaying a workload passes the scheduled arrival time.
@@ -250,6 +259,9 @@ private:
     // May append a chunk per choice forked this step (GenerationRequest::choices): they go
     // through the update and the stream like the chunk they were forked from.
     void sample_chunks(SchedulerOutput& out, StepTokens& t, StepResult& res);
+    // KV eviction of one request (GenerationRequest::kv_eviction): its cache entries'
+    // positions, budget and counters; null for unknown ids and requests without eviction.
+    const KvEvictionState* kv_eviction(RequestId id) const;
     void fork_choices(Req& parent, const ScheduledChunk& ch, const float* raw, SchedulerOutput& out, StepTokens& t);
     void promote_choice(Req& parent);
     void cut_at_stops(const SchedulerOutput& out, StepTokens& t);
@@ -289,6 +301,16 @@ private:
     std::unique_ptr<KvTensors> m_kv;
     std::unique_ptr<KvTiers> m_tiers;  // before m_kv_mgr, which points at it: outlives it
     std::unique_ptr<KVCacheManager> m_kv_mgr;
+    // KV eviction (engine_eviction.cpp).
+    // The request's eviction state (null when s is off), or why the engine cannot run it.
+    Result<std::unique_ptr<KvEvictionState>> make_eviction(const KvEvictionSetting& s, int n_prompt, int max_tokens,
+                                                           bool beams_or_spec) const;
+    void eviction_preempted(const SchedulerOutput& out);
+    void eviction_batch(const SchedulerOutput& out);
+    void eviction_collect_mass(const SchedulerOutput& out);
+    Status evict_over_budget(const SchedulerOutput& out);
+    void eviction_view(RequestView& v) const;
+
     std::unique_ptr<Scheduler> m_sched;
     std::unique_ptr<LlamaForward> m_forward;
     std::vector<uint8_t> m_host_blocks;  // swap tier: [n_host_blocks, block_bytes]

@@ -63,6 +63,10 @@ struct Engine::Req {
         if (fates.size() > kMaxFates) fates.pop_front();
     }
     Req(RequestId id_, const SamplingParams& p, const Tokenizer* tok, TokenCallback cb, std::vector<int32_t> prompt)
+    // KV eviction (engine_eviction.cpp): the request's cache entries and its policy; null: none.
+    std::unique_ptr<KvEvictionState> evict;
+    std::unique_ptr<KvEvictionPolicyImpl> evict_policy;
+    std::vector<int32_t> forced;  // GenerationRequest::forced_output
         : id(id_), params(p), sampler(p), text(tok, p), on_event(std::move(cb)), history(std::move(prompt)) {}
 };
 
@@ -112,3 +116,4 @@ struct Engine::StepBuffers {
 };
 
 }  // namespace kvs
+    std::vector<int> evict_mass_row;  // [chunks] the chunk's attention-mass row, -1: none (KV eviction)

@@ -38,6 +38,9 @@ struct SchedRequest {
     int num_computed_tokens = 0;  // leading tokens of prompt+output whose KV is in the cache
     int num_cached_tokens = -1;   // prefix-cache hit when first scheduled (-1: not yet)
     int num_preemptions = 0;
+    // KV eviction: computed tokens whose KV entries were dropped or merged away; the cache
+    // holds num_computed_tokens - num_evicted entries (Scheduler::note_evicted).
+    int num_evicted = 0;
     // Speculative decoding: draft tokens proposed for the next step (Scheduler::set_spec_tokens).
     // A decode step then runs [last token, drafts...] and the engine verifies them.
     std::vector<int32_t> spec_tokens;

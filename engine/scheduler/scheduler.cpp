@@ -132,6 +132,11 @@ Status Scheduler::fork_request(RequestId parent, RequestId child) {
         return Status::error("fork_request: " + std::to_string(m_impl->running.size()) +
                              " requests are running, max_num_seqs is " + std::to_string(m_config.max_num_seqs));
     KVS_RETURN_IF_ERROR(m_kv.fork(parent, child));
+void Scheduler::note_evicted(RequestId id, int n) {
+    auto it = m_impl->reqs.find(id);
+    if (it != m_impl->reqs.end()) it->second.num_evicted += n;
+}
+
     SchedRequest c = it->second;  // same tokens, same place in line
     c.id = child;
     m_impl->reqs.emplace(child, std::move(c));
@@ -193,6 +198,7 @@ SchedulerOutput Scheduler::schedule() {
         im.insert_waiting(victim);
     };
 
+            v.num_evicted = 0;
     // Static batching under memory pressure: a finished member's seat gives its blocks back
     // before anyone is preempted (it only held them to model the padded batch).
     auto release_seat = [&]() {
@@ -305,7 +311,7 @@ SchedulerOutput Scheduler::schedule() {
             while (static_cast<int>(host.size()) > m_kv.num_free_blocks() && release_seat()) {
             }
             if (static_cast<int>(host.size()) > m_kv.num_free_blocks()) break;
-            auto alloc = m_kv.allocate_slots(id, r.all_tokens(), r.num_computed_tokens);
+            auto alloc = m_kv.allocate_slots(id, r.all_tokens(), r.num_computed_tokens - r.num_evicted);
             if (!alloc || alloc->no_room) break;
             const auto& table = m_kv.block_table(id);
             for (size_t i = 0; i < host.size(); ++i) out.swap_in.push_back({table[i], host[i]});

@@ -155,6 +155,10 @@ public:
     // same num_computed_tokens) sharing its blocks copy-on-write. Parent must be running,
     // the child id unused, and fewer than max_num_seqs requests running.
     Status fork_request(RequestId parent, RequestId child);
+    // KV eviction: n more of this running request's computed tokens have no KV entry of their
+    // own any more (its cache was compacted); swap-in then restores the entries it has, and a
+    // preemption by recompute starts it over with none evicted.
+    void note_evicted(RequestId id, int n);
 
     // Forgets a request (a finished one's record stays until then, for telemetry and
     // results); an unfinished one is cancelled first. False (nothing removed) for unknown

@@ -65,6 +65,16 @@ struct RequestView {
     std::vector<int32_t> tokens;
     std::string adapter;  // the LoRA adapter it runs with ("" : the base model), for colouring by adapter
     std::string client;   // who sent it (GenerationRequest::client; "" : the front end's own request)
+    // KV eviction (GenerationRequest::kv_eviction; engine/kv_cache/kv_eviction.h): the setting
+    // ("h2o:512", "" : none), its budget in tokens, cache entries dropped or merged away so
+    // far, blocks the compactions gave back; while it holds blocks, the logical position of
+    // each cache entry in cache order and the positions it stands for (> 1: a merged run).
+    std::string kv_evict_policy;
+    int kv_budget = 0;
+    int64_t kv_evicted_tokens = 0;
+    int64_t kv_freed_blocks = 0;
+    std::vector<int32_t> kv_entry_pos;   // [cache entries]
+    std::vector<int32_t> kv_entry_span;  // [cache entries]
 };
 
 // What one engine step did, and the pool right after it. Small and fixed-size on purpose:

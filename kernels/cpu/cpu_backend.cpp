@@ -143,11 +143,20 @@ public:
         });
     }
 
-    void paged_attention(const PagedAttentionArgs& a) override;
+    void paged_attention(const PagedAttentionArgs& a) override {
+        attend(a);
+        if (a.attn_mass) add_attention_mass(a);
+    }
+    bool supports_attention_mass() const override { return true; }
 
 private:
     struct SplitTask {
         int t, p0, p1;  // query token, cache positions [p0, p1)
+    void attend(const PagedAttentionArgs& a);
+    // PagedAttentionArgs::attn_mass: each token's probabilities (OpKernels::attention_mass) on
+    // the pool, then added to its row in token order.
+    void add_attention_mass(const PagedAttentionArgs& a);
+    std::vector<float> m_mass_tmp;  // [tokens with a row, mass_stride]
     };
     // Each token's positions [first, token_pos + 1) cut at multiples of chunk (first: 0, or
     // the window's start), partials on the pool, merged in order.
@@ -192,7 +201,28 @@ private:
 // thread and long contexts, each token's positions are split into the kernels' own
 // chunks of cpu::kAttnChunk, whose partial softmaxes are merged (flash-decoding) exactly
 // as the kernel merges them itself; with short contexts, its heads are split instead.
-void CpuBackend::paged_attention(const PagedAttentionArgs& a) {
+void CpuBackend::add_attention_mass(const PagedAttentionArgs& a) {
+    std::vector<int> toks;  // tokens with a row, in order
+    for (int t = 0; t < a.n_tokens; ++t)
+        if (a.mass_row[t] >= 0) toks.push_back(t);
+    if (toks.empty()) return;
+    const size_t stride = static_cast<size_t>(a.mass_stride);
+    m_mass_tmp.assign(toks.size() * stride, 0.0f);
+    auto one = [&](int64_t i) { m_ops.attention_mass(a, toks[static_cast<size_t>(i)], &m_mass_tmp[i * stride]); };
+    if (toks.size() == 1 || m_pool.size() == 1) {
+        for (size_t i = 0; i < toks.size(); ++i) one(static_cast<int64_t>(i));
+    } else {
+        m_pool.parallel_for(static_cast<int64_t>(toks.size()), [&](int64_t i, int) { one(i); });
+    }
+    for (size_t i = 0; i < toks.size(); ++i) {
+        const int t = toks[i];
+        float* dst = a.attn_mass + static_cast<size_t>(a.mass_row[t]) * stride;
+        const float* src = &m_mass_tmp[i * stride];
+        for (int p = 0; p <= a.token_pos[t]; ++p) dst[p] += src[p];
+    }
+}
+
+void CpuBackend::attend(const PagedAttentionArgs& a) {
     if (a.n_tokens <= 0) return;
     assert(a.n_kv_head > 0 && a.n_head % a.n_kv_head == 0 && a.block_size > 0);
     assert(supports_kv(a.cache_type) && (a.cache_type == DType::F16 || a.head_dim % 32 == 0));

@@ -38,7 +38,15 @@ struct OpKernels {
     // for head h, part[(h - h0) * (head_dim + 2) + ...] = (sum_p e^(s_p - m) v_p [head_dim],
     // m = max_p s_p, l = sum_p e^(s_p - m)). merge_attention_partials combines ranges.
     void (*attention_partial)(const PagedAttentionArgs& a, int t, int h0, int h1, int p0, int p1, float* part);
+    // probs [token_pos[t] + 1] = query token t's softmax probabilities summed over its heads
+    // (PagedAttentionArgs::attn_mass; attention_mass_token below is the reference).
+    void (*attention_mass)(const PagedAttentionArgs& a, int t, float* probs);
 };
+
+// probs [token_pos[t] + 1] = for each cache position p query token t attends to (inside
+// a.window when set; 0 elsewhere), the sum over its n_head query heads of the softmax
+// probability of p: the reference of PagedAttentionArgs::attn_mass (scores in double).
+void attention_mass_token(const PagedAttentionArgs& a, int t, float* probs);
 
 // out [head_dim] = the attention of one head from n_parts partial results of disjoint
 // position ranges; parts [n_parts] point at (o [head_dim], m, l) records.

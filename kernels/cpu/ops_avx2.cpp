@@ -432,11 +432,55 @@ void attention_partial(const PagedAttentionArgs& a, int t, int h0, int h1, int p
         attend<F16Rows>(a, t, t + 1, h0, h1, p0, p1, part);
 }
 
+// KV eviction scores: per head, the scores of every visible position (F16 rows, 8 lanes),
+// softmax with the vector exp, probabilities added over heads. Q8_0 caches and head sizes
+// that are not a multiple of 8 take the reference.
+void attention_mass(const PagedAttentionArgs& a, int t, float* probs) {
+    if (a.cache_type != DType::F16 || a.head_dim % 8 != 0) {
+        attention_mass_token(a, t, probs);
+        return;
+    }
+    const int group = a.n_head / a.n_kv_head;
+    const int seq = a.token_seq[t];
+    const int n_ctx = a.token_pos[t] + 1;
+    const int first = a.window > 0 && n_ctx > a.window ? n_ctx - a.window : 0;
+    const size_t pos_bytes = row_bytes(a.cache_type, static_cast<int64_t>(a.n_kv_head) * a.head_dim);
+    float* s = thread_scratch(kScratchSlots - 1, static_cast<size_t>(n_ctx));  // [n_ctx] scores, then e^(s - max)
+    for (int p = 0; p < n_ctx; ++p) probs[p] = 0.0f;  // plain loops: no std templates in this file
+    for (int h = 0; h < a.n_head; ++h) {
+        const int kvh = h / group;
+        const float* q = a.q + (static_cast<int64_t>(t) * a.n_head + h) * a.head_dim;  // [head_dim]
+        float mx = -INFINITY;
+        for (int p = first; p < n_ctx; ++p) {
+            const auto* k = reinterpret_cast<const uint16_t*>(paged_row(a.k_cache, a, pos_bytes, seq, p, kvh));
+            __m256 acc = _mm256_setzero_ps();
+            for (int d = 0; d < a.head_dim; d += 8) acc = _mm256_fmadd_ps(_mm256_loadu_ps(q + d), load_h(k + d), acc);
+            s[p] = hsum(acc) * a.scale;
+            mx = s[p] > mx ? s[p] : mx;
+        }
+        const __m256 vmx = _mm256_set1_ps(mx);
+        __m256 vsum = _mm256_setzero_ps();
+        int p = first;
+        for (; p + 8 <= n_ctx; p += 8) {
+            const __m256 e = exp256(_mm256_sub_ps(_mm256_loadu_ps(s + p), vmx));
+            _mm256_storeu_ps(s + p, e);
+            vsum = _mm256_add_ps(vsum, e);
+        }
+        double sum = hsum(vsum);
+        for (; p < n_ctx; ++p) {
+            s[p] = std::exp(s[p] - mx);
+            sum += s[p];
+        }
+        const float inv = static_cast<float>(1.0 / sum);
+        for (p = first; p < n_ctx; ++p) probs[p] += s[p] * inv;
+    }
+}
+
 }  // namespace
 
 const OpKernels& avx2_op_kernels() {
     static const OpKernels k{rms_norm_row, rope_token,  softmax_row, swiglu_range,     add_range,
-                             to_fp16_row,  to_q8_0_row, attention,   attention_partial};
+                             to_fp16_row,  to_q8_0_row, attention,   attention_partial, attention_mass};
     return k;
 }
 

@@ -149,6 +149,36 @@ void attention_partial(const PagedAttentionArgs& a, int t, int h0, int h1, int p
 
 }  // namespace
 
+void attention_mass_token(const PagedAttentionArgs& a, int t, float* probs) {
+    const int group = a.n_head / a.n_kv_head;
+    const int seq = a.token_seq[t];
+    const int n_ctx = a.token_pos[t] + 1;
+    const int first = a.window > 0 ? std::max(0, n_ctx - a.window) : 0;
+    const size_t pos_bytes = row_bytes(a.cache_type, static_cast<int64_t>(a.n_kv_head) * a.head_dim);
+    thread_local std::vector<double> scores;  // [n_ctx]
+    thread_local std::vector<double> sum_p;   // [n_ctx] probabilities summed over heads
+    thread_local std::vector<float> row;      // [head_dim] one dequantized K row
+    scores.assign(static_cast<size_t>(n_ctx), 0.0);
+    sum_p.assign(static_cast<size_t>(n_ctx), 0.0);
+    row.resize(static_cast<size_t>(a.head_dim));
+    for (int h = 0; h < a.n_head; ++h) {
+        const int kvh = h / group;
+        const float* q = a.q + (static_cast<int64_t>(t) * a.n_head + h) * a.head_dim;  // [head_dim]
+        double mx = -INFINITY;
+        for (int p = first; p < n_ctx; ++p) {
+            load_kv_row(a, paged_row(a.k_cache, a, pos_bytes, seq, p, kvh), row.data());
+            double dot = 0.0;
+            for (int d = 0; d < a.head_dim; ++d) dot += static_cast<double>(q[d]) * row[d];
+            scores[p] = dot * a.scale;
+            mx = std::max(mx, scores[p]);
+        }
+        double sum = 0.0;
+        for (int p = first; p < n_ctx; ++p) sum += std::exp(scores[p] - mx);
+        for (int p = first; p < n_ctx; ++p) sum_p[p] += std::exp(scores[p] - mx) / sum;
+    }
+    for (int p = 0; p < n_ctx; ++p) probs[p] = static_cast<float>(sum_p[p]);
+}
+
 void merge_attention_partials(const float* const* parts, int n_parts, int head_dim, float* out) {
     float mx = -INFINITY;
     for (int c = 0; c < n_parts; ++c) mx = std::max(mx, parts[c][head_dim]);
@@ -180,7 +210,7 @@ void rope_angles(int32_t pos, int n_rot, float freq_base, float* cos_sin) {
 
 const OpKernels& scalar_op_kernels() {
     static const OpKernels k{rms_norm_row, rope_token,  softmax_row, swiglu_range,     add_range,
-                             to_fp16_row,  to_q8_0_row, attention,   attention_partial};
+                             to_fp16_row,  to_q8_0_row, attention,   attention_partial, attention_mass_token};
     return k;
 }
 
