@@ -110,6 +110,7 @@ Result<int> KVCacheManager::get_computed_blocks(RequestId id, const std::vector<
     r.pending_hits.clear();
     r.pending_hashes.clear();
     r.pending_tier.clear();
+    r.swa_pending.clear();
     r.pending_query_tokens = 0;
     if (!m_enable_prefix_caching || token_ids.empty() || m_no_prefix.count(id)) return 0;
     const int bs = m_block_size;
@@ -127,6 +128,12 @@ Result<int> KVCacheManager::get_computed_blocks(RequestId id, const std::vector<
         r.pending_hashes.push_back(h);
         r.pending_tier.push_back(tier_hit ? std::move(*tier_hit) : TierHit{});
         parent = h;
+    }
+    if (m_swa && !r.pending_hits.empty()) {  // the local blocks the first query's window reads must be cached too
+        const size_t l = static_cast<size_t>(m_swa->longest_hit(r.pending_hashes, &r.swa_pending));
+        r.pending_hits.resize(l);
+        r.pending_hashes.resize(l);
+        r.pending_tier.resize(l);
     }
     // Counted when allocate_slots takes the hits: a request that waits for room and asks
     // again every step is counted once.
@@ -147,10 +154,11 @@ Result<SlotAllocation> KVCacheManager::allocate_slots(RequestId id, const std::v
     for (size_t i = 0; i < r.pending_hits.size(); ++i) {
         if (r.pending_hits[i] < 0) continue;  // a tier hit: its bytes are held
         const auto& b = m_pool.block(r.pending_hits[i]);
-        if (b.block_hash != r.pending_hashes[i]) {
+        if (b.block_hash != r.pending_hashes[i] || (m_swa && !m_swa->hits_valid(r.swa_pending, r.pending_hashes))) {
             r.pending_hits.clear();
             r.pending_hashes.clear();
             r.pending_tier.clear();
+            r.swa_pending.clear();
             return R::error("allocate_slots: prefix hits of request " + std::to_string(id) +
                             " were evicted since get_computed_blocks (call it right before allocate_slots)");
         }
@@ -173,10 +181,15 @@ Result<SlotAllocation> KVCacheManager::allocate_slots(RequestId id, const std::v
     const int blocks_needed = std::max(0, blocks_total - static_cast<int>(r.block_table.size()) - n_pending);
     int pending_in_free_queue = 0;
     for (int32_t b : r.pending_hits) pending_in_free_queue += b >= 0 && m_pool.block(b).ref_cnt == 0 ? 1 : 0;
-    if (blocks_needed + n_pending_tier > m_pool.n_free() - pending_in_free_queue) {
+    // Local layers: the first new query (at `computed`) never reads before its window again;
+    // the same number of blocks as the main table gets, from their own pool.
+    if (m_swa) m_swa->drop_before(r.swa_table, computed - m_swa->window() + 1);
+    const bool swa_no_room = m_swa && blocks_needed > m_swa->n_free() - m_swa->hits_in_free_queue(r.swa_pending);
+    if (blocks_needed + n_pending_tier > m_pool.n_free() - pending_in_free_queue || swa_no_room) {
         r.pending_hits.clear();
         r.pending_hashes.clear();
         r.pending_tier.clear();
+        r.swa_pending.clear();
         r.pending_query_tokens = 0;
         if (r.block_table.empty() && r.num_tokens == 0) m_requests.erase(id);
         SlotAllocation out;
@@ -217,6 +230,11 @@ Result<SlotAllocation> KVCacheManager::allocate_slots(RequestId id, const std::v
         r.pending_hits.clear();
         r.pending_hashes.clear();
         r.pending_tier.clear();
+        if (m_swa) {
+            m_swa->take_hits(r.swa_pending);
+            r.swa_table.insert(r.swa_table.end(), r.swa_pending.begin(), r.swa_pending.end());
+            r.swa_pending.clear();
+        }
     }
     if (blocks_needed > 0) {
         auto got = m_pool.allocate(blocks_needed);
@@ -224,6 +242,11 @@ Result<SlotAllocation> KVCacheManager::allocate_slots(RequestId id, const std::v
         out.new_block_ids = std::move(got.value());
         note_allocated(out.new_block_ids);
         r.block_table.insert(r.block_table.end(), out.new_block_ids.begin(), out.new_block_ids.end());
+        if (m_swa) {
+            auto local = m_swa->allocate(blocks_needed);
+            if (!local) return local.status();  // cannot happen: checked above
+            r.swa_table.insert(r.swa_table.end(), local->begin(), local->end());
+        }
     }
     r.num_tokens = total + num_lookahead_tokens;
 
@@ -234,10 +257,13 @@ Result<SlotAllocation> KVCacheManager::allocate_slots(RequestId id, const std::v
         const int n_full = total / bs;
         const int n_hashed = static_cast<int>(r.block_hashes.size());
         hash_full_blocks(id, r, token_ids_total, n_full);
-        for (int i = n_hashed; i < n_full; ++i)
+        for (int i = n_hashed; i < n_full; ++i) {
             if (m_pool.cache_full_block(r.block_table[static_cast<size_t>(i)], r.block_hashes[static_cast<size_t>(i)]))
                 note_cached(r.block_table[static_cast<size_t>(i)], id,
                             token_ids_total.data() + static_cast<size_t>(i) * static_cast<size_t>(bs));
+            if (m_swa && r.swa_table[static_cast<size_t>(i)] >= 0)
+                m_swa->cache_full_block(r.swa_table[static_cast<size_t>(i)], r.block_hashes[static_cast<size_t>(i)]);
+        }
     }
     return out;
 }
@@ -250,11 +276,19 @@ Result<AppendPrep> KVCacheManager::prepare_append(RequestId id) {
     AppendPrep out;
     if (r.block_table.empty() || r.num_tokens % m_block_size == 0) return out;  // next token opens a new block
     const int32_t last = r.block_table.back();
-    if (m_pool.block(last).ref_cnt <= 1) return out;
-    if (m_pool.n_free() == 0) {
+    const bool shared = m_pool.block(last).ref_cnt > 1;
+    const bool swa_shared =
+        m_swa && !r.swa_table.empty() && r.swa_table.back() >= 0 && m_swa->pool().block(r.swa_table.back()).ref_cnt > 1;
+    if ((shared && m_pool.n_free() == 0) || (swa_shared && m_swa->n_free() == 0)) {
         out.no_room = true;
         return out;
     }
+    if (swa_shared) {
+        bool no_room = false;
+        if (auto c = m_swa->copy_last_if_shared(r.swa_table, &no_room))
+            m_swa_copies.emplace_back(id, CopyOp{c->first, c->second});
+    }
+    if (!shared) return out;
     auto got = m_pool.allocate(1);
     if (!got) return got.status();
     note_allocated(got.value());
@@ -278,6 +312,10 @@ Status KVCacheManager::fork(RequestId parent_id, RequestId child_id) {
     c.num_tokens = p.num_tokens;
     c.block_hashes = p.block_hashes;
     m_pool.touch(c.block_table);
+    if (m_swa) {
+        c.swa_table = p.swa_table;
+        m_swa->share_table(c.swa_table);
+    }
     m_requests[child_id] = std::move(c);
     if (auto salt = m_salts.find(parent_id); salt != m_salts.end()) m_salts[child_id] = salt->second;
     return Status::ok();
@@ -288,6 +326,10 @@ void KVCacheManager::free(RequestId id) {
     if (it == m_requests.end()) return;
     std::vector<int32_t> reversed(it->second.block_table.rbegin(), it->second.block_table.rend());
     m_pool.release(reversed);
+    if (m_swa) {
+        m_swa->release_table(it->second.swa_table);
+        std::erase_if(m_swa_copies, [id](const auto& c) { return c.first == id; });
+    }
     m_requests.erase(it);
 }
 
@@ -306,6 +348,7 @@ Status KVCacheManager::truncate(RequestId id, int num_tokens) {
     std::vector<int32_t> dropped(r.block_table.rbegin(), r.block_table.rend() - static_cast<ptrdiff_t>(keep));
     m_pool.release(dropped);
     r.block_table.resize(keep);
+    if (m_swa) m_swa->truncate_table(r.swa_table, keep);
     r.num_tokens = num_tokens;
     return Status::ok();
 }
@@ -375,6 +418,53 @@ Result<int> KVCacheManager::compact(RequestId id, int n_entries) {
     return static_cast<int>(dropped.size());
 }
 
+    }
+    return map;
+}
+
+void KVCacheManager::enable_sliding_window(int window, int n_blocks) {
+    m_swa =
+        window > 0 && n_blocks > 0 ? std::make_unique<SlidingWindowBlocks>(n_blocks, m_block_size, window) : nullptr;
+}
+
+const std::vector<int32_t>& KVCacheManager::swa_block_table(RequestId id) const {
+    static const std::vector<int32_t> kEmpty;
+    auto it = m_requests.find(id);
+    return it == m_requests.end() ? kEmpty : it->second.swa_table;
+}
+
+std::vector<CopyOp> KVCacheManager::take_swa_copies() {
+    std::vector<CopyOp> out;
+    for (const auto& [id, c] : m_swa_copies) out.push_back(c);
+    m_swa_copies.clear();
+    return out;
+}
+
+std::vector<BlockInfo> KVCacheManager::swa_block_map() const {
+    if (!m_swa) return {};
+    const BlockPool& pool = m_swa->pool();
+    std::vector<BlockInfo> map(static_cast<size_t>(pool.n_blocks()));
+    for (int i = 0; i < pool.n_blocks(); ++i) {
+        const auto& b = pool.block(i);
+        auto& info = map[static_cast<size_t>(i)];
+        info.block_id = i;
+        info.ref_cnt = b.ref_cnt;
+        info.hashed = b.block_hash.has_value();
+        info.state = b.ref_cnt > 0        ? BlockState::used
+                     : m_swa->is_freed(i) ? BlockState::freed
+                     : info.hashed        ? BlockState::cached
+                                          : BlockState::free;
+        if (info.state == BlockState::cached || info.state == BlockState::freed) info.n_filled = m_block_size;
+    }
+    for (RequestId id : request_ids()) {
+        const auto& r = m_requests.at(id);
+        for (size_t i = 0; i < r.swa_table.size(); ++i) {
+            if (r.swa_table[i] < 0) continue;
+            auto& info = map[static_cast<size_t>(r.swa_table[i])];
+            info.owners.push_back(id);
+            const int filled = std::clamp(r.num_tokens - static_cast<int>(i) * m_block_size, 0, m_block_size);
+            info.n_filled = std::max(info.n_filled, filled);
+        }
     }
     return map;
 }

@@ -13,6 +13,7 @@
 //   prepare_append(id) before writing into a block a fork may share -> CopyOp to perform
 //   free(id) when finished, cancelled or preempted
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <unordered_map>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "engine/core/status.h"
 #include "engine/kv_cache/block_pool.h"
 #include "engine/kv_cache/kv_block_tier.h"
+#include "engine/kv_cache/sliding_window_blocks.h"
 
 namespace kvs {
 
@@ -43,7 +45,10 @@ struct AppendPrep {
     std::optional<CopyOp> copy;  // the copy the caller must perform before writing
 };
 
-enum class BlockState { free, used, cached };  // cached = free but still findable by hash
+// cached = free but still findable by hash; freed = free again because the request that held
+// it no longer needs it while it goes on (out of its sliding window, or evicted): the block
+// map shows where a sequence's KV was given back (the block may also be cached).
+enum class BlockState { free, used, cached, freed };
 
 // One block of the block map, for telemetry.
 struct BlockInfo {
@@ -154,6 +159,23 @@ public:
     // the engine hands to the tiers when it goes, so a restart finds them on disk.
     std::vector<TierSpill> hashed_blocks_for_tiers() const;
 
+    // Sliding-window layers (gemma3's local layers) in a pool of n_blocks of their own
+    // (sliding_window_blocks.h): every request gets a second table, entry for entry beside
+    // its block table, whose blocks wholly before its next query's window go back to that
+    // pool at each allocate_slots; allocate_slots reports no_room when either pool lacks
+    // blocks; prefix hits stop where a needed local block is no longer cached; forks share,
+    // prepare_append copies (take_swa_copies) and truncate rolls back both tables. Call
+    // before the first request.
+    void enable_sliding_window(int window, int n_blocks);
+    const SlidingWindowBlocks* sliding_window() const { return m_swa.get(); }
+    // The request's local table (-1 = freed), [block_table(id).size()]; empty without.
+    const std::vector<int32_t>& swa_block_table(RequestId id) const;
+    // Local-layer block copies that prepare_append decided since the last call (dropped for
+    // requests freed since): the caller copies them with the CopyOps of the same step.
+    std::vector<CopyOp> take_swa_copies();
+    // The local pool's block map, [its n_blocks] (empty without sliding-window layers).
+    std::vector<BlockInfo> swa_block_map() const;
+
     // The chained hash of one full block (exposed for tests).
     static uint64_t hash_block(uint64_t parent_hash, const int32_t* tokens, int n);
 
@@ -166,6 +188,10 @@ private:
         std::vector<uint64_t> pending_hashes;
         std::vector<TierHit> pending_tier;  // [pending_hits.size()] the bytes of the tier hits
         int pending_query_tokens = 0;  // prompt length looked up, counted when the hits are taken
+        // Sliding-window layers: [block_table.size()] local-layer blocks, -1 = freed; and
+        // [pending_hits.size()] local prefix hits (-1: before the first query's window).
+        std::vector<int32_t> swa_table;
+        std::vector<int32_t> swa_pending;
     };
     void hash_full_blocks(RequestId id, RequestState& r, const std::vector<int32_t>& token_ids, int n_full) const;
     uint64_t root_hash(RequestId id) const;  // the "parent" of block 0
@@ -188,6 +214,8 @@ private:
     std::vector<BlockMeta> m_block_meta;  // [n_blocks] of the hashed blocks: what a spill needs
     std::vector<char> m_fresh;            // [n_blocks] allocated since the last take_spills (no KV yet)
     std::vector<TierSpill> m_spills;
+    std::unique_ptr<SlidingWindowBlocks> m_swa;  // enable_sliding_window, or null
+    std::vector<std::pair<RequestId, CopyOp>> m_swa_copies;
 };
 
 }  // namespace kvs

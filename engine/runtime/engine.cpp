@@ -10,6 +10,7 @@
 #include "engine/lora/lora_adapter.h"
 #include "engine/model/op_costs.h"
 #include "engine/runtime/engine_request.h"
+#include "engine/runtime/kv_pool_plan.h"
 #include "engine/runtime/weight_support.h"
 
 namespace kvs {
@@ -43,30 +44,28 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> mode
 
     e->m_max_model_len =
         opt.max_model_len > 0 ? opt.max_model_len : std::min(4096, c.n_ctx_train > 0 ? c.n_ctx_train : 4096);
-    const int64_t per_token = kv_cache_bytes_per_token(c, opt.kv_type);
-    const int64_t per_block = per_token * opt.block_size;
-    int64_t n_blocks = opt.kv_blocks;
-    if (n_blocks <= 0) {
-        int64_t bytes = opt.kv_bytes;
-        if (bytes <= 0 && opt.kv_ram_fraction > 0)
-            bytes = static_cast<int64_t>(opt.kv_ram_fraction * physical_ram_bytes());
-        if (bytes <= 0) bytes = 1LL << 30;
-        n_blocks = bytes / per_block;
-    }
-    if (n_blocks < 1)
-        return R::error("the KV memory budget holds no block: one block of " + std::to_string(opt.block_size) +
-                        " tokens takes " + std::to_string(per_block) + " bytes");
-    if (Status st = check_kv_cache_fits(c, opt.kv_type, n_blocks, opt.block_size); !st)
-        return R::error(st.message() + " (lower the KV budget)");
-
     e->m_backend = make_backend(opt.backend, opt.n_threads, &e->m_backend_note, opt.simd);
     if (!e->m_backend) return R::error(e->m_backend_note);
+    // One pool, or the sliding-window layers in a pool of their own (kv_pool_plan.h).
+    auto plan = plan_kv_pools(c, opt, e->m_backend->supports_gemma_ops());
+    if (!plan) return plan.status();
+    const int64_t n_blocks = plan->n_blocks;
+    if (Status st = check_kv_cache_fits(plan->main_layers, opt.kv_type, n_blocks, opt.block_size); !st)
+        return R::error(st.message() + " (lower the KV budget)");
     if (Status st = check_weight_support(*e->m_model, *e->m_backend); !st) return st;
     if (auto s = check_kv_type(*e->m_backend, c, opt.kv_type); !s) return R::error(s.message());
-    auto kv = KvTensors::create(*e->m_backend, c, static_cast<int>(n_blocks), opt.block_size, opt.kv_type);
+    auto kv =
+        KvTensors::create(*e->m_backend, plan->main_layers, static_cast<int>(n_blocks), opt.block_size, opt.kv_type);
     if (!kv) return R::error(kv.message() + "; lower the KV budget");
     e->m_kv = std::move(kv).value();
     e->m_kv_mgr = std::make_unique<KVCacheManager>(static_cast<int>(n_blocks), opt.block_size, opt.prefix_caching);
+    if (plan->split()) {
+        auto local =
+            KvTensors::create(*e->m_backend, plan->local_layers, plan->n_local_blocks, opt.block_size, opt.kv_type);
+        if (!local) return R::error(local.message() + "; lower the KV budget");
+        e->m_kv_swa = std::move(local).value();
+        e->m_kv_mgr->enable_sliding_window(c.sliding_window, plan->n_local_blocks);
+    }
     if (opt.kv_cpu_tier_bytes > 0 || opt.kv_disk_bytes > 0) {
         if (!opt.prefix_caching) return R::error("the KV tiers keep prefix-cached blocks: they need prefix caching on");
         KvTierOptions t;
@@ -77,7 +76,7 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> mode
         t.kv_type = static_cast<uint32_t>(opt.kv_type);
         t.kv_type_name = kv_type_name(opt.kv_type);
         t.block_size = opt.block_size;
-        t.n_layer = c.n_layer;
+        t.n_layer = plan->main_layers.n_layer;  // the tiers keep the main pool's layers
         t.block_bytes = e->m_kv->block_bytes();
         auto tiers = KvTiers::create(t);
         if (!tiers) return tiers.status();
@@ -92,7 +91,8 @@ Result<std::unique_ptr<Engine>> Engine::create(std::shared_ptr<const Model> mode
             return R::error("the CPU swap tier: " + st.message() + " (lower the swap blocks)");
         e->m_host_blocks.resize(static_cast<size_t>(cfg.n_host_blocks) * static_cast<size_t>(e->m_kv->block_bytes()));
     }
-    auto forward = LlamaForward::create(e->m_model, *e->m_backend, *e->m_kv, cfg.max_num_batched_tokens);
+    auto forward =
+        LlamaForward::create(e->m_model, *e->m_backend, *e->m_kv, cfg.max_num_batched_tokens, e->m_kv_swa.get());
     if (!forward) return forward.status();
     e->m_forward = std::move(forward).value();
     if (opt.op_timing && e->m_backend->host_visible()) {
@@ -140,7 +140,7 @@ const Tokenizer* Engine::tokenizer() const { return m_tok.get(); }
 Backend& Engine::backend() { return *m_backend; }
 bool Engine::has_work() const { return m_sched->has_unfinished(); }
 int Engine::block_size() const { return m_kv_mgr->block_size(); }
-int64_t Engine::kv_pool_bytes() const { return m_kv->bytes(); }
+int64_t Engine::kv_pool_bytes() const { return m_kv->bytes() + (m_kv_swa ? m_kv_swa->bytes() : 0); }
 DType Engine::kv_type() const { return m_kv->kv_type(); }
 std::shared_ptr<const SnapshotRing> Engine::telemetry() const { return m_ring; }
 
@@ -360,6 +360,7 @@ void Engine::move_kv_blocks(const SchedulerOutput& out) {
         if (l.bytes && static_cast<int64_t>(l.bytes->size()) == be) m_kv->write_block(l.block_id, l.bytes->data());
     for (const SwapOp& s : out.swap_in) m_kv->write_block(s.device_block, m_host_blocks.data() + s.host_block * be);
     for (const CopyOp& c : out.copies) m_kv->copy_block(c.src_block, c.dst_block);
+    for (const CopyOp& c : out.swa_copies) m_kv_swa->copy_block(c.src_block, c.dst_block);
     for (size_t i = 0; i < spilled.size(); ++i) m_tiers->spill(out.tier_spills[i].key, std::move(spilled[i]));
 }
 
@@ -372,6 +373,7 @@ Status Engine::build_batch(const SchedulerOutput& out, StepTokens& t) {
     b.positions.clear();
     b.token_seq.clear();
     b.block_tables.clear();
+    b.swa_block_tables.clear();
     b.logit_rows.clear();
     b.adapters.clear();
     b.token_adapter.clear();
@@ -381,6 +383,7 @@ Status Engine::build_batch(const SchedulerOutput& out, StepTokens& t) {
         b.max_blocks_per_seq =
             std::max<int>(b.max_blocks_per_seq, static_cast<int>(m_kv_mgr->block_table(ch.id).size()));
     b.block_tables.assign(static_cast<size_t>(b.n_seqs) * b.max_blocks_per_seq, -1);
+    if (m_kv_swa) b.swa_block_tables.assign(b.block_tables.size(), -1);  // local layers: -1 = freed
     t.first_logit.assign(out.chunks.size(), -1);
     for (int i = 0; i < b.n_seqs; ++i) {
         const ScheduledChunk& ch = out.chunks[static_cast<size_t>(i)];
@@ -389,6 +392,11 @@ Status Engine::build_batch(const SchedulerOutput& out, StepTokens& t) {
         const auto& table = m_kv_mgr->block_table(ch.id);
         std::copy(table.begin(), table.end(),
                   b.block_tables.begin() + static_cast<ptrdiff_t>(i) * b.max_blocks_per_seq);
+        if (m_kv_swa) {
+            const auto& local = m_kv_mgr->swa_block_table(ch.id);  // entry for entry beside `table`
+            std::copy_n(local.begin(), std::min(local.size(), table.size()),
+                        b.swa_block_tables.begin() + static_cast<ptrdiff_t>(i) * b.max_blocks_per_seq);
+        }
         // LoRA: each token names its request's adapter (an index into b.adapters, -1: none).
         int32_t adapter = -1;
         if (const LoraAdapter* a = m_reqs.at(ch.id)->adapter.get()) {
@@ -610,6 +618,8 @@ EngineSnapshot Engine::snapshot(const StepRecord& step) const {
     s.block_size = m_kv_mgr->block_size();
     s.max_model_len = m_max_model_len;
     s.blocks = block_views(*m_kv_mgr);
+    s.n_layers = m_model->config.n_layer;
+    if (m_kv_swa) s.n_local_layers = m_kv_swa->n_layer();
     s.n_host_blocks = m_sched->config().n_host_blocks;
     std::vector<std::pair<RequestId, std::vector<int32_t>>> host_tables;
     for (const SchedRequest* r : m_sched->requests()) {
@@ -634,6 +644,7 @@ EngineSnapshot Engine::snapshot(const StepRecord& step) const {
     s.total_cow_copies = c.cow_copies;
     s.prefix_hit_rate = prefix_hit_rate(s.kv_stats);
     s.op_steps = m_op_steps;
+    fill_local_pool(s, *m_kv_mgr);
     return s;
 }
 
@@ -670,6 +681,7 @@ void Engine::publish(StepResult& res, double t_start_ms) {
         eviction_view(s.requests.back());
     } else {
         fill_block_counts(rec, block_views(*m_kv_mgr), m_kv_mgr->block_size());
+        fill_local_counts(rec, *m_kv_mgr);
         m_ring->publish_step(rec);
     }
     m_last_record = rec;

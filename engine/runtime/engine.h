@@ -54,6 +54,12 @@ struct EngineOptions {
     int block_size = 16;         // 8, 16 or 32
     DType kv_type = DType::F16;  // KV cache elements: F16, or Q8_0 (INT8, one fp16 scale per 32 values)
     bool prefix_caching = true;
+    // Models with sliding-window layers (gemma3's local layers): their K/V in a pool of their
+    // own whose blocks go back as they fall out of each request's window (runtime/kv_pool_plan.h,
+    // kv_cache/sliding_window_blocks.h); false: one pool for every layer, nothing freed.
+    // local_kv_blocks: that pool's size in blocks (0: planned from the seats and the step).
+    bool free_out_of_window = true;
+    int local_kv_blocks = 0;
     // KV tiers (engine/kv_cache/kv_tiers.h; need prefix_caching): cached blocks the pool
     // evicts go to a CPU tier of this many bytes, then to a disk store of this many bytes
     // under kv_disk_dir/<model fingerprint>/ ("" : ~/.cache/kvscope/kv), and come back on a
@@ -299,6 +305,8 @@ private:
     std::unique_ptr<Backend> m_backend;
     std::string m_backend_note;
     std::unique_ptr<KvTensors> m_kv;
+    // The sliding-window layers' own pool (kv_pool_plan.h), or null.
+    std::unique_ptr<KvTensors> m_kv_swa;
     std::unique_ptr<KvTiers> m_tiers;  // before m_kv_mgr, which points at it: outlives it
     std::unique_ptr<KVCacheManager> m_kv_mgr;
     // KV eviction (engine_eviction.cpp).

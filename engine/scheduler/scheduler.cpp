@@ -65,6 +65,15 @@ Status Scheduler::add_request(RequestId id, std::vector<int32_t> prompt, int max
             " tokens (" + std::to_string(n_prompt) + " prompt + " + std::to_string(max_tokens) +
             " output, the last of which never gets KV) in blocks of " + std::to_string(bs) +
             ", but the whole pool holds " + std::to_string(m_kv.n_blocks()) + " blocks: it can never run");
+    if (const SlidingWindowBlocks* swa = m_kv.sliding_window()) {
+        const int local = std::min(blocks, swa->max_blocks_per_request(m_config.max_num_batched_tokens));
+        if (local > swa->n_blocks())
+            return Status::error(who + "needs up to " + std::to_string(local) +
+                                 " blocks of the sliding-window layers' pool at once (a window of " +
+                                 std::to_string(swa->window()) + " tokens and a step of " +
+                                 std::to_string(m_config.max_num_batched_tokens) + "), but that pool holds " +
+                                 std::to_string(swa->n_blocks()) + ": it can never run");
+    }
     --m_counters.rejected;
     SchedRequest r;
     r.id = id;
@@ -176,7 +185,8 @@ SchedulerOutput Scheduler::schedule() {
         copies.erase(victim);
         const auto& table = m_kv.block_table(victim);
         std::optional<std::vector<int32_t>> host;
-        if (m_config.preemption == PreemptionMode::swap) host = im.host.allocate(static_cast<int>(table.size()));
+        if (m_config.preemption == PreemptionMode::swap && !m_kv.sliding_window())
+            host = im.host.allocate(static_cast<int>(table.size()));
         if (host) {
             for (size_t i = 0; i < table.size(); ++i) {
                 const int32_t d = dropped && table[i] == dropped->dst_block ? dropped->src_block : table[i];
@@ -365,6 +375,7 @@ SchedulerOutput Scheduler::schedule() {
 
     for (RequestId id : scheduled)
         if (auto it = copies.find(id); it != copies.end()) out.copies.push_back(it->second);
+    out.swa_copies = m_kv.take_swa_copies();
     out.tier_spills = m_kv.take_spills();
     m_counters.cow_copies += static_cast<int64_t>(out.copies.size());
     return out;

@@ -30,7 +30,9 @@
 // with the largest (priority, arrival) is preempted (possibly the one asking): recompute
 // frees its blocks and sends it back to waiting with num_computed_tokens = 0; swap copies
 // its blocks to the host tier (swap_out) and brings them back later (swap_in). When the
-// host tier is full, swap falls back to recompute.
+// host tier is full, swap falls back to recompute; so does every preemption when the KV
+// manager keeps sliding-window layers in a pool of their own (their freed blocks cannot be
+// swapped back: the request recomputes, its prefix-cached blocks found again).
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -78,6 +80,7 @@ struct SchedulerOutput {
     int64_t step = 0;                    // 0, 1, 2, ... one per schedule() call
     std::vector<ScheduledChunk> chunks;  // batch order
     std::vector<CopyOp> copies;          // copy-on-write block copies, before the forward pass
+    std::vector<CopyOp> swa_copies;      // the same in the sliding-window layers' own pool
     std::vector<SwapOp> swap_out;        // device -> host, first
     std::vector<SwapOp> swap_in;         // host -> device, after swap_out
     // KV tiers (KVCacheManager::set_tier): cached blocks this schedule evicted, whose bytes

@@ -36,6 +36,7 @@ const char* block_slot_state_name(BlockSlotState s) {
         case BlockSlotState::used: return "used";
         case BlockSlotState::cached: return "cached";
         case BlockSlotState::swapped: return "swapped";
+        case BlockSlotState::freed: return "freed";
     }
     return "?";
 }
@@ -45,13 +46,13 @@ static BlockSlotState slot_state(BlockState s) {
         case BlockState::free: return BlockSlotState::free;
         case BlockState::used: return BlockSlotState::used;
         case BlockState::cached: return BlockSlotState::cached;
+        case BlockState::freed: return BlockSlotState::freed;
     }
     return BlockSlotState::free;
 }
 
-std::vector<BlockView> block_views(const KVCacheManager& kv) {
-    std::vector<BlockInfo> map = kv.block_map();  // [n_blocks]
-    std::vector<BlockView> views(map.size());     // [n_blocks]
+static std::vector<BlockView> views_of(std::vector<BlockInfo> map) {
+    std::vector<BlockView> views(map.size());  // [n_blocks]
     for (size_t i = 0; i < map.size(); ++i) {
         BlockInfo& b = map[i];
         BlockView& v = views[i];
@@ -63,6 +64,26 @@ std::vector<BlockView> block_views(const KVCacheManager& kv) {
         v.hashed = b.hashed;
     }
     return views;
+}
+
+std::vector<BlockView> block_views(const KVCacheManager& kv) { return views_of(kv.block_map()); }
+
+std::vector<BlockView> local_block_views(const KVCacheManager& kv) { return views_of(kv.swa_block_map()); }
+
+void fill_local_pool(EngineSnapshot& s, const KVCacheManager& kv) {
+    const SlidingWindowBlocks* swa = kv.sliding_window();
+    if (!swa) return;
+    s.local_blocks = local_block_views(kv);
+    s.sliding_window = swa->window();
+    s.total_freed_blocks = swa->n_freed_total();
+    fill_local_counts(s.step, kv);
+}
+
+void fill_local_counts(StepRecord& rec, const KVCacheManager& kv) {
+    if (const SlidingWindowBlocks* swa = kv.sliding_window()) {
+        rec.local_blocks_used = swa->n_in_use();
+        rec.n_local_blocks = swa->n_blocks();
+    }
 }
 
 std::vector<HostBlockView> host_block_views(
@@ -87,6 +108,7 @@ RequestView request_view(const SchedRequest& r, const KVCacheManager& kv, int n_
     v.num_computed_tokens = r.num_computed_tokens;
     v.num_cached_tokens = r.num_cached_tokens;
     v.block_ids = kv.block_table(r.id);
+    v.local_block_ids = kv.swa_block_table(r.id);
     v.n_host_blocks = n_host_blocks;
     v.num_preemptions = r.num_preemptions;
     if (!v.block_ids.empty()) v.tokens = r.all_tokens();
@@ -103,7 +125,8 @@ void fill_block_counts(StepRecord& rec, const std::vector<BlockView>& blocks, in
                 filled += b.n_filled;  // once per physical block, however many share it
                 break;
             case BlockSlotState::cached: ++cached; break;
-            case BlockSlotState::free: ++free_blocks; break;
+            case BlockSlotState::free:
+            case BlockSlotState::freed: ++free_blocks; break;
             case BlockSlotState::swapped: break;  // not a device state
         }
     }

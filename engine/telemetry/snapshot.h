@@ -25,9 +25,10 @@
 namespace kvs {
 
 // A KV block's state in the block map. Device blocks are free, used or cached (free but
-// still findable by its prefix hash); `swapped` is the state of a host-tier block that
-// holds a preempted request's KV.
-enum class BlockSlotState { free, used, cached, swapped };
+// still findable by its prefix hash), or freed: given back by a request that lives on
+// without it (out of its sliding window, or evicted), until the pool hands it out again;
+// `swapped` is the state of a host-tier block that holds a preempted request's KV.
+enum class BlockSlotState { free, used, cached, swapped, freed };
 
 // One device block (vLLM's KVCacheBlock seen from outside).
 struct BlockView {
@@ -65,6 +66,9 @@ struct RequestView {
     std::vector<int32_t> tokens;
     std::string adapter;  // the LoRA adapter it runs with ("" : the base model), for colouring by adapter
     std::string client;   // who sent it (GenerationRequest::client; "" : the front end's own request)
+    // The sliding-window layers' table beside it ([block_ids.size()], -1 where the block fell
+    // out of the window and was freed); empty when those layers share the main pool.
+    std::vector<int32_t> local_block_ids;
     // KV eviction (GenerationRequest::kv_eviction; engine/kv_cache/kv_eviction.h): the setting
     // ("h2o:512", "" : none), its budget in tokens, cache entries dropped or merged away so
     // far, blocks the compactions gave back; while it holds blocks, the logical position of
@@ -114,6 +118,9 @@ struct StepRecord {
     double kv_usage = 0;        // blocks_used / n_blocks
     int64_t tokens_in_kv = 0;   // filled slots of used blocks; a block shared by several requests counts once
     double internal_waste = 0;  // 1 - tokens_in_kv / (blocks_used * block_size); 0 when none used
+    // The sliding-window layers' own pool (0 / 0 when they share the main pool).
+    int local_blocks_used = 0;
+    int n_local_blocks = 0;
 
     int batch_tokens() const { return prefill_tokens + decode_tokens + padding_tokens; }
 };
@@ -173,6 +180,15 @@ struct EngineSnapshot {
     // The roofline (op_roofline.h, keep_op_step): the largest timed prefill step, then the
     // newest decode step of each batch class (1, 2, 4, ...); empty when ops are not timed.
     std::vector<OpStepRecord> op_steps;
+    // Models with sliding-window layers in a pool of their own (gemma3's local layers): that
+    // pool's blocks by id (owners from RequestView::local_block_ids), the window, how many of
+    // the model's layers are local, and the blocks freed out of the window since start.
+    // Empty / 0 otherwise: `blocks` then holds every layer.
+    std::vector<BlockView> local_blocks;
+    int sliding_window = 0;
+    int n_local_layers = 0;
+    int n_layers = 0;
+    int64_t total_freed_blocks = 0;
 };
 
 // ---- speculative decoding --------------------------------------------------------------
@@ -217,6 +233,13 @@ const char* block_slot_state_name(BlockSlotState s);
 
 // The device block map, [n_blocks], from KVCacheManager::block_map().
 std::vector<BlockView> block_views(const KVCacheManager& kv);
+// The sliding-window layers' pool, from KVCacheManager::swa_block_map() (empty without).
+std::vector<BlockView> local_block_views(const KVCacheManager& kv);
+// The local pool's part of a snapshot and its step record: local_blocks, the freed total,
+// local_blocks_used / n_local_blocks (nothing without a local pool).
+void fill_local_pool(EngineSnapshot& s, const KVCacheManager& kv);
+// Only the step record's local_blocks_used / n_local_blocks.
+void fill_local_counts(StepRecord& rec, const KVCacheManager& kv);
 
 // The occupied host blocks from each swapped request's host block table
 // (Scheduler::host_blocks(id)), sorted by host block id.

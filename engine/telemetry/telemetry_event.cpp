@@ -82,6 +82,7 @@ json snapshot_to_json(const EngineSnapshot& s, bool whole) {
     if (!whole) {
         j.erase("blocks");
         j.erase("host_blocks");
+        j.erase("local_blocks");
     }
     json& reqs = j["requests"];
     for (size_t i = 0; i < s.requests.size() && i < reqs.size(); ++i) {
@@ -122,10 +123,12 @@ std::string check_snapshot(const EngineSnapshot& s) {
     if (s.block_size < 1 || s.block_size > (1 << 16))
         return "block_size " + std::to_string(s.block_size) + " is not between 1 and 65536";
     if (s.blocks.size() > (size_t{1} << 20)) return "more than 1048576 blocks";
-    for (const BlockView& b : s.blocks)
-        if (b.n_filled < 0 || b.n_filled > s.block_size || b.owners.size() > 65536)
-            return "block " + std::to_string(b.block_id) + " has " + std::to_string(b.n_filled) + " tokens filled of " +
-                   std::to_string(s.block_size);
+    if (s.local_blocks.size() > (size_t{1} << 20)) return "more than 1048576 local-layer blocks";
+    for (const auto* pool : {&s.blocks, &s.local_blocks})
+        for (const BlockView& b : *pool)
+            if (b.n_filled < 0 || b.n_filled > s.block_size || b.owners.size() > 65536)
+                return "block " + std::to_string(b.block_id) + " has " + std::to_string(b.n_filled) +
+                       " tokens filled of " + std::to_string(s.block_size);
     for (double v : {r.t_start_ms, r.duration_ms, r.schedule_ms, r.forward_ms, r.sample_ms, r.draft_ms, r.kv_usage,
                      r.internal_waste, s.prefix_hit_rate})
         if (!finite(v)) return "step " + std::to_string(r.step) + " has a number that is not finite";

@@ -54,10 +54,8 @@ void enum_from_json(const json& j, E& v, const std::pair<E, const char*> (&table
 }
 
 constexpr std::pair<BlockSlotState, const char*> kBlockStates[] = {
-    {BlockSlotState::free, "free"},
-    {BlockSlotState::used, "used"},
-    {BlockSlotState::cached, "cached"},
-    {BlockSlotState::swapped, "swapped"},
+    {BlockSlotState::free, "free"},       {BlockSlotState::used, "used"},   {BlockSlotState::cached, "cached"},
+    {BlockSlotState::swapped, "swapped"}, {BlockSlotState::freed, "freed"},
 };
 constexpr std::pair<RequestStatus, const char*> kRequestStatuses[] = {
     {RequestStatus::waiting, "waiting"},
@@ -125,6 +123,7 @@ void to_json(json& j, const RequestView& v) {
     KVS_PUT(num_computed_tokens);
     KVS_PUT(num_cached_tokens);
     KVS_PUT(block_ids);
+    if (!v.local_block_ids.empty()) KVS_PUT(local_block_ids);
     KVS_PUT(n_host_blocks);
     KVS_PUT(num_preemptions);
 }
@@ -140,6 +139,7 @@ void from_json(const json& j, RequestView& v) {
     KVS_GET(num_computed_tokens);
     KVS_GET(num_cached_tokens);
     KVS_GET(block_ids);
+    KVS_GET(local_block_ids);
     KVS_GET(n_host_blocks);
     KVS_GET(num_preemptions);
 }
@@ -179,7 +179,9 @@ void from_json(const json& j, RequestView& v) {
     F(n_blocks);             \
     F(kv_usage);             \
     F(tokens_in_kv);         \
-    F(internal_waste)
+    F(internal_waste);       \
+    F(local_blocks_used);    \
+    F(n_local_blocks)
 
 void to_json(json& j, const StepRecord& v) {
     j = json::object();
@@ -262,6 +264,13 @@ void to_json(json& j, const EngineSnapshot& v) {
     KVS_PUT(max_model_len);
     KVS_PUT(chunks);
     KVS_PUT(blocks);
+    if (!v.local_blocks.empty()) {
+        KVS_PUT(local_blocks);
+        KVS_PUT(sliding_window);
+        KVS_PUT(n_local_layers);
+        KVS_PUT(n_layers);
+        KVS_PUT(total_freed_blocks);
+    }
     KVS_PUT(host_blocks);
     KVS_PUT(n_host_blocks);
     KVS_PUT(requests);
@@ -282,6 +291,11 @@ void from_json(const json& j, EngineSnapshot& v) {
     KVS_GET(max_model_len);
     KVS_GET(chunks);
     KVS_GET(blocks);
+    KVS_GET(local_blocks);
+    KVS_GET(sliding_window);
+    KVS_GET(n_local_layers);
+    KVS_GET(n_layers);
+    KVS_GET(total_freed_blocks);
     KVS_GET(host_blocks);
     KVS_GET(n_host_blocks);
     KVS_GET(requests);
