@@ -28,6 +28,11 @@ struct WeightView {
     // Optional, Q4_0 / Q4_1 on the CPU only: the same weights laid out as the AVX2 kernels
     // read them (8-row tiles, Backend::prepare_weight); data stays valid for everything else.
     const void* cpu_tiles = nullptr;
+    // Optional [n_in], a permutation of 0..n_in-1: the stored rows hold the input columns in
+    // this order, so column p multiplies x[t, in_perm[p]] (GPTQ act-order checkpoints: the
+    // columns sorted by group make every group contiguous, as exllama does). Only backends
+    // whose supports_input_permutation() is true run such a weight.
+    const int32_t* in_perm = nullptr;
 };
 
 enum class RopeStyle {
@@ -86,11 +91,6 @@ struct PagedAttentionArgs {
     // table entries may be -1. 0: full causal attention. Only backends whose
     // supports_gemma_ops() is true take a window.
     int window = 0;
-};
-
-class Backend {
-public:
-    virtual ~Backend() = default;
     // Attention mass (KV eviction scores, engine/kv_cache/kv_eviction.h), on backends whose
     // supports_attention_mass() is true: when attn_mass is set, every query token t with
     // mass_row[t] >= 0 adds to attn_mass[mass_row[t] * mass_stride + p], for each cache
@@ -100,6 +100,11 @@ public:
     float* attn_mass = nullptr;         // [n_mass_rows, mass_stride], accumulated (+=)
     const int32_t* mass_row = nullptr;  // [n_tokens] row of attn_mass, -1: the token adds nothing
     int mass_stride = 0;                // more than every token_pos[t] of a token with a row
+};
+
+class Backend {
+public:
+    virtual ~Backend() = default;
     virtual std::string name() const = 0;  // "cpu-avx2", "cuda:NVIDIA H100", ...
     virtual int n_threads() const { return 1; }
 
@@ -113,6 +118,8 @@ public:
 
     // ---- ops
     virtual bool supports(DType weight_type) const = 0;
+    // Whether matmul honours WeightView::in_perm (the CPU gathers the activations first).
+    virtual bool supports_input_permutation() const { return false; }
     // y[t, o] = sum_i x[t, i] * W[o, i]; x [n_tokens, n_in], y [n_tokens, n_out]
     virtual void matmul(const WeightView& w, const float* x, float* y, int n_tokens) = 0;
     // May give w a faster layout for this backend's matmul (w.cpu_tiles); returns the new
@@ -154,6 +161,8 @@ public:
     virtual bool supports_kv(DType cache_type) const { return cache_type == DType::F16; }
     virtual void kv_store(const KvStoreArgs& a) = 0;
     virtual void paged_attention(const PagedAttentionArgs& a) = 0;
+    // Whether paged_attention fills PagedAttentionArgs::attn_mass (the CPU backend does).
+    virtual bool supports_attention_mass() const { return false; }
 };
 
 // The CPU backend with n_threads workers (0: one per core). `simd` picks the kernel
@@ -161,8 +170,6 @@ public:
 // cpu::parse_simd in kernels/cpu/cpu_features.h. Any other name (there are no AVX-512
 // kernels) gives nullptr and sets *error when given.
 std::unique_ptr<Backend> make_cpu_backend(int n_threads = 0, const std::string& simd = "auto",
-    // Whether paged_attention fills PagedAttentionArgs::attn_mass (the CPU backend does).
-    virtual bool supports_attention_mass() const { return false; }
                                           std::string* error = nullptr);
 
 // Loads libkvscope_cuda.so at run time. Returns nullptr and sets *why when the library,

@@ -196,6 +196,29 @@ private Q_SLOTS:
         QVERIFY((*r)->eval({1, 2, 3}, false, &logits).is_ok());
     }
 
+    // A weight with an input permutation (GPTQ act-order) on a backend whose matmul does not
+    // gather its input: refused by name before anything runs, never silently wrong.
+    void permutedWeightsRefusedWhereNotRun() {
+        auto m = std::make_shared<Model>(*m_model);
+        std::vector<int32_t> perm(static_cast<size_t>(m->layers[1].w_down.n_in));
+        for (size_t i = 0; i < perm.size(); ++i) perm[i] = int32_t(perm.size() - 1 - i);
+        m->layers[1].w_down.in_perm = perm.data();
+        RunnerOptions ro;
+        ro.n_ctx = 64;
+        auto r = SequenceRunner::create(m, ro, std::make_shared<FailingBackend>(-1, true));
+        QVERIFY(!r.is_ok());
+        const QString msg = QString::fromStdString(r.message());
+        QVERIFY2(msg.contains("failing-test-backend") && msg.contains("blk.1.ffn_down") && msg.contains("permuted") &&
+                     msg.contains("CPU backend"),
+                 r.message().c_str());
+        ro.backend = "cpu";
+        ro.n_threads = 1;
+        auto cpu = SequenceRunner::create(m, ro);  // the CPU backend runs it
+        QVERIFY2(cpu.is_ok(), cpu.message().c_str());
+        std::vector<float> logits;
+        QVERIFY((*cpu)->eval({1, 2, 3}, false, &logits).is_ok());
+    }
+
     void quoteEscapesUnprintableBytes() {
         QCOMPARE(quote_untrusted(std::string("a\0b", 3)), std::string("'a\\x00b'"));
         QCOMPARE(quote_untrusted("tab\there"), std::string("'tab\\x09here'"));

@@ -13,6 +13,8 @@
 
 #include <cmath>
 #include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
 
 #include "engine/model/gptq_checkpoint.h"
 #include "engine/model/model.h"
@@ -30,11 +32,15 @@ namespace {
 
 const std::string kScript = kvs::test::tool_path("make_gptq_checkpoint.py");
 
+// [n_out, n_in] in the input's column order: a weight with an input permutation (GPTQ
+// act-order) has stored column p at input column in_perm[p]
 std::vector<float> dequant(const WeightView& w) {
-    std::vector<float> out(static_cast<size_t>(w.n_in * w.n_out));  // [n_out, n_in]
+    std::vector<float> out(static_cast<size_t>(w.n_in * w.n_out)), row(static_cast<size_t>(w.n_in));
     const size_t rb = row_bytes(w.dtype, w.n_in);
-    for (int64_t r = 0; r < w.n_out; ++r)
-        cpu::dequantize_row(w.dtype, static_cast<const uint8_t*>(w.data) + r * rb, &out[size_t(r * w.n_in)], w.n_in);
+    for (int64_t r = 0; r < w.n_out; ++r) {
+        cpu::dequantize_row(w.dtype, static_cast<const uint8_t*>(w.data) + r * rb, row.data(), w.n_in);
+        for (int64_t p = 0; p < w.n_in; ++p) out[size_t(r * w.n_in + (w.in_perm ? w.in_perm[p] : p))] = row[size_t(p)];
+    }
     return out;
 }
 
@@ -50,6 +56,7 @@ private Q_SLOTS:
     void initTestCase();
     void weights_equal_reference_data();
     void weights_equal_reference();
+    void permuted_matmul_equals_numpy();
     void pack_unpack_round_trip();
     void save_load_round_trip_data();
     void save_load_round_trip();
@@ -95,6 +102,12 @@ void TstGptqCheckpoint::weights_equal_reference_data() {
     QTest::newRow("8-bit sym g128") << QStringList{"--group", "128", "--bits", "8"} << int(DType::Q8_0);
     QTest::newRow("act-order static groups")
         << QStringList{"--group", "64", "--asym", "--act-order", "static"} << int(DType::I4_G64);
+    QTest::newRow("act-order permuted g_idx, g64 asym")
+        << QStringList{"--group", "64", "--asym", "--act-order", "permuted"} << int(DType::I4_G64);
+    QTest::newRow("act-order permuted g_idx, g32 asym v2")
+        << QStringList{"--group", "32", "--asym", "--act-order", "permuted", "--format", "gptq_v2"} << int(DType::Q4_1);
+    QTest::newRow("act-order permuted g_idx, g64 sym 8-bit")
+        << QStringList{"--group", "64", "--bits", "8", "--act-order", "permuted"} << int(DType::Q8_0);
 }
 
 void TstGptqCheckpoint::weights_equal_reference() {
@@ -115,6 +128,8 @@ void TstGptqCheckpoint::weights_equal_reference() {
         const auto wg = linears(g.value()->layers[il]), wr = linears(r.value()->layers[il]);
         for (size_t k = 0; k < 7; ++k) {
             QCOMPARE(int(wg[k]->dtype), int(t));
+            QCOMPARE(wg[k]->in_perm != nullptr, args.contains("permuted"));  // act-order: the input permutation
+            QVERIFY(wr[k]->in_perm == nullptr);
             QCOMPARE(wg[k]->n_in, wr[k]->n_in);
             QCOMPARE(wg[k]->n_out, wr[k]->n_out);
             const auto a = dequant(*wg[k]), b = dequant(*wr[k]);
@@ -134,6 +149,78 @@ void TstGptqCheckpoint::weights_equal_reference() {
         }
     }
     QCOMPARE(n_checked, 7 * g.value()->config.n_layer);
+    // the model runs: its next-token logits are those of the float reference folder (the
+    // 4-bit weights multiply int8-quantized activations, hence the tolerance), and without
+    // the input permutations they are not
+    const auto lg = test::last_logits(g.value()), lr = test::last_logits(r.value());
+    QVERIFY(!lg.empty() && lg.size() == lr.size());
+    double diff = 0.0, norm = 0.0;
+    for (size_t i = 0; i < lg.size(); ++i) diff += (lg[i] - lr[i]) * (lg[i] - lr[i]), norm += lr[i] * lr[i];
+    qInfo("relative logit difference to the reference folder: %.2e", std::sqrt(diff / norm));
+    QVERIFY(std::sqrt(diff / norm) < 0.03);
+    if (args.contains("permuted")) {
+        auto stripped = std::make_shared<Model>(*g.value());
+        for (LayerWeights& L : stripped->layers)
+            for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) w->in_perm = nullptr;
+        const auto ls = test::last_logits(stripped);
+        double d0 = 0.0;
+        for (size_t i = 0; i < ls.size(); ++i) d0 += (ls[i] - lr[i]) * (ls[i] - lr[i]);
+        qInfo("without the permutations: %.2e", std::sqrt(d0 / norm));
+        QVERIFY(std::sqrt(d0 / norm) > 0.1);
+    }
+}
+
+void TstGptqCheckpoint::permuted_matmul_equals_numpy() {
+    // numpy's x . W^T for every linear of layer 0 of an act-order folder (permuted g_idx)
+    // against the CPU matmul of the loaded weight, scalar and AVX2
+    if (!m_skip.isEmpty()) QSKIP(qPrintable(m_skip));
+    const std::string out = test::output_path("gptq_perm"), ref = test::output_path("gptq_perm_ref"),
+                      check = test::output_path("gptq_perm_matmul.json");
+    const QString err =
+        make(out, ref,
+             {"--group", "64", "--asym", "--act-order", "permuted", "--matmul-check", QString::fromStdString(check)});
+    QVERIFY2(err.isEmpty(), qPrintable(err));
+    auto g = load_model(out);
+    QVERIFY2(g, g.message().c_str());
+    std::ifstream in(check);
+    const nlohmann::json j = nlohmann::json::parse(in);
+    QCOMPARE(int(j["checks"].size()), 7);
+    const char* names[7] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj", "self_attn.o_proj",
+                            "mlp.gate_proj",    "mlp.up_proj",      "mlp.down_proj"};
+    const auto ws = linears(g.value()->layers[0]);
+    for (const char* level : {"scalar", "avx2"}) {
+        std::string why;
+        auto be = make_cpu_backend(1, level, &why);
+        if (!be) {
+            qInfo("CPU level %s not available: %s", level, why.c_str());
+            continue;
+        }
+        for (const auto& c : j["checks"]) {
+            const std::string module = c["module"];
+            int k = 0;
+            while (k < 7 && module.find(names[k]) == std::string::npos) ++k;
+            QVERIFY2(k < 7, module.c_str());
+            const WeightView& w = *ws[size_t(k)];
+            QVERIFY(w.in_perm);
+            const auto x = c["x"].get<std::vector<std::vector<float>>>();
+            const auto yref = c["y"].get<std::vector<std::vector<double>>>();
+            std::vector<float> xf, y(size_t(3 * w.n_out));  // [3, n_in], [3, n_out]
+            for (const auto& r : x) xf.insert(xf.end(), r.begin(), r.end());
+            QCOMPARE(int64_t(xf.size()), 3 * w.n_in);
+            be->matmul(w, xf.data(), y.data(), 3);
+            double diff = 0.0, norm = 0.0;
+            for (int t = 0; t < 3; ++t)
+                for (int64_t o = 0; o < w.n_out; ++o) {
+                    const double d = y[size_t(t * w.n_out + o)] - yref[size_t(t)][size_t(o)];
+                    diff += d * d, norm += yref[size_t(t)][size_t(o)] * yref[size_t(t)][size_t(o)];
+                }
+            const double rel = std::sqrt(diff / norm);
+            QVERIFY2(rel < 1e-2, qPrintable(QString("%1 %2: relative error %3 against numpy")
+                                                .arg(level)
+                                                .arg(QString::fromStdString(module))
+                                                .arg(rel)));
+        }
+    }
 }
 
 void TstGptqCheckpoint::pack_unpack_round_trip() {
@@ -167,7 +254,9 @@ void TstGptqCheckpoint::pack_unpack_round_trip() {
 void TstGptqCheckpoint::save_load_round_trip_data() {
     QTest::addColumn<QString>("scheme");
     QTest::newRow("int4-gptq") << "int4-gptq";
-    QTest::newRow("int4-gptq-act (act-order, static groups)") << "int4-gptq-act";
+    QTest::newRow("int4-gptq-act (act-order, permuted g_idx)") << "int4-gptq-act";
+    QTest::newRow("int4-gptq-act in groups of 64 (every linear permuted)") << "int4-gptq-act g64";
+    QTest::newRow("int4-gptq-act in groups of 32 (Q4_1, permuted)") << "int4-gptq-act g32";
 }
 
 void TstGptqCheckpoint::save_load_round_trip() {
@@ -177,16 +266,30 @@ void TstGptqCheckpoint::save_load_round_trip() {
     QVERIFY2(src, src.message().c_str());
     QuantOptions qo;
     for (int i = 0; i < 128; ++i) qo.calibration_tokens.push_back(int32_t((i * 53 + 7) % 280));
-    auto v = quantize_model(src.value(), QuantScheme::parse(scheme.toStdString()).value(), qo);
+    const QStringList words = scheme.split(' ');
+    const auto parsed = QuantScheme::parse(words[0].toStdString()).value();
+    if (words.size() > 1) {
+        qo.gptq = gptq_defaults(parsed);
+        qo.gptq->group_size = words[1].mid(1).toInt();
+    }
+    auto v = quantize_model(src.value(), parsed, qo);
     QVERIFY2(v, v.message().c_str());
-    const std::string out = test::output_path("gptq_saved_" + scheme.toStdString());
+    const bool act = words[0] == "int4-gptq-act";
+    int n_permuted = 0;
+    for (const LayerWeights& L : v.value()->layers)
+        for (const WeightView* w : linears(L)) n_permuted += w->in_perm ? 1 : 0;
+    if (act) QVERIFY(n_permuted > 0);
+    else
+        QCOMPARE(n_permuted, 0);
+    const std::string out = test::output_path("gptq_saved_" + QString(scheme).replace(' ', '_').toStdString());
     fs::remove_all(out);
     auto saved = save_variant(*v.value(), out);
     QVERIFY2(saved, saved.message().c_str());
     QCOMPARE(saved.value().format, std::string("gptq"));
     auto cfg = read_gptq_config(out);
     QVERIFY(cfg && cfg.value());
-    QCOMPARE(cfg.value()->desc_act, scheme == "int4-gptq-act");
+    QCOMPARE(cfg.value()->desc_act, act);
+    QCOMPARE(cfg.value()->static_groups, false);
     QCOMPARE(cfg.value()->sym, false);
     auto back = load_model(out);
     QVERIFY2(back, back.message().c_str());
@@ -195,6 +298,8 @@ void TstGptqCheckpoint::save_load_round_trip() {
         const auto a = linears(v.value()->layers[il]), b = linears(back.value()->layers[il]);
         for (size_t k = 0; k < 7; ++k) {
             QCOMPARE(int(b[k]->dtype), int(a[k]->dtype));
+            QCOMPARE(b[k]->in_perm != nullptr, a[k]->in_perm != nullptr);
+            if (a[k]->in_perm) QVERIFY(std::equal(a[k]->in_perm, a[k]->in_perm + a[k]->n_in, b[k]->in_perm));
             QVERIFY(dequant(*a[k]) == dequant(*b[k]));
         }
     }
@@ -209,7 +314,9 @@ void TstGptqCheckpoint::bad_checkpoints_data() {
     QTest::newRow("checkpoint_format marlin")
         << QStringList{"--defect", "format_marlin"} << "checkpoint_format 'marlin'";
     QTest::newRow("g_idx out of range") << QStringList{"--defect", "g_idx_range"} << ".g_idx' entry 5";
-    QTest::newRow("act-order permutation") << QStringList{"--act-order", "permuted"} << "act-order permutation";
+    QTest::newRow("act-order g_idx with an uneven group")
+        << QStringList{"--group", "64", "--act-order", "permuted", "--defect", "g_idx_uneven"}
+        << ".g_idx'): GPTQ: g_idx gives group 0 65 input columns, expected group_size = 64";
 }
 
 void TstGptqCheckpoint::bad_checkpoints() {

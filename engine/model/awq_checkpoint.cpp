@@ -232,6 +232,10 @@ Result<AwqLinear> awq_linear_from_i4(const std::string& module, const WeightView
     if (own == 0)
         return Status::error("AWQ linear '" + module + "': the weight is " + std::string(dtype_name(w.dtype)) +
                              ", not I4_G128 or I4_G64");
+    if (w.in_perm)
+        return Status::error("AWQ linear '" + module +
+                             "': the weight's input columns are permuted (GPTQ act-order), which an AWQ "
+                             "checkpoint cannot hold; save it as a GPTQ folder");
     if (group_size < 0 || (group_size != 0 && (group_size > own || own % group_size != 0)))
         return Status::error("AWQ linear '" + module + "': groups of " + std::to_string(group_size) +
                              " do not divide the weight's groups of " + std::to_string(own));

@@ -96,10 +96,11 @@ Result<AwqLinear> awq_linear_from_i4(const std::string& module, const WeightView
 // `consumed` gets the names of the packed tensors (qweight / qzeros / scales) that the
 // result replaces.
 struct AwqTensor {
-    std::string name;              // <module>.weight
-    std::vector<int64_t> ne;       // [n_in, n_out]
-    DType dtype = DType::I4_G128;  // I4_G128 or I4_G64
-    std::vector<uint8_t> data;     // [n_out, row_bytes(dtype, n_in)]
+    std::string name;                // <module>.weight
+    std::vector<int64_t> ne;         // [n_in, n_out]
+    DType dtype = DType::I4_G128;    // I4_G128 or I4_G64
+    std::vector<uint8_t> data;       // [n_out, row_bytes(dtype, n_in)]
+    std::vector<int32_t> in_perm{};  // [n_in] or empty: WeightView::in_perm (GPTQ act-order)
 };
 Result<std::vector<AwqTensor>> convert_awq_linears(const SafetensorsSet& set, const ModelConfig& config,
                                                    const AwqConfig& awq, const std::string& dir,

@@ -225,6 +225,8 @@ Result<GptqMatrix> gptq_matrix_from_weight(const std::string& module, const Weig
             m.zeros[size_t(g * w.n_out + o)] = z[size_t(g)];
         }
     }
+    if (w.in_perm)  // stored in group order: back to the input's columns, g_idx the act-order one
+        return gptq_unpermute_columns(m, std::vector<int32_t>(w.in_perm, w.in_perm + w.n_in));
     return m;
 }
 
@@ -249,15 +251,15 @@ Result<std::vector<AwqTensor>> convert_gptq_linears(const SafetensorsSet& set, c
             return Status::error(dir + ": '" + module + "' has both a float '.weight' and GPTQ '.qweight' tensors");
         auto m = unpack_gptq_linear(set, module, dims->first, dims->second, gptq);
         if (!m) return m.status();
-        if (!m.value().trivial_g_idx())
-            return Status::error(dir + ": tensor '" + module + ".g_idx' is an act-order permutation (desc_act " +
-                                 (gptq.desc_act ? "true" : "false") +
-                                 " without static_groups): KV Scope runs GPTQ groups that are contiguous in the input "
-                                 "(g_idx[i] = i / group_size), and has no input permutation in its forward pass");
+        // an act-order g_idx: the columns sorted by group, that order kept as the input permutation
         DType type;
-        auto bytes = gptq_encode(m.value(), &type);
-        if (!bytes) return Status::error(dir + ": GPTQ linear '" + module + "': " + bytes.message());
-        out.push_back(AwqTensor{module + ".weight", {dims->first, dims->second}, type, std::move(bytes).value()});
+        std::vector<int32_t> perm;
+        auto bytes = gptq_encode(m.value(), &type, &perm);
+        if (!bytes)
+            return Status::error(dir + ": GPTQ linear '" + module + "' (tensor '" + module +
+                                 ".g_idx'): " + bytes.message());
+        out.push_back(AwqTensor{
+            module + ".weight", {dims->first, dims->second}, type, std::move(bytes).value(), std::move(perm)});
         for (const char* s : {".qweight", ".qzeros", ".scales", ".g_idx"}) consumed.push_back(module + s);
         if (const SafetensorsTensor* b = set.find(module + ".bias");
             b && module.find("self_attn.") == std::string::npos)

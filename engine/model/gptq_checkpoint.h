@@ -19,10 +19,13 @@
 // KV Scope runs these in its kernels' group formats (engine/quant/gptq.h gptq_encode): 4 bits
 // with groups of 128 / 64 as I4_G128 / I4_G64, 32 as Q4_1; 8 bits symmetric as Q8_0; a
 // group size that is a multiple of a storage group (256, -1 = the whole row) is written as
-// several storage groups sharing one scale and zero (exact). The groups must be contiguous
-// (g_idx[i] == i / group_size: desc_act false, or desc_act with static_groups): an
-// act-order checkpoint with a permuted g_idx is refused by name, because no contiguous
-// group format holds it and the forward pass has no input permutation.
+// several storage groups sharing one scale and zero (exact). A contiguous g_idx (g_idx[i] ==
+// i / group_size: desc_act false, or desc_act with static_groups) is stored as it is; an
+// act-order g_idx (desc_act without static groups: a permutation) has its input columns
+// sorted by group (gptq_group_permutation, as exllama does), so every group is contiguous
+// and keeps its stored 4-bit codes, scale and zero, and the weight carries that order as
+// WeightView::in_perm: the forward gathers its input by it before the matmul (the CPU
+// backend; others refuse it by name). Every group must then hold exactly group_size columns.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -68,7 +71,8 @@ struct GptqPacked {
 GptqPacked pack_gptq_linear(const GptqMatrix& m, bool v1);
 
 // A GptqMatrix from a weight stored in a group format (I4_G128 / I4_G64 / Q4_1 as 4-bit
-// asymmetric groups; Q4_1's zero is round(-m / d), refused when that is not exact).
+// asymmetric groups; Q4_1's zero is round(-m / d), refused when that is not exact), in the
+// input's column order: a weight with an in_perm gets its act-order g_idx back.
 Result<GptqMatrix> gptq_matrix_from_weight(const std::string& module, const WeightView& w);
 
 // Every quantized linear of a GPTQ folder as a tensor named `<module>.weight` in its

@@ -221,10 +221,19 @@ WeightView LlamaForward::pack_rows(std::initializer_list<const WeightView*> part
     return out;
 }
 
+// Two matrices read their input the same way: neither permutes it, or both by the same
+// permutation (GPTQ act-order: q/k/v and gate/up share their input's Hessian, so their g_idx).
+static bool same_input_order(const WeightView& a, const WeightView& b) {
+    if (!a.in_perm || !b.in_perm) return !a.in_perm && !b.in_perm;
+    return a.n_in == b.n_in && std::equal(a.in_perm, a.in_perm + a.n_in, b.in_perm);
+}
+
 void LlamaForward::fuse_projections() {
     if (!m_backend.host_visible()) return;
     for (const auto& l : m_layers)
-        if (l.wq.dtype != l.wk.dtype || l.wq.dtype != l.wv.dtype || l.w_gate.dtype != l.w_up.dtype) return;
+        if (l.wq.dtype != l.wk.dtype || l.wq.dtype != l.wv.dtype || l.w_gate.dtype != l.w_up.dtype ||
+            !same_input_order(l.wq, l.wk) || !same_input_order(l.wq, l.wv) || !same_input_order(l.w_gate, l.w_up))
+            return;
     for (size_t il = 0; il < m_layers.size() && m_alloc_error.empty(); ++il) {
         const auto& l = m_layers[il];
         const std::string layer = "layer " + std::to_string(il);
@@ -336,6 +345,11 @@ void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
     pa.scale = c.attn_scale > 0.0f ? c.attn_scale : 1.0f / std::sqrt(static_cast<float>(c.head_dim));
     pa.cache_type = m_kv.kv_type();
     pa.window = c.is_swa(il) ? c.sliding_window : 0;
+    if (!batch.mass_rows.empty()) {
+        pa.attn_mass = m_mass;
+        pa.mass_row = b.mass_rows;
+        pa.mass_stride = batch.mass_stride;
+    }
     m_backend.paged_attention(pa);
     op_tick(OpKind::attention);
     observe(il, ActivationSite::AttnOutput, b.attn, n_tokens, q_dim);
@@ -345,11 +359,6 @@ void LlamaForward::run_layer(int il, const ForwardBatch& batch, int n_tokens) {
     if (w.attn_post_norm) m_backend.rms_norm(b.h, w.attn_post_norm, b.h, n_tokens, c.n_embd, c.rms_eps);
     m_backend.add(b.x, b.h, b.x, static_cast<int64_t>(n_tokens) * c.n_embd);
 
-    if (!batch.mass_rows.empty()) {
-        pa.attn_mass = m_mass;
-        pa.mass_row = b.mass_rows;
-        pa.mass_stride = batch.mass_stride;
-    }
     // ---- MLP block: x += down(silu(gate(norm(x))) * up(norm(x)))  (gemma: gelu_tanh, then post-norm)
     m_backend.rms_norm(b.x, w.ffn_norm, b.h, n_tokens, c.n_embd, c.rms_eps);
     op_tick(OpKind::elementwise);
@@ -425,15 +434,6 @@ Status LlamaForward::check_batch(const ForwardBatch& batch, std::vector<int32_t>
         return Status::error("forward: " + std::to_string(batch.swa_block_tables.size()) +
                              " local-layer block table entries for " + std::to_string(batch.block_tables.size()) +
                              " block table entries (the model's local layers have their own cache)");
-    slots->resize(static_cast<size_t>(n_tokens));
-    swa_slots->resize(m_kv_swa ? static_cast<size_t>(n_tokens) : 0);
-    for (int t = 0; t < n_tokens; ++t) {
-        const int32_t tok = batch.tokens[static_cast<size_t>(t)];
-        if (tok < 0 || tok >= c.n_vocab)
-            return Status::error("forward: token id " + std::to_string(tok) + " outside the vocabulary of " +
-                                 std::to_string(c.n_vocab));
-        const int32_t p = kv_pos ? batch.kv_positions[static_cast<size_t>(t)] : batch.positions[static_cast<size_t>(t)];
-        const int32_t s = batch.token_seq[static_cast<size_t>(t)];
     const bool kv_pos = !batch.kv_positions.empty();
     if (kv_pos && batch.kv_positions.size() != batch.tokens.size())
         return Status::error("forward: " + std::to_string(n_tokens) + " tokens with " +
@@ -460,6 +460,15 @@ Status LlamaForward::check_batch(const ForwardBatch& batch, std::vector<int32_t>
                                      std::to_string(batch.mass_stride) + ")");
         }
     }
+    slots->resize(static_cast<size_t>(n_tokens));
+    swa_slots->resize(m_kv_swa ? static_cast<size_t>(n_tokens) : 0);
+    for (int t = 0; t < n_tokens; ++t) {
+        const int32_t tok = batch.tokens[static_cast<size_t>(t)];
+        if (tok < 0 || tok >= c.n_vocab)
+            return Status::error("forward: token id " + std::to_string(tok) + " outside the vocabulary of " +
+                                 std::to_string(c.n_vocab));
+        const int32_t p = kv_pos ? batch.kv_positions[static_cast<size_t>(t)] : batch.positions[static_cast<size_t>(t)];
+        const int32_t s = batch.token_seq[static_cast<size_t>(t)];
         const int blk = p / bs;
         if (p < 0 || s < 0 || s >= batch.n_seqs || blk >= batch.max_blocks_per_seq)
             return Status::error("forward: token " + std::to_string(t) + " has no KV block for position " +
@@ -529,15 +538,6 @@ Status LlamaForward::forward(const ForwardBatch& batch, std::vector<float>* logi
     m_backend.copy_to_device(b.pos, batch.positions.data(), tb);
     m_backend.copy_to_device(b.seq, batch.token_seq.data(), tb);
     m_backend.copy_to_device(b.slots, slots.data(), tb);
-    m_backend.copy_to_device(b.tables, batch.block_tables.data(), table_n * sizeof(int32_t));
-    if (m_kv_swa) {
-        m_backend.copy_to_device(b.swa_slots, swa_slots.data(), tb);
-        m_backend.copy_to_device(b.swa_tables, batch.swa_block_tables.data(), table_n * sizeof(int32_t));
-    }
-    m_backend.copy_to_device(b.rows, batch.logit_rows.data(), sizeof(int32_t) * static_cast<size_t>(n_rows));
-
-    m_lora = LoraBatch::group(batch.adapters, batch.token_adapter);
-    m_op_ms.fill(0.0);
     const std::vector<int32_t>& kv_pos = batch.kv_positions.empty() ? batch.positions : batch.kv_positions;
     m_backend.copy_to_device(b.kv_pos, kv_pos.data(), tb);
     m_mass_host.clear();
@@ -558,11 +558,21 @@ Status LlamaForward::forward(const ForwardBatch& batch, std::vector<float>* logi
         m_backend.copy_to_device(m_mass, m_mass_host.data(), n_mass * sizeof(float));
         m_backend.copy_to_device(b.mass_rows, batch.mass_rows.data(), tb);
     }
+    m_backend.copy_to_device(b.tables, batch.block_tables.data(), table_n * sizeof(int32_t));
+    if (m_kv_swa) {
+        m_backend.copy_to_device(b.swa_slots, swa_slots.data(), tb);
+        m_backend.copy_to_device(b.swa_tables, batch.swa_block_tables.data(), table_n * sizeof(int32_t));
+    }
+    m_backend.copy_to_device(b.rows, batch.logit_rows.data(), sizeof(int32_t) * static_cast<size_t>(n_rows));
+
+    m_lora = LoraBatch::group(batch.adapters, batch.token_adapter);
+    m_op_ms.fill(0.0);
     m_op_t = std::chrono::steady_clock::now();
     m_backend.embedding(m_token_embd, b.ids, n_tokens, b.x);
     if (c.embd_scale != 1.0f) m_backend.scale(b.x, c.embd_scale, b.x, static_cast<int64_t>(n_tokens) * c.n_embd);
     op_tick(OpKind::elementwise);
     for (int il = 0; il < c.n_layer; ++il) run_layer(il, batch, n_tokens);
+    if (!m_mass_host.empty()) m_backend.copy_to_host(m_mass_host.data(), m_mass, m_mass_host.size() * sizeof(float));
     if (n_rows == 0) return Status::ok();
 
     // Only the rows that need logits go through the final norm and the output head:
@@ -572,7 +582,6 @@ Status LlamaForward::forward(const ForwardBatch& batch, std::vector<float>* logi
     m_backend.rms_norm(b.out_x, m_output_norm, b.out_x, n_rows, c.n_embd, c.rms_eps);
     op_tick(OpKind::elementwise);
     m_backend.matmul(m_output, b.out_x, b.logits, n_rows);
-    if (!m_mass_host.empty()) m_backend.copy_to_host(m_mass_host.data(), m_mass, m_mass_host.size() * sizeof(float));
     op_tick(OpKind::lm_head);
     logits->resize(static_cast<size_t>(n_rows) * m_output.n_out);  // a draft's head may cover fewer tokens
     m_backend.copy_to_host(logits->data(), b.logits, logits->size() * sizeof(float));

@@ -33,6 +33,7 @@ struct RawTensor {
     const uint8_t* data = nullptr;
     uint64_t n_bytes = 0;
     int64_t n_elements = 0;
+    const int32_t* in_perm = nullptr;  // [ne[0]] or null: WeightView::in_perm (GPTQ act-order)
 };
 
 // What keeps a model's memory alive: the mapped files and converted vectors.
@@ -40,6 +41,7 @@ struct Storage {
     std::shared_ptr<const void> source;             // GgufFile or SafetensorsSet
     std::vector<std::unique_ptr<float[]>> owned;    // F32 copies of F16/BF16 norms and biases
     std::vector<std::vector<uint8_t>> owned_bytes;  // converted weights (AWQ linears as I4_G128 / I4_G64)
+    std::vector<std::vector<int32_t>> owned_perms;  // input permutations of GPTQ act-order linears
 };
 
 struct Names {
@@ -119,6 +121,7 @@ Status WeightBuilder::matrix(const std::string& name, int64_t n_in, int64_t n_ou
         return Status::error(m_file + ": tensor '" + name + "' has type " + std::string(dtype_name(t->type)) +
                              ", which is not a weight type");
     out = WeightView{t->type, t->data, n_in, n_out};
+    out.in_perm = t->in_perm;
     return Status::ok();
 }
 
@@ -272,7 +275,12 @@ Result<std::shared_ptr<Model>> load_safetensors_folder(const std::string& dir) {
         for (AwqTensor& t : linears.value()) {
             storage->owned_bytes.push_back(std::move(t.data));
             const std::vector<uint8_t>& bytes = storage->owned_bytes.back();
-            tensors[t.name] = RawTensor{t.dtype, t.ne, bytes.data(), bytes.size(), t.ne[0] * t.ne[1]};
+            const int32_t* perm = nullptr;
+            if (!t.in_perm.empty()) {
+                storage->owned_perms.push_back(std::move(t.in_perm));
+                perm = storage->owned_perms.back().data();
+            }
+            tensors[t.name] = RawTensor{t.dtype, t.ne, bytes.data(), bytes.size(), t.ne[0] * t.ne[1], perm};
         }
         model->format = gptq.value() ? "safetensors (GPTQ)" : "safetensors (AWQ)";
     }

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <limits>
 #include <numeric>
 
 #include "engine/quant/rtn.h"
@@ -26,7 +27,23 @@ double fp16_scale(double s) {
     return double(h);
 }
 
-GroupParams find_params(const double* w, int n, int maxq, bool sym) {
+int quantize_value(double w, const GroupParams& p, int maxq) {
+    return std::clamp(int(std::nearbyint(w / p.scale)) + p.zero, 0, maxq);
+}
+
+// The min/max grid of [xmin, xmax] (xmin <= 0 <= xmax), scale rounded to fp16.
+GroupParams grid_params(double xmin, double xmax, int maxq, bool sym) {
+    GroupParams p;
+    p.scale = fp16_scale((xmax - xmin) / maxq);
+    p.zero = sym ? (maxq + 1) / 2 : std::clamp(int(std::nearbyint(-xmin / p.scale)), 0, maxq);
+    return p;
+}
+
+// With opt.mse (GPTQModel's / the GPTQ repository's Quantizer mse option): the range shrunk
+// by p = 1 - k / mse_grid, k = 0 .. mse_maxshrink * mse_grid - 1, keeping the p whose
+// sum |w - w_hat|^mse_norm over the group is the least (the first on ties).
+GroupParams find_params(const double* w, int n, int maxq, const GptqOptions& opt) {
+    const bool sym = opt.sym;
     double xmin = 0.0, xmax = 0.0;
     for (int i = 0; i < n; ++i) xmin = std::min(xmin, w[i]), xmax = std::max(xmax, w[i]);
     if (sym) {
@@ -34,14 +51,19 @@ GroupParams find_params(const double* w, int n, int maxq, bool sym) {
         if (xmin < 0) xmin = -xmax;
     }
     if (xmin == 0.0 && xmax == 0.0) xmin = -1.0, xmax = 1.0;
-    GroupParams p;
-    p.scale = fp16_scale((xmax - xmin) / maxq);
-    p.zero = sym ? (maxq + 1) / 2 : std::clamp(int(std::nearbyint(-xmin / p.scale)), 0, maxq);
-    return p;
-}
-
-int quantize_value(double w, const GroupParams& p, int maxq) {
-    return std::clamp(int(std::nearbyint(w / p.scale)) + p.zero, 0, maxq);
+    GroupParams best = grid_params(xmin, xmax, maxq, sym);
+    if (!opt.mse) return best;
+    double best_err = std::numeric_limits<double>::infinity();
+    const int steps = int(opt.mse_maxshrink * opt.mse_grid);
+    for (int k = 0; k < steps; ++k) {
+        const double p = 1.0 - double(k) / opt.mse_grid;
+        const GroupParams g = grid_params(p * xmin, p * xmax, maxq, sym);
+        double err = 0.0;  // the sum only grows: stop once it is no better than the best
+        for (int i = 0; i < n && err < best_err; ++i)
+            err += std::pow(std::fabs(w[i] - g.scale * double(quantize_value(w[i], g, maxq) - g.zero)), opt.mse_norm);
+        if (err < best_err) best_err = err, best = g;
+    }
+    return best;
 }
 
 // In-place Cholesky of a symmetric positive definite a [n, n] (row-major): the lower
@@ -103,6 +125,9 @@ Status check_options(int64_t n_in, int group, const GptqOptions& opt) {
                              " weights is not a multiple of the group size " + std::to_string(group));
     if (opt.block_size < 1) return Status::error("GPTQ: block_size must be at least 1");
     if (!(opt.damp_percent >= 0.0)) return Status::error("GPTQ: damp_percent must be at least 0");
+    if (opt.mse &&
+        (opt.mse_grid < 1 || !(opt.mse_maxshrink > 0.0 && opt.mse_maxshrink <= 1.0) || !(opt.mse_norm > 0.0)))
+        return Status::error("GPTQ: the mse search needs mse_grid >= 1, 0 < mse_maxshrink <= 1 and mse_norm > 0");
     return Status::ok();
 }
 
@@ -159,7 +184,7 @@ GptqMatrix gptq_rtn_matrix(const float* w, int64_t n_out, int64_t n_in, int grou
     for (int64_t o = 0; o < n_out; ++o) {
         for (int64_t i = 0; i < n_in; ++i) row[size_t(i)] = w[o * n_in + i];
         for (int64_t g = 0; g < n_in / group; ++g) {
-            const GroupParams p = find_params(row.data() + g * group, group, maxq, opt.sym);
+            const GroupParams p = find_params(row.data() + g * group, group, maxq, opt);
             m.scales[size_t(g * n_out + o)] = float(p.scale);
             m.zeros[size_t(g * n_out + o)] = p.zero;
             for (int64_t i = g * group; i < (g + 1) * group; ++i)
@@ -223,7 +248,7 @@ Result<GptqMatrix> gptq_quantize_matrix(const float* w, int64_t n_out, int64_t n
             for (int64_t i = 0; i < n_in; ++i) orig[size_t(i)] = dead[size_t(i)] ? 0.0 : double(w[o * n_in + i]);
             if (opt.static_groups)
                 for (int64_t g = 0; g < n_groups; ++g)
-                    statics[size_t(g)] = find_params(orig.data() + g * group, group, maxq, opt.sym);
+                    statics[size_t(g)] = find_params(orig.data() + g * group, group, maxq, opt);
             for (int64_t p = 0; p < n_in; ++p) wr[size_t(p)] = orig[size_t(perm[size_t(p)])];
             GroupParams cur;
             for (int64_t i1 = 0; i1 < n_in; i1 += bs) {
@@ -235,7 +260,7 @@ Result<GptqMatrix> gptq_quantize_matrix(const float* w, int64_t n_out, int64_t n
                         gp = &statics[size_t(perm[size_t(p)] / group)];
                     } else {
                         if (p % group == 0) {
-                            cur = find_params(start.data() + p, group, maxq, opt.sym);
+                            cur = find_params(start.data() + p, group, maxq, opt);
                             m.scales[size_t((p / group) * n_out + o)] = float(cur.scale);
                             m.zeros[size_t((p / group) * n_out + o)] = cur.zero;
                         }
@@ -263,7 +288,7 @@ Result<GptqMatrix> gptq_quantize_matrix(const float* w, int64_t n_out, int64_t n
             for (int64_t g = 0; g < n_groups; ++g) {
                 for (int64_t i = 0; i < group; ++i)
                     orig[size_t(i)] = dead[size_t(g * group + i)] ? 0.0 : double(w[o * n_in + g * group + i]);
-                const GroupParams p = find_params(orig.data(), group, maxq, opt.sym);
+                const GroupParams p = find_params(orig.data(), group, maxq, opt);
                 m.scales[size_t(g * n_out + o)] = float(p.scale);
                 m.zeros[size_t(g * n_out + o)] = p.zero;
             }

@@ -22,7 +22,8 @@
 //  symmetric: xmax = max(|xmin|, xmax), xmin = -xmax when xmin < 0, zero = (maxq + 1) / 2;
 //  an all-zero group takes [-1, 1]; scale = (xmax - xmin) / maxq; asymmetric
 //  zero = round(-xmin / scale); q = clamp(round(w / scale) + zero, 0, maxq),
-//  w_hat = scale * (q - zero).
+//  w_hat = scale * (q - zero). With GptqOptions::mse the range is shrunk to the grid with the
+//  least |w - w_hat|^2.4 over the group (the reference Quantizer's mse search).
 //  One deliberate difference: the scale is rounded to fp16 (to nearest; the smallest
 //  positive fp16 if that is 0) before zero and q are computed, because fp16 is what the
 //  checkpoint and the kernels store; the reference rounds it only when packing, so its
@@ -39,8 +40,9 @@
 // 32 -> Q4_1 (d, m = fp16(-d * zero)); 8 bits symmetric -> Q8_0 (d = scale per block of 32,
 // q - 128 as int8); a larger group (256, a whole row from a checkpoint) is stored as several of
 // those sharing one scale and zero (gptq_encode). Rows the group size does not divide take 64
-// (SmolLM2-135M's 576). Act-order without static groups has no contiguous groups and no
-// storage format here (gptq_storage_type refuses it by name).
+// (SmolLM2-135M's 576). Act-order without static groups (a permuted g_idx) is stored with its
+// columns sorted by group (gptq_group_permutation) and that order as the weight's
+// WeightView::in_perm: the same 4-bit groups, the activations gathered before the matmul.
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -59,8 +61,15 @@ struct GptqOptions {
     bool act_order = false;      // desc_act
     bool static_groups = false;  // groups from the unpermuted weights (contiguous g_idx)
     double damp_percent = 0.01;  // of the mean diagonal of H
-    int block_size = 128;        // lazy-batch width
-    bool sequential = true;      // later layers calibrate on the quantized earlier ones
+    // MSE scale search (GPTQModel's `mse`, the GPTQ repository's Quantizer(mse=True)): each
+    // group's min/max range shrunk by 1 - k / mse_grid for k < mse_maxshrink * mse_grid,
+    // keeping the shrink with the least sum |w - w_hat|^mse_norm. Off: plain min/max.
+    bool mse = false;
+    double mse_norm = 2.4;
+    int mse_grid = 100;
+    double mse_maxshrink = 0.8;
+    int block_size = 128;    // lazy-batch width
+    bool sequential = true;  // later layers calibrate on the quantized earlier ones
     // Tokens at the start of every calibration sequence left out of H (0: none, as the
     // reference). The first token is an attention sink whose down inputs are 100-1000x the
     // others'; leaving it out made SmolLM2-135M worse (PPL 25.6 vs 23.6 at 256 tokens,
@@ -102,11 +111,25 @@ Result<GptqMatrix> gptq_quantize_matrix(const float* w, int64_t n_out, int64_t n
 // Round to nearest with the same quantizer (no error feedback): GPTQ's baseline.
 GptqMatrix gptq_rtn_matrix(const float* w, int64_t n_out, int64_t n_in, int group, const GptqOptions& opt);
 
+// The input order that makes m's groups contiguous (exllama's act-order handling): perm[p] =
+// the original column at position p, the columns sorted by g_idx (stably, so within a group
+// by index); after it, g_idx of position p is p / group. Empty when g_idx is already
+// i / group. Error (naming the group) when a group does not hold exactly `group` columns.
+Result<std::vector<int32_t>> gptq_group_permutation(const GptqMatrix& m);
+// m with its columns in the order perm (perm[p] = original column of position p):
+// q[o][p] = m.q[o][perm[p]], g_idx[p] = m.g_idx[perm[p]]; scales and zeros unchanged.
+GptqMatrix gptq_permute_columns(const GptqMatrix& m, const std::vector<int32_t>& perm);
+// The inverse: columns at positions perm back to their original places.
+GptqMatrix gptq_unpermute_columns(const GptqMatrix& m, const std::vector<int32_t>& perm);
+
 // The storage type of a GptqMatrix, or an error naming why none fits (bits 8 asymmetric,
 // a g_idx that is not contiguous, a group other than 32 / 64 / 128).
 Result<DType> gptq_storage_type(const GptqMatrix& m);
-// Encodes m into its storage type: [n_out, row_bytes(type, n_in)].
-Result<std::vector<uint8_t>> gptq_encode(const GptqMatrix& m, DType* type);
+// Encodes m into its storage type: [n_out, row_bytes(type, n_in)]. A g_idx that is not
+// i / group (act-order without static groups) needs in_perm: the columns are stored in
+// gptq_group_permutation's order and *in_perm gets it (the WeightView::in_perm the forward
+// gathers its input by); without in_perm it is an error. *in_perm is emptied otherwise.
+Result<std::vector<uint8_t>> gptq_encode(const GptqMatrix& m, DType* type, std::vector<int32_t>* in_perm = nullptr);
 
 struct GptqReport {
     int n_calibration_tokens = 0;

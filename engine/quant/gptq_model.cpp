@@ -17,6 +17,7 @@ namespace {
 struct GptqStorage {
     std::shared_ptr<const Model> source;
     std::vector<std::vector<uint8_t>> weights;  // [n_layer * 7]
+    std::vector<std::vector<int32_t>> perms;    // [n_layer * 7] act-order input permutations (empty: none)
 };
 
 // The calibration model while layers are quantized: the reference (F32 linears) with the
@@ -88,6 +89,7 @@ Result<std::shared_ptr<Model>> gptq_quantize(std::shared_ptr<const Model> source
     auto storage = std::make_shared<GptqStorage>();
     storage->source = source;
     storage->weights.resize(source->layers.size() * 7);
+    storage->perms.resize(storage->weights.size());
     auto variant = std::make_shared<Model>(*source);
     auto current = std::make_shared<Model>(*reference);
     current->storage = std::make_shared<CalibStorage>(CalibStorage{reference, storage});
@@ -139,11 +141,13 @@ Result<std::shared_ptr<Model>> gptq_quantize(std::shared_ptr<const Model> source
             auto gm = gptq_quantize_matrix(wf.data(), w.n_out, w.n_in, h, int4_group_for(w.n_in, opt.group_size), opt);
             if (!gm) return R::error("layer " + std::to_string(l) + " " + kLinearNames[i] + ": " + gm.message());
             DType type;
-            auto bytes = gptq_encode(gm.value(), &type);
+            auto& perm = storage->perms[size_t(l) * 7 + i];  // act-order: the group-sorted column order
+            auto bytes = gptq_encode(gm.value(), &type, &perm);
             if (!bytes) return R::error("layer " + std::to_string(l) + " " + kLinearNames[i] + ": " + bytes.message());
             auto& slot = storage->weights[size_t(l) * 7 + i];
             slot = std::move(bytes.value());
             *out_v[i] = WeightView{type, slot.data(), w.n_in, w.n_out};
+            out_v[i]->in_perm = perm.empty() ? nullptr : perm.data();
             *out_c[i] = *out_v[i];
         }
         a = LayerActivations{};

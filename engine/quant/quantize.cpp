@@ -31,16 +31,19 @@ struct VariantStorage {
     std::vector<std::vector<uint8_t>> buffers;
 };
 
-// w re-encoded as `to`, into a buffer owned by `storage`. Rows are split over threads.
+// w re-encoded as `to`, into a buffer owned by `storage`, in the input's column order (an
+// act-order weight's in_perm is undone). Rows are split over threads.
 WeightView reencode(const WeightView& w, DType to, VariantStorage& storage) {
     const size_t src_row = row_bytes(w.dtype, w.n_in), dst_row = row_bytes(to, w.n_in);
     std::vector<uint8_t> out(dst_row * size_t(w.n_out));  // [n_out, row_bytes(to, n_in)]
     const auto* src = static_cast<const uint8_t*>(w.data);
     auto work = [&](int64_t r0, int64_t r1) {
-        std::vector<float> row(size_t(w.n_in));  // [n_in]
+        std::vector<float> row(size_t(w.n_in)), orig(size_t(w.n_in));  // [n_in] stored order, input order
         for (int64_t r = r0; r < r1; ++r) {
             cpu::dequantize_row(w.dtype, src + size_t(r) * src_row, row.data(), w.n_in);
-            cpu::quantize_row(to, row.data(), out.data() + size_t(r) * dst_row, w.n_in);
+            if (w.in_perm)
+                for (int64_t p = 0; p < w.n_in; ++p) orig[size_t(w.in_perm[p])] = row[size_t(p)];
+            cpu::quantize_row(to, (w.in_perm ? orig : row).data(), out.data() + size_t(r) * dst_row, w.n_in);
         }
     };
     const int64_t half = w.n_out / 2;
@@ -89,7 +92,7 @@ Result<QuantScheme> QuantScheme::parse(const std::string& text) {
     if (s == "int4-awq" || s == "awq4") return QuantScheme{Kind::Int4Awq, DType::I4_G128, "int4-awq"};
     if (s == "int4-gptq" || s == "gptq4" || s == "gptq")
         return QuantScheme{Kind::Int4Gptq, DType::I4_G128, "int4-gptq"};
-    if (s == "int4-gptq-act" || s == "gptq4-act")
+    if (s == "int4-gptq-act" || s == "gptq4-act" || s == "gptq-act")
         return QuantScheme{Kind::Int4GptqAct, DType::I4_G128, "int4-gptq-act"};
     std::string all;
     for (const auto& n : spellings()) all += (all.empty() ? "" : ", ") + n;
@@ -100,7 +103,7 @@ std::vector<std::string> QuantScheme::spellings() {
     std::vector<std::string> out{"ref"};
     for (DType t : kGgmlVariantTypes) out.push_back(lower(std::string(dtype_name(t))));
     for (const char* n : {"int8", "llm-int8", "int8-llm", "nf4", "fp4", "int4-rtn", "rtn4", "int4-awq", "awq4",
-                          "int4-gptq", "gptq4", "gptq", "int4-gptq-act", "gptq4-act"})
+                          "int4-gptq", "gptq4", "gptq", "int4-gptq-act", "gptq4-act", "gptq-act"})
         out.emplace_back(n);
     return out;
 }
@@ -129,7 +132,7 @@ std::string quant_label(const Model& source, const QuantScheme& scheme) {
         case QuantScheme::Kind::Int4Rtn: return "INT4 " + int4_groups() + " (RTN)";
         case QuantScheme::Kind::Int4Awq: return "INT4 " + int4_groups() + " (AWQ)";
         case QuantScheme::Kind::Int4Gptq: return "INT4 " + int4_groups() + " (GPTQ)";
-        case QuantScheme::Kind::Int4GptqAct: return "INT4 " + int4_groups() + " (GPTQ, act-order, static groups)";
+        case QuantScheme::Kind::Int4GptqAct: return "INT4 " + int4_groups() + " (GPTQ, act-order)";
     }
     return scheme.name;
 }
@@ -152,14 +155,21 @@ void recount_weights(Model& m) {
     if (!m.config.tied_embeddings) count(m.output);
 }
 
+GptqOptions gptq_defaults(const QuantScheme& scheme) {
+    GptqOptions g;
+    g.sym = false;  // asymmetric, like int4-rtn and AWQ
+    // act-order in true column order: a permuted g_idx, run through WeightView::in_perm
+    g.act_order = scheme.kind == QuantScheme::Kind::Int4GptqAct;
+    g.static_groups = false;
+    return g;
+}
+
 Result<std::shared_ptr<Model>> quantize_model(std::shared_ptr<const Model> source, const QuantScheme& scheme,
                                               const QuantOptions& options) {
     if (!source) return Result<std::shared_ptr<Model>>::error("quantize_model: no source model");
     if (scheme.kind == QuantScheme::Kind::Int4Awq) return awq_quantize(source, options.calibration_tokens);
     if (scheme.kind == QuantScheme::Kind::Int4Gptq || scheme.kind == QuantScheme::Kind::Int4GptqAct) {
-        GptqOptions g;
-        g.sym = false;  // asymmetric, like int4-rtn and AWQ
-        g.act_order = g.static_groups = scheme.kind == QuantScheme::Kind::Int4GptqAct;
+        GptqOptions g = options.gptq ? *options.gptq : gptq_defaults(scheme);
         g.on_progress = options.on_progress;
         auto m = gptq_quantize(source, options.calibration_tokens, g);
         if (m) m.value()->format = "variant:" + scheme.name;
@@ -174,7 +184,7 @@ Result<std::shared_ptr<Model>> quantize_model(std::shared_ptr<const Model> sourc
     for (LayerWeights& L : m->layers)
         for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
             const DType to = *target_type(*w, scheme);
-            if (w->dtype != to) *w = reencode(*w, to, *storage);
+            if (w->dtype != to || w->in_perm) *w = reencode(*w, to, *storage);
         }
     recount_weights(*m);
     m->format = "variant:" + scheme.name;

@@ -21,17 +21,20 @@
 //               I8_ROW's bytes) whose matmul keeps each token's activations above 6.0 in float
 //   "nf4", "fp4"  bitsandbytes' 4-bit NormalFloat / float formats (blocks of 64, float absmax,
 //               DType::NF4 / FP4; kernels/cpu/quant_formats.h), round to the nearest code value
-//   "int4-gptq-act"  GPTQ with act-order and static groups (groups stay contiguous, so the
-//               same storage formats run it)
+//   "int4-gptq-act"  GPTQ with act-order in true column order (AutoGPTQ's desc_act without
+//               static groups): a permuted g_idx, stored as the same INT4 groups with the
+//               columns sorted by group and that order as each linear's WeightView::in_perm
 // Only the per-layer linears (q, k, v, o, gate, up, down) are re-encoded; the token
 // embedding and the output head stay as the reference stores them.
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "engine/core/status.h"
 #include "engine/model/model.h"
+#include "engine/quant/gptq.h"
 
 namespace kvs {
 
@@ -53,7 +56,13 @@ struct QuantOptions {
     std::vector<int32_t> calibration_tokens;
     // Called by GPTQ before each layer with (layer, n_layer); return false to cancel.
     std::function<bool(int, int)> on_progress;
+    // GPTQ's settings instead of gptq_defaults(scheme) (the variants docs/benchmarks.md's
+    // issue 19 section measured); on_progress above still applies.
+    std::optional<GptqOptions> gptq;
 };
+
+// The settings int4-gptq / int4-gptq-act run with by default.
+GptqOptions gptq_defaults(const QuantScheme& scheme);
 
 // A human label for a variant, e.g. "reference (Q4_1 dequantized to F32)", "Q4_K (RTN)".
 std::string quant_label(const Model& source, const QuantScheme& scheme);

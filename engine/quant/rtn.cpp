@@ -63,6 +63,16 @@ std::vector<float> dequantize_matrix(const WeightView& w, int n_threads) {
         for (int64_t r = r0; r < r1; ++r)
             cpu::dequantize_row(w.dtype, src + static_cast<size_t>(r) * src_row, out.data() + r * w.n_in, w.n_in);
     });
+    if (w.in_perm) {  // stored column p is input column in_perm[p]
+        parallel_ranges(w.n_out, n_threads, [&](int64_t r0, int64_t r1) {
+            std::vector<float> row(static_cast<size_t>(w.n_in));  // [n_in] as stored
+            for (int64_t r = r0; r < r1; ++r) {
+                float* dst = out.data() + r * w.n_in;
+                std::copy(dst, dst + w.n_in, row.begin());
+                for (int64_t p = 0; p < w.n_in; ++p) dst[w.in_perm[p]] = row[size_t(p)];
+            }
+        });
+    }
     return out;
 }
 

@@ -28,7 +28,8 @@ int int4_group_for(int64_t n_in, int preferred = kInt4Group);
 // exist for pseudo-quantized measurements. n must be a multiple of group; out may alias w.
 void fake_quant_int4(const float* w, float* out, int64_t n, int group = kInt4Group);
 
-// The whole matrix in float: [n_out, n_in] rows dequantized from any weight type.
+// The whole matrix in float: [n_out, n_in] rows dequantized from any weight type, in the
+// input's column order (a weight with WeightView::in_perm is un-permuted).
 std::vector<float> dequantize_matrix(const WeightView& w, int n_threads = 2);
 
 // Rows of a float matrix [n_out, n_in] quantized into `to` (round to nearest), rows split

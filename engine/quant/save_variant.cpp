@@ -117,6 +117,12 @@ int64_t size_of(const fs::path& p) {
 }
 
 Result<SavedModel> save_gguf(const Model& m, const std::string& out) {
+    for (size_t il = 0; il < m.layers.size(); ++il)
+        for (const Linear& lin : kLinears)
+            if ((m.layers[il].*lin.view).in_perm)
+                return Status::error(out + ": layer " + std::to_string(il) + " " + lin.gguf +
+                                     " has permuted input columns (GPTQ act-order: desc_act with a permuted g_idx), "
+                                     "which GGUF cannot hold; save it to a folder (a GPTQ checkpoint) instead");
     std::map<std::string, OutTensor> mine = gguf_tensors(m);
     // KV Scope's own INT4 / INT8 rows re-expressed in GGML blocks (Q4_1 / Q8_0), so
     // llama.cpp and every GGUF reader can run the file
@@ -222,15 +228,15 @@ Status write_awq_config(const fs::path& src_dir, const fs::path& out, int group_
 // GPTQ: quantize_config.json (and config.json's quantization_config) with quant_method
 // "gptq", checkpoint_format "gptq" (zeros minus one) unless a zero point is 0 (then "gptq_v2",
 // which stores it as it is), and qweight / qzeros / scales / g_idx per linear.
-Status write_gptq_config(const fs::path& src_dir, const fs::path& out, int group_size, bool v1, bool act_order) {
+Status write_gptq_config(const fs::path& src_dir, const fs::path& out, int group_size, bool v1, bool permuted) {
     auto read = read_json_object((src_dir / "config.json").string());
     if (!read) return read.status();
     json config = std::move(*read);
     const json q = {{"quant_method", "gptq"},
                     {"bits", 4},
                     {"group_size", group_size},
-                    {"desc_act", act_order},
-                    {"static_groups", act_order},
+                    {"desc_act", permuted},
+                    {"static_groups", false},
                     {"sym", false},
                     {"true_sequential", false},
                     {"damp_percent", 0.01},
@@ -245,9 +251,13 @@ Status write_gptq_config(const fs::path& src_dir, const fs::path& out, int group
 }
 
 // m with groups of `group` (a divisor of its own group size): each of its groups split into
-// several sharing the scale and zero (the same weights).
-GptqMatrix regroup(const GptqMatrix& m, int group) {
+// several sharing the scale and zero (the same weights). An act-order g_idx splits each group
+// along the columns' order in the group-sorted layout (gptq_group_permutation): column i at
+// position pos(i) there gets group pos(i) / group.
+Result<GptqMatrix> regroup(const GptqMatrix& m, int group) {
     if (group == m.group) return m;
+    auto perm = gptq_group_permutation(m);  // empty: position = column
+    if (!perm) return perm.status();
     GptqMatrix r = m;
     const int split = m.group / group;
     r.group = group;
@@ -258,7 +268,7 @@ GptqMatrix regroup(const GptqMatrix& m, int group) {
             r.scales[size_t(g * m.n_out + o)] = m.scales[size_t((g / split) * m.n_out + o)];
             r.zeros[size_t(g * m.n_out + o)] = m.zeros[size_t((g / split) * m.n_out + o)];
         }
-    for (int64_t i = 0; i < m.n_in; ++i) r.g_idx[size_t(i)] = int32_t(i / group);
+    for (int64_t p = 0; p < m.n_in; ++p) r.g_idx[size_t(perm->empty() ? p : (*perm)[size_t(p)])] = int32_t(p / group);
     return r;
 }
 
@@ -304,14 +314,17 @@ Result<SavedModel> save_awq_folder(const Model& m, const std::string& out) {
     std::vector<GptqPacked> gptq_packed;
     gptq_packed.reserve(m.layers.size() * std::size(kLinears));
     std::vector<GptqMatrix> gptq_mats;  // unpacked first: the zero layout depends on every zero
-    bool v1 = true;
+    bool v1 = true, permuted = false;  // permuted: some g_idx is an act-order permutation
     if (gptq)
         for (size_t il = 0; il < m.layers.size(); ++il)
             for (const Linear& lin : kLinears) {
                 auto g = gptq_matrix_from_weight(lin.hf, m.layers[il].*lin.view);
                 if (!g) return Status::error(out + ": layer " + std::to_string(il) + " " + g.message());
-                gptq_mats.push_back(regroup(g.value(), group_size));
+                auto r = regroup(g.value(), group_size);
+                if (!r) return Status::error(out + ": layer " + std::to_string(il) + " " + lin.hf + ": " + r.message());
+                gptq_mats.push_back(std::move(r).value());
                 for (int32_t z : gptq_mats.back().zeros) v1 = v1 && z > 0;
+                permuted = permuted || !gptq_mats.back().trivial_g_idx();
             }
     auto add_matrix = [&](const std::string& name, const WeightView& w) {
         st.push_back(
@@ -359,7 +372,7 @@ Result<SavedModel> save_awq_folder(const Model& m, const std::string& out) {
             st.push_back({module + ".scales", "F16", {n_groups, w.n_out}, a.scales.data(), a.scales.size() * 2});
         }
     }
-    if (gptq) KVS_RETURN_IF_ERROR(write_gptq_config(m.path, out, group_size, v1, m.format == "variant:int4-gptq-act"));
+    if (gptq) KVS_RETURN_IF_ERROR(write_gptq_config(m.path, out, group_size, v1, permuted));
     else
         KVS_RETURN_IF_ERROR(write_awq_config(m.path, out, group_size));
     for (const char* f :

@@ -6,6 +6,10 @@ namespace kvs {
 
 Status check_weight_support(const Model& model, const Backend& backend) {
     auto check = [&](const WeightView& w, const std::string& what) {
+        if (w.in_perm && !backend.supports_input_permutation())
+            return Status::error(model.path + ": backend " + backend.name() + " cannot run " + what +
+                                 ": its input columns are permuted (a GPTQ act-order checkpoint, desc_act with a "
+                                 "permuted g_idx); use the CPU backend, which gathers the activations first");
         if (backend.supports(w.dtype)) return Status::ok();
         return Status::error(model.path + ": backend " + backend.name() + " cannot run weights of type " +
                              std::string(dtype_name(w.dtype)) + " (" + what + "); use a backend that supports " +

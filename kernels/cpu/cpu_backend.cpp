@@ -51,6 +51,8 @@ public:
     // every weight type, GGML's and KV Scope's own (I8_ROW, I4_G128, I4_G64): each has a scalar kernel
     bool supports(DType weight_type) const override { return dtype_info(weight_type).weight_type; }
 
+    bool supports_input_permutation() const override { return true; }
+
     void matmul(const WeightView& w, const float* x, float* y, int n_tokens) override {
         cpu::matmul(m_pool, m_level, w, x, y, n_tokens);
     }
@@ -150,13 +152,13 @@ public:
     bool supports_attention_mass() const override { return true; }
 
 private:
-    struct SplitTask {
-        int t, p0, p1;  // query token, cache positions [p0, p1)
     void attend(const PagedAttentionArgs& a);
     // PagedAttentionArgs::attn_mass: each token's probabilities (OpKernels::attention_mass) on
     // the pool, then added to its row in token order.
     void add_attention_mass(const PagedAttentionArgs& a);
     std::vector<float> m_mass_tmp;  // [tokens with a row, mass_stride]
+    struct SplitTask {
+        int t, p0, p1;  // query token, cache positions [p0, p1)
     };
     // Each token's positions [first, token_pos + 1) cut at multiples of chunk (first: 0, or
     // the window's start), partials on the pool, merged in order.

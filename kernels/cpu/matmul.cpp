@@ -99,11 +99,29 @@ void matmul_scalar(ThreadPool& pool, const WeightView& w, const float* x, float*
     });
 }
 
+// x [n_tokens, n_in] with its columns in the weight's stored order: xp[t, p] = x[t, perm[p]]
+// (WeightView::in_perm), in scratch of the calling thread (not the activation scratch above).
+const float* permute_columns(ThreadPool& pool, const int32_t* perm, const float* x, int n_tokens, int64_t n_in) {
+    thread_local std::vector<float> buf;  // [n_tokens, n_in]
+    const size_t need = static_cast<size_t>(n_tokens) * static_cast<size_t>(n_in);
+    if (buf.size() < need) buf.resize(need);
+    float* xp = buf.data();
+    for_token_ranges(pool, n_tokens, n_in, [&](int t0, int t1) {
+        for (int t = t0; t < t1; ++t) {
+            const float* src = x + int64_t(t) * n_in;
+            float* dst = xp + int64_t(t) * n_in;
+            for (int64_t p = 0; p < n_in; ++p) dst[p] = src[perm[p]];
+        }
+    });
+    return xp;
+}
+
 }  // namespace
 
 void matmul(ThreadPool& pool, SimdLevel level, const WeightView& w, const float* x, float* y, int n_tokens) {
     if (n_tokens <= 0 || w.n_out <= 0) return;
     assert(w.n_in % dtype_info(w.dtype).block_size == 0);
+    if (w.in_perm) x = permute_columns(pool, w.in_perm, x, n_tokens, w.n_in);
     if (level >= SimdLevel::Avx2 && avx2_supports(w.dtype)) matmul_avx2(pool, w, x, y, n_tokens);
     else
         matmul_scalar(pool, w, x, y, n_tokens);

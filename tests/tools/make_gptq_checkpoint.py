@@ -19,12 +19,19 @@ scales the checkpoint holds, so a correct loader reproduces it exactly.
 
     python3 make_gptq_checkpoint.py SRC_DIR GPTQ_DIR REF_DIR [--group 128|64|32|-1] [--bits 4|8]
         [--asym] [--format gptq|gptq_v2] [--in-config] [--act-order static|permuted] [--defect NAME]
+        [--matmul-check JSON]
 
 --in-config writes the settings to config.json's quantization_config (transformers) instead of
 quantize_config.json. --act-order static writes desc_act and static_groups true (g_idx stays
-i // group); permuted shuffles the input columns' group assignment (a real desc_act g_idx).
+i // group); permuted writes a real desc_act g_idx the way AutoGPTQ makes it
+(auto_gptq/quantization/gptq.py fasterquant): perm = argsort(diag H, descending) for a random
+diagonal shared by the linears that share an input (q/k/v, gate/up), invperm = argsort(perm),
+g_idx = [i // group for i in range(in)][invperm]; the groups are quantized from the columns
+g_idx gives them.
+--matmul-check writes JSON {"checks": [{"module", "x" [3][in], "y" [3][out]}]} for every linear
+of layer 0: y = x . W_ref^T in float64 (numpy), W_ref the reference folder's weights.
 --defect makes a broken checkpoint: bits3, missing_g_idx, qweight_shape, format_marlin,
-g_idx_range.
+g_idx_range, g_idx_uneven (a permuted g_idx whose group 0 has one column too many).
 """
 import argparse
 import json
@@ -93,6 +100,7 @@ def main():
     ap.add_argument("--in-config", action="store_true")
     ap.add_argument("--act-order", default="")
     ap.add_argument("--defect", default="")
+    ap.add_argument("--matmul-check", default="")
     a = ap.parse_args()
     src, out_dir, ref_dir = Path(a.src), Path(a.gptq), Path(a.ref)
     for d in (out_dir, ref_dir):
@@ -105,6 +113,8 @@ def main():
         tensors.update(load_file(str(f)))
     q_t, ref_t = {}, {}
     first = True
+    diag = {}  # (layer, input) -> the random diag H that act-order sorts by
+    checks = []
     for name, t in sorted(tensors.items()):
         module = name[: -len(".weight")] if name.endswith(".weight") else None
         if module is None or not module.endswith(LINEARS):
@@ -115,9 +125,22 @@ def main():
         group = n_in if a.group == -1 else a.group
         g_idx = np.arange(n_in) // group
         if a.act_order == "permuted":
-            g_idx = g_idx[rng.permutation(n_in)]
+            layer = module.split(".")[2]
+            kind = {"q_proj": "attn_in", "k_proj": "attn_in", "v_proj": "attn_in", "o_proj": "attn_out",
+                    "gate_proj": "ffn_in", "up_proj": "ffn_in", "down_proj": "down_in"}[module.split(".")[-1]]
+            d = diag.setdefault((layer, kind), rng.random(n_in))
+            perm = np.argsort(-d, kind="stable")
+            invperm = np.argsort(perm)
+            g_idx = g_idx[invperm]
+            if first and a.defect == "g_idx_uneven":
+                g_idx = g_idx.copy()
+                g_idx[np.nonzero(g_idx == 1)[0][0]] = 0
         q, zeros, scales = quantize(w, a.bits, group, not a.asym, g_idx)
         ref_t[name] = scales[g_idx].T.astype(np.float32) * (q - zeros[g_idx].T).astype(np.float32)
+        if a.matmul_check and module.startswith("model.layers.0."):
+            x = rng.standard_normal((3, n_in)).astype(np.float32)
+            y = x.astype(np.float64) @ ref_t[name].astype(np.float64).T
+            checks.append({"module": module, "x": x.tolist(), "y": y.tolist()})
         qweight = pack_rows(q.T.copy(), a.bits).view(np.int32)          # [in * bits / 32, out]
         stored = zeros - (1 if a.format == "gptq" else 0)
         qzeros = pack_rows(stored.T.copy(), a.bits).T.copy().view(np.int32)  # [groups, out * bits / 32]
@@ -134,6 +157,8 @@ def main():
             q_t[module + ".g_idx"] = gi
         first = False
     save_file(q_t, str(out_dir / "model.safetensors"))
+    if a.matmul_check:
+        Path(a.matmul_check).write_text(json.dumps({"checks": checks}))
     save_file(ref_t, str(ref_dir / "model.safetensors"))
 
     config = json.loads((src / "config.json").read_text())

@@ -32,8 +32,11 @@ def fp16_scale(s):
     return np.where(h > 0, h, float(np.float16(2.0 ** -24)))
 
 
-def find_params(x, bits, sym):
-    """x [rows, cols] -> per-row (scale, zero), Quantizer.find_params(perchannel, weight)."""
+def find_params(x, bits, sym, mse=False):
+    """x [rows, cols] -> per-row (scale, zero), Quantizer.find_params(perchannel, weight);
+    mse: the Quantizer's mse search (norm 2.4, grid 100, maxshrink 0.8): the range shrunk by
+    p = 1 - i / 100, i < 80, keeping per row the first p with the least sum |x - x_hat|^2.4
+    (summed left to right: np.cumsum, so the same order as the C++ loop)."""
     maxq = 2 ** bits - 1
     xmin = np.minimum(x.min(axis=1), 0.0)
     xmax = np.maximum(x.max(axis=1), 0.0)
@@ -48,6 +51,19 @@ def find_params(x, bits, sym):
         zero = np.full_like(scale, (maxq + 1) // 2)
     else:
         zero = np.clip(np.round(-xmin / scale), 0, maxq)
+    if mse:
+        best = np.full(x.shape[0], np.inf)
+        for i in range(int(0.8 * 100)):
+            p = 1 - i / 100
+            xmin1, xmax1 = p * xmin, p * xmax
+            scale1 = fp16_scale((xmax1 - xmin1) / maxq)
+            zero1 = np.full_like(scale1, (maxq + 1) // 2) if sym else np.clip(np.round(-xmin1 / scale1), 0, maxq)
+            q = quantize(x, scale1[:, None], zero1[:, None], maxq)[1]
+            err = np.cumsum(np.abs(q - x) ** 2.4, axis=1)[:, -1]
+            better = err < best
+            best = np.where(better, err, best)
+            scale = np.where(better, scale1, scale)
+            zero = np.where(better, zero1, zero)
     return scale, zero
 
 
@@ -56,7 +72,7 @@ def quantize(x, scale, zero, maxq):
     return q, scale * (q - zero)
 
 
-def gptq(W, H, bits, group, sym, act_order, static_groups, blocksize=128, percdamp=0.01):
+def gptq(W, H, bits, group, sym, act_order, static_groups, blocksize=128, percdamp=0.01, mse=False):
     W = W.astype(np.float64).copy()
     H = H.copy()
     rows, cols = W.shape
@@ -67,7 +83,7 @@ def gptq(W, H, bits, group, sym, act_order, static_groups, blocksize=128, percda
     groups = []
     if static_groups:
         for i in range(0, cols, group):
-            groups.append(find_params(W[:, i:i + group], bits, sym))
+            groups.append(find_params(W[:, i:i + group], bits, sym, mse))
     perm = np.arange(cols)
     if act_order:
         perm = np.argsort(-np.diag(H), kind="stable")
@@ -93,7 +109,7 @@ def gptq(W, H, bits, group, sym, act_order, static_groups, blocksize=128, percda
             if static_groups:
                 cur = groups[perm[col] // group]
             elif col % group == 0:
-                cur = find_params(W[:, col:col + group], bits, sym)
+                cur = find_params(W[:, col:col + group], bits, sym, mse)
                 scales.append(cur[0])
                 zeros.append(cur[1])
             qi, q = quantize(w, cur[0], cur[1], maxq)
@@ -115,23 +131,25 @@ def gptq(W, H, bits, group, sym, act_order, static_groups, blocksize=128, percda
     return Q, Qint, np.stack(scales), np.stack(zeros), g_idx
 
 
-def rtn(W, bits, group, sym):
+def rtn(W, bits, group, sym, mse=False):
     maxq = 2 ** bits - 1
     Q = np.zeros_like(W, dtype=np.float64)
     for i in range(0, W.shape[1], group):
-        s, z = find_params(W[:, i:i + group].astype(np.float64), bits, sym)
+        s, z = find_params(W[:, i:i + group].astype(np.float64), bits, sym, mse)
         Q[:, i:i + group] = quantize(W[:, i:i + group], s[:, None], z[:, None], maxq)[1]
     return Q
 
 
 CONFIGS = [
-    # name, bits, group, sym, act_order, static_groups
-    ("g32_asym", 4, 32, False, False, False),
-    ("g64_sym", 4, 64, True, False, False),
-    ("g128_asym_act", 4, 128, False, True, False),
-    ("g64_asym_act_static", 4, 64, False, True, True),
-    ("g32_sym_act", 4, 32, True, True, False),
-    ("g128_8bit_sym", 8, 128, True, False, False),
+    # name, bits, group, sym, act_order, static_groups, percdamp, mse
+    ("g32_asym", 4, 32, False, False, False, 0.01, False),
+    ("g64_sym", 4, 64, True, False, False, 0.01, False),
+    ("g128_asym_act", 4, 128, False, True, False, 0.01, False),
+    ("g64_asym_act_static", 4, 64, False, True, True, 0.01, False),
+    ("g32_sym_act", 4, 32, True, True, False, 0.01, False),
+    ("g128_8bit_sym", 8, 128, True, False, False, 0.01, False),
+    ("g64_asym_mse_damp10", 4, 64, False, False, False, 0.1, True),
+    ("g128_asym_act_mse", 4, 128, False, True, False, 0.01, True),
 ]
 
 
@@ -161,12 +179,13 @@ def main():
            "w": W.astype(np.float64).ravel().tolist(), "x_cal": X.ravel().tolist(),
            "x_held": x_held.astype(np.float64).ravel().tolist(), "h": H.ravel().tolist(), "configs": []}
     Xh = x_held.astype(np.float64)
-    for name, bits, group, sym, act, static in CONFIGS:
-        Q, Qint, scales, zeros, g_idx = gptq(W, H, bits, group, sym, act, static)
-        R = rtn(W, bits, group, sym)
+    for name, bits, group, sym, act, static, damp, mse in CONFIGS:
+        Q, Qint, scales, zeros, g_idx = gptq(W, H, bits, group, sym, act, static, percdamp=damp, mse=mse)
+        R = rtn(W, bits, group, sym, mse)
         err = lambda A: float(np.linalg.norm((W.astype(np.float64) - A) @ Xh.T))
         out["configs"].append({
             "name": name, "bits": bits, "group": group, "sym": sym, "act_order": act, "static_groups": static,
+            "damp_percent": damp, "mse": mse,
             "deq": Q.ravel().tolist(), "q": Qint.ravel().tolist(), "scales": scales.ravel().tolist(),
             "zeros": zeros.astype(np.int64).ravel().tolist(), "g_idx": g_idx.astype(np.int64).tolist(),
             "held_err_gptq": err(Q), "held_err_rtn": err(R)})
