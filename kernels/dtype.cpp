@@ -5,7 +5,7 @@
 
 namespace kvs {
 namespace {
-constexpr std::array<DTypeInfo, 19> kTypes = {{
+constexpr std::array<DTypeInfo, 20> kTypes = {{
     {DType::F32, "F32", 1, 4, true},
     {DType::F16, "F16", 1, 2, true},
     {DType::Q4_0, "Q4_0", 32, 2 + 16, true},
@@ -25,7 +25,8 @@ constexpr std::array<DTypeInfo, 19> kTypes = {{
     {DType::I4_G64, "I4_G64", 64, 2 + 1 + 1 + 32, true, false, 0},
     {DType::NF4, "NF4", 64, 4 + 32, true, false, 0},
     {DType::FP4, "FP4", 64, 4 + 32, true, false, 0},
-    {DType::I8_LLM, "I8_LLM", 32, 32, true, false, 4},
+    {DType::I8_LLM, "I8_LLM", 32, 32, true, false, 8},
+    {DType::NF4_DQ, "NF4_DQ", 64, 1 + 32, true, false, 0},
 }};
 }  // namespace
 
@@ -45,6 +46,15 @@ const DTypeInfo& dtype_info(DType t) {
 size_t row_bytes(DType t, int64_t n) {
     const auto& i = dtype_info(t);
     return i.row_header + static_cast<size_t>(n / i.block_size) * i.block_bytes;
+}
+
+size_t tensor_bytes(DType t, int64_t n_in, int64_t n_out) {
+    size_t bytes = row_bytes(t, n_in) * static_cast<size_t>(n_out);
+    if (t == DType::NF4_DQ) {
+        const int64_t n_blocks = n_in / 64 * n_out;
+        bytes += static_cast<size_t>((n_blocks + 255) / 256 + 1) * sizeof(float);
+    }
+    return bytes;
 }
 
 int i4_group_size(DType t) { return t == DType::I4_G128 ? 128 : t == DType::I4_G64 ? 64 : 0; }

@@ -30,7 +30,8 @@ enum class DType : uint32_t {
     I4_G64 = 1002,   // the same with groups of 64 (rows of 576, 64-multiples that 128 does not divide)
     NF4 = 1003,      // bitsandbytes 4-bit NormalFloat: blocks of 64, float absmax, 16-value code book
     FP4 = 1004,      // bitsandbytes 4-bit float (sign + e2m1 code book), the same block layout
-    I8_LLM = 1005,   // LLM.int8(): I8_ROW's bytes; the matmul keeps activations above 6.0 in float
+    I8_LLM = 1005,   // LLM.int8(): float scale, float outlier threshold, n_in int8; activations above it stay float
+    NF4_DQ = 1006,   // NF4 with bitsandbytes' double quantization: 8-bit block absmax; per-tensor tail (below)
 };
 
 struct DTypeInfo {
@@ -51,6 +52,10 @@ inline std::string_view dtype_name(DType t) { return dtype_info(t).name; }
 // Bytes used by a row of n elements (n must be a multiple of the block size):
 // row_header + n / block_size * block_bytes.
 size_t row_bytes(DType t, int64_t n);
+// Bytes of a whole [n_out, n_in] tensor: n_out rows of row_bytes, plus, for NF4_DQ, the tail
+// after the last row (one float scale per 256 blocks of 64, counted over the flattened
+// tensor, and the float offset: kernels/cpu/quant_blocks.h).
+size_t tensor_bytes(DType t, int64_t n_in, int64_t n_out);
 
 // The group size of an asymmetric 4-bit group type (I4_G128: 128, I4_G64: 64), 0 for any
 // other type; and the I4 type holding groups of `group` (nullopt unless 64 or 128).

@@ -48,6 +48,8 @@ private Q_SLOTS:
     void embedding();
     void matmul_data();
     void matmul();
+    void matmul_bnb_data();
+    void matmul_bnb();
     void backend_names();
 };
 
@@ -378,6 +380,123 @@ void TestBackendOps::matmul() {
     be->matmul(WeightView{t, dw.as<void>(), n_in, n_out}, dx.as<float>(), dy.as<float>(), n_tokens);
     const auto y = dy.read<float>();
     double worst = 0;  // largest |y - ref| / bound
+    size_t wi = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+        const double r = std::isfinite(y[i]) ? std::fabs(y[i] - ref[i]) / bound[i] : INFINITY;
+        if (!(r <= worst)) worst = r, wi = i;
+    }
+    if (!(worst <= 1.0))
+        QFAIL(qPrintable(
+            QString("output %1: got %2, reference %3, bound %4").arg(wi).arg(y[wi]).arg(ref[wi]).arg(bound[wi])));
+}
+
+// ---------------------------------------------------------------- bitsandbytes' formats
+
+// NF4 / FP4 / NF4_DQ (code books, blocks of 64; NF4_DQ's absmax double-quantized across the
+// tensor) and LLM.int8() (I8_LLM at several outlier thresholds) on every backend, against the
+// product of the decoded weights with the float activations in double. Bounds:
+//  - NF4 / FP4 / NF4_DQ keep float activations: the scalar kernel is exact up to float
+//    accumulation. The AVX2 kernel rounds activations to int16 per block of 64 (off by at most
+//    amax / 65534 each) and the code book to int16 (code * 16384, within 2^-15 of each code
+//    value, times the block's absmax; FP4's * 16320 are exact).
+//  - I8_LLM: activations above the threshold are exact (the bound has no term for them, so a
+//    kernel that quantized them fails); the rest are rounded per token to amax / 127 steps
+//    (amax over the small ones only): each off by at most amax / 254.
+void TestBackendOps::matmul_bnb_data() {
+    QTest::addColumn<QString>("backend");
+    QTest::addColumn<int>("type");
+    QTest::addColumn<float>("threshold");
+    QTest::addColumn<int>("n_tokens");
+    QTest::addColumn<int>("n_in");
+    QTest::addColumn<int>("n_out");
+    const struct {
+        int n_tokens, n_in, n_out;
+    } shapes[] = {{1, 256, 64}, {5, 512, 33}, {3, 1024, 96}, {70, 256, 40}, {1, 576, 52}, {9, 576, 41}, {4, 1536, 23}};
+    const struct {
+        DType t;
+        float threshold;
+    } types[] = {{DType::NF4, 0.0f},    {DType::FP4, 0.0f},    {DType::NF4_DQ, 0.0f},
+                 {DType::I8_LLM, 6.0f}, {DType::I8_LLM, 2.5f}, {DType::I8_LLM, INFINITY}};
+    for (const char* b : kBackends)
+        for (const auto& ty : types)
+            for (const auto& s : shapes)
+                QTest::addRow("%s/%s%s/%dx%dx%d", b, dtype_name(ty.t).data(),
+                              ty.t == DType::I8_LLM ? qPrintable(QString("@%1").arg(double(ty.threshold))) : "",
+                              s.n_tokens, s.n_in, s.n_out)
+                    << QString(b) << int(ty.t) << ty.threshold << s.n_tokens << s.n_in << s.n_out;
+}
+
+void TestBackendOps::matmul_bnb() {
+    FETCH_BACKEND(be);
+    QFETCH(int, type);
+    QFETCH(float, threshold);
+    QFETCH(int, n_tokens);
+    QFETCH(int, n_in);
+    QFETCH(int, n_out);
+    const auto t = static_cast<DType>(type);
+    if (!be->supports(t)) QSKIP("weight type not supported by this backend");
+    const auto src = gaussian(static_cast<size_t>(n_out) * n_in, 191 + type, 0.05f, 0.002f);  // [n_out, n_in]
+    std::vector<uint8_t> w(tensor_bytes(t, n_in, n_out));  // the whole tensor (NF4_DQ: rows + tail)
+    std::vector<float> wd(src.size());                     // [n_out, n_in] decoded
+    const size_t rb = row_bytes(t, n_in);
+    if (t == DType::NF4_DQ) {
+        cpu::quantize_nf4_dq(src.data(), n_in, n_out, w.data());
+        cpu::dequantize_nf4_dq(w.data(), n_in, n_out, wd.data());
+    } else {
+        for (int o = 0; o < n_out; ++o) {
+            const float* so = &src[static_cast<size_t>(o) * n_in];
+            if (t == DType::I8_LLM) cpu::quantize_llm_int8_row(so, n_in, threshold, &w[o * rb]);
+            else
+                cpu::quantize_row(t, so, &w[o * rb], n_in);
+            cpu::dequantize_row(t, &w[o * rb], &wd[static_cast<size_t>(o) * n_in], n_in);
+        }
+    }
+    auto x = gaussian(static_cast<size_t>(n_tokens) * n_in, 192, 1.5f);  // [n_tokens, n_in]
+    for (int tk = 0; tk < n_tokens; ++tk)  // outlier features, as a residual stream has them
+        for (int c : {3, 70, n_in - 5}) x[static_cast<size_t>(tk) * n_in + c] = (c == 70 ? -300.0f : 40.0f) * (tk + 1);
+    const bool avx2 = backend == "avx2";
+    // per-element activation error e[t, i], and per-element weight error ew[o, i] (AVX2 code rounding)
+    std::vector<double> e(x.size(), 0.0), ew(wd.size(), 0.0);
+    for (int tk = 0; tk < n_tokens; ++tk) {
+        const float* xt = &x[static_cast<size_t>(tk) * n_in];
+        if (t == DType::I8_LLM) {
+            double amax = 0;
+            for (int i = 0; i < n_in; ++i)
+                if (std::fabs(xt[i]) <= threshold) amax = std::max(amax, double(std::fabs(xt[i])));
+            for (int i = 0; i < n_in; ++i)
+                if (std::fabs(xt[i]) <= threshold) e[static_cast<size_t>(tk) * n_in + i] = amax / 254.0;
+        } else if (avx2) {
+            for (int b0 = 0; b0 < n_in; b0 += 64) {
+                double amax = 0;
+                for (int i = b0; i < b0 + 64; ++i) amax = std::max(amax, double(std::fabs(xt[i])));
+                for (int i = b0; i < b0 + 64; ++i) e[static_cast<size_t>(tk) * n_in + i] = amax / 65534.0;
+            }
+        }
+    }
+    if (avx2 && t != DType::I8_LLM)
+        for (int o = 0; o < n_out; ++o)
+            for (int b0 = 0; b0 < n_in; b0 += 64) {
+                double amax = 0;  // the block's decoded absmax
+                for (int i = b0; i < b0 + 64; ++i) amax = std::max(amax, double(std::fabs(wd[size_t(o) * n_in + i])));
+                for (int i = b0; i < b0 + 64; ++i) ew[size_t(o) * n_in + i] = amax * 0x1p-15;
+            }
+    std::vector<double> ref(static_cast<size_t>(n_tokens) * n_out), bound(ref.size());
+    for (int tk = 0; tk < n_tokens; ++tk)
+        for (int o = 0; o < n_out; ++o) {
+            double s = 0, sabs = 0, eb = 0;
+            for (int i = 0; i < n_in; ++i) {
+                const size_t wi = static_cast<size_t>(o) * n_in + i, xi = static_cast<size_t>(tk) * n_in + i;
+                s += wd[wi] * double(x[xi]);
+                sabs += std::fabs(wd[wi] * double(x[xi]));
+                eb += std::fabs(wd[wi]) * e[xi] + ew[wi] * std::fabs(x[xi]) + ew[wi] * e[xi];
+            }
+            ref[static_cast<size_t>(tk) * n_out + o] = s;
+            bound[static_cast<size_t>(tk) * n_out + o] = eb + sabs * 1e-5 + 1e-6;
+        }
+    DeviceBuffer dw(be, w), dx(be, x), dy(be, nullptr, ref.size() * sizeof(float));
+    be->matmul(WeightView{t, dw.as<void>(), n_in, n_out}, dx.as<float>(), dy.as<float>(), n_tokens);
+    const auto y = dy.read<float>();
+    double worst = 0;
     size_t wi = 0;
     for (size_t i = 0; i < y.size(); ++i) {
         const double r = std::isfinite(y[i]) ? std::fabs(y[i] - ref[i]) / bound[i] : INFINITY;

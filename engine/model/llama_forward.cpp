@@ -230,6 +230,9 @@ static bool same_input_order(const WeightView& a, const WeightView& b) {
 
 void LlamaForward::fuse_projections() {
     if (!m_backend.host_visible()) return;
+    // NF4_DQ rows decode with their own tensor's tail (tensor_bytes): never row-packed
+    for (const auto& l : m_layers)
+        if (l.wq.dtype == DType::NF4_DQ || l.w_gate.dtype == DType::NF4_DQ) return;
     for (const auto& l : m_layers)
         if (l.wq.dtype != l.wk.dtype || l.wq.dtype != l.wv.dtype || l.w_gate.dtype != l.w_up.dtype ||
             !same_input_order(l.wq, l.wk) || !same_input_order(l.wq, l.wv) || !same_input_order(l.w_gate, l.w_up))

@@ -310,7 +310,7 @@ MemoryInfo memory_info(const Model& m) {
     double bytes = 0, weights = 0;
     for (const LayerWeights& L : m.layers)
         for (const WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
-            bytes += double(row_bytes(w->dtype, w->n_in)) * double(w->n_out);
+            bytes += double(tensor_bytes(w->dtype, w->n_in, w->n_out));  // NF4_DQ: its tail too
             weights += double(w->n_in) * double(w->n_out);
         }
     info.linear_bits_per_weight = weights > 0 ? 8 * bytes / weights : 0;

@@ -3,6 +3,10 @@
 
 #include <algorithm>
 #include <cctype>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <optional>
 #include <set>
 #include <thread>
@@ -54,6 +58,22 @@ WeightView reencode(const WeightView& w, DType to, VariantStorage& storage) {
     return WeightView{to, storage.buffers.back().data(), w.n_in, w.n_out};
 }
 
+// w as NF4_DQ (whole tensor: its absmax groups run across rows), owned by `storage`.
+WeightView encode_nf4_dq(const WeightView& w, VariantStorage& storage) {
+    const std::vector<float> f = dequantize_matrix(w);  // [n_out, n_in]
+    std::vector<uint8_t> out(tensor_bytes(DType::NF4_DQ, w.n_in, w.n_out));
+    cpu::quantize_nf4_dq(f.data(), w.n_in, w.n_out, out.data());
+    storage.buffers.push_back(std::move(out));
+    return WeightView{DType::NF4_DQ, storage.buffers.back().data(), w.n_in, w.n_out};
+}
+
+// Writes the LLM.int8() threshold into every row of an I8_LLM weight the variant owns.
+void set_llm_int8_threshold(const WeightView& w, float threshold) {
+    auto* p = static_cast<uint8_t*>(const_cast<void*>(w.data));
+    const size_t rb = row_bytes(DType::I8_LLM, w.n_in);
+    for (int64_t r = 0; r < w.n_out; ++r) std::memcpy(p + size_t(r) * rb, &threshold, sizeof(float));
+}
+
 bool is_int4(const QuantScheme& s) { return s.kind == QuantScheme::Kind::Int4Rtn || s.calibrated(); }
 // The type a linear of the source becomes: the scheme's, except that INT4 rows 128 does
 // not divide take groups of 64 (I4_G64). Null when no type of the scheme fits the row.
@@ -86,8 +106,20 @@ Result<QuantScheme> QuantScheme::parse(const std::string& text) {
         if (s == lower(std::string(dtype_name(t)))) return QuantScheme{Kind::GgmlType, t, s};
     if (s == "int8") return QuantScheme{Kind::Int8PerChannel, DType::I8_ROW, "int8"};
     if (s == "nf4") return QuantScheme{Kind::Bnb4, DType::NF4, "nf4"};
+    if (s == "nf4-dq") return QuantScheme{Kind::Bnb4, DType::NF4_DQ, "nf4-dq"};
     if (s == "fp4") return QuantScheme{Kind::Bnb4, DType::FP4, "fp4"};
     if (s == "llm-int8" || s == "int8-llm") return QuantScheme{Kind::LlmInt8, DType::I8_LLM, "llm-int8"};
+    if (s.rfind("llm-int8:", 0) == 0) {  // llm-int8:T, another outlier threshold
+        const std::string t = s.substr(9);
+        char* end = nullptr;
+        const float v = std::strtof(t.c_str(), &end);
+        if (t.empty() || *end != '\0' || !(v > 0.0f))
+            return Result<QuantScheme>::error(
+                "llm-int8: the threshold after ':' must be a positive number or 'inf', got '" + t + "'");
+        QuantScheme q{Kind::LlmInt8, DType::I8_LLM, s};
+        q.llm_int8_threshold = v;
+        return q;
+    }
     if (s == "int4-rtn" || s == "rtn4") return QuantScheme{Kind::Int4Rtn, DType::I4_G128, "int4-rtn"};
     if (s == "int4-awq" || s == "awq4") return QuantScheme{Kind::Int4Awq, DType::I4_G128, "int4-awq"};
     if (s == "int4-gptq" || s == "gptq4" || s == "gptq")
@@ -102,8 +134,8 @@ Result<QuantScheme> QuantScheme::parse(const std::string& text) {
 std::vector<std::string> QuantScheme::spellings() {
     std::vector<std::string> out{"ref"};
     for (DType t : kGgmlVariantTypes) out.push_back(lower(std::string(dtype_name(t))));
-    for (const char* n : {"int8", "llm-int8", "int8-llm", "nf4", "fp4", "int4-rtn", "rtn4", "int4-awq", "awq4",
-                          "int4-gptq", "gptq4", "gptq", "int4-gptq-act", "gptq4-act", "gptq-act"})
+    for (const char* n : {"int8", "llm-int8", "int8-llm", "llm-int8:T", "nf4", "nf4-dq", "fp4", "int4-rtn", "rtn4",
+                          "int4-awq", "awq4", "int4-gptq", "gptq4", "gptq", "int4-gptq-act", "gptq4-act", "gptq-act"})
         out.emplace_back(n);
     return out;
 }
@@ -126,8 +158,18 @@ std::string quant_label(const Model& source, const QuantScheme& scheme) {
                                 : "reference (" + source.file_type + " dequantized to F32, not an FP16 model)";
         case QuantScheme::Kind::GgmlType: return std::string(dtype_name(scheme.dtype)) + " (RTN)";
         case QuantScheme::Kind::Int8PerChannel: return "INT8 per-channel (RTN)";
-        case QuantScheme::Kind::LlmInt8: return "LLM.int8() (int8 rows, activations above 6.0 in float)";
+        case QuantScheme::Kind::LlmInt8: {
+            if (std::isinf(scheme.llm_int8_threshold))
+                return "LLM.int8() without outliers (int8 rows, int8 activations)";
+            char t[32];
+            std::snprintf(t, sizeof t, "%g", double(scheme.llm_int8_threshold));
+            std::string ts = t;
+            if (ts.find_first_of(".e") == std::string::npos) ts += ".0";  // "6.0", "2.5"
+            return "LLM.int8() (int8 rows, activations above " + ts + " in float)";
+        }
         case QuantScheme::Kind::Bnb4:
+            if (scheme.dtype == DType::NF4_DQ)
+                return "NF4 (bitsandbytes, blocks of 64, double-quantized absmax: 8-bit, groups of 256)";
             return std::string(dtype_name(scheme.dtype)) + " (bitsandbytes, blocks of 64, float absmax)";
         case QuantScheme::Kind::Int4Rtn: return "INT4 " + int4_groups() + " (RTN)";
         case QuantScheme::Kind::Int4Awq: return "INT4 " + int4_groups() + " (AWQ)";
@@ -142,7 +184,7 @@ void recount_weights(Model& m) {
     m.weight_bytes = 0;
     std::vector<std::pair<int, std::string>> linear_types;  // (count, type)
     auto count = [&](const WeightView& w) {
-        m.weight_bytes += int64_t(row_bytes(w.dtype, w.n_in)) * w.n_out;
+        m.weight_bytes += int64_t(tensor_bytes(w.dtype, w.n_in, w.n_out));
         m.tensor_types[std::string(dtype_name(w.dtype))] += 1;
     };
     for (const LayerWeights& L : m.layers)
@@ -184,7 +226,12 @@ Result<std::shared_ptr<Model>> quantize_model(std::shared_ptr<const Model> sourc
     for (LayerWeights& L : m->layers)
         for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
             const DType to = *target_type(*w, scheme);
-            if (w->dtype != to || w->in_perm) *w = reencode(*w, to, *storage);
+            if (to == DType::NF4_DQ) {
+                *w = encode_nf4_dq(*w, *storage);
+            } else if (w->dtype != to || w->in_perm) {
+                *w = reencode(*w, to, *storage);
+                if (to == DType::I8_LLM) set_llm_int8_threshold(*w, scheme.llm_int8_threshold);
+            }
         }
     recount_weights(*m);
     m->format = "variant:" + scheme.name;

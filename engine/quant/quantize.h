@@ -18,9 +18,13 @@
 //   "int4-gptq" the same INT4 formats by GPTQ (engine/quant/gptq.h; alias "gptq4"), asymmetric
 //               like int4-rtn, layers calibrated sequentially: needs calibration tokens
 //   "llm-int8"  LLM.int8() (bitsandbytes' Linear8bitLt): INT8 per output channel (DType::I8_LLM,
-//               I8_ROW's bytes) whose matmul keeps each token's activations above 6.0 in float
+//               I8_ROW's row after the threshold) whose matmul keeps each token's activations
+//               above 6.0 in float; "llm-int8:T" another threshold T (stored in the rows),
+//               "llm-int8:inf" none (every activation int8 per token)
 //   "nf4", "fp4"  bitsandbytes' 4-bit NormalFloat / float formats (blocks of 64, float absmax,
 //               DType::NF4 / FP4; kernels/cpu/quant_formats.h), round to the nearest code value
+//   "nf4-dq"    NF4 with bitsandbytes' double quantization (DType::NF4_DQ: 8-bit absmax codes,
+//               groups of 256 blocks with a float scale, the mean offset; ~4.127 bits per weight)
 //   "int4-gptq-act"  GPTQ with act-order in true column order (AutoGPTQ's desc_act without
 //               static groups): a permuted g_idx, stored as the same INT4 groups with the
 //               columns sorted by group and that order as each linear's WeightView::in_perm
@@ -43,6 +47,8 @@ struct QuantScheme {
     Kind kind = Kind::Reference;
     DType dtype = DType::F32;  // the linears' type in the variant (INT4: I4_G128, I4_G64 where 128 does not fit)
     std::string name;          // the spelling that parsed ("q4_k", "ref", ...)
+    // LlmInt8 ("llm-int8:T"): the activations above it stay float
+    float llm_int8_threshold = 6.0f;
 
     // AWQ and GPTQ: made from calibration tokens (QuantOptions::calibration_tokens)
     bool calibrated() const { return kind == Kind::Int4Awq || kind == Kind::Int4Gptq || kind == Kind::Int4GptqAct; }

@@ -52,7 +52,8 @@ int64_t gemv_row_chunk(int64_t n_out, int n_threads) {
 void matmul_avx2(ThreadPool& pool, const WeightView& w, const float* x, float* y, int n_tokens) {
     const int64_t n_in = w.n_in, n_out = w.n_out;
     uint8_t* buf = scratch(avx2_act_bytes(w.dtype, n_tokens, n_in));
-    const ActPanel panel = avx2_act_layout(w.dtype, buf, x, n_tokens, n_in);
+    ActPanel panel = avx2_act_layout(w.dtype, buf, x, n_tokens, n_in);
+    if (w.dtype == DType::I8_LLM) panel.threshold = llm_int8_threshold(w.data);
     for_token_ranges(pool, n_tokens, n_in, [&](int t0, int t1) { avx2_quantize_act(w.dtype, panel, x, t0, t1); });
 
     if (n_tokens == 1) {
@@ -91,6 +92,18 @@ void matmul_scalar(ThreadPool& pool, const WeightView& w, const float* x, float*
     const auto* wp = static_cast<const uint8_t*>(w.data);
     const auto* ap = static_cast<const uint8_t*>(act);
     const int64_t chunk = 16;
+    if (w.dtype == DType::NF4_DQ) {  // each row's absmax decodes from the tensor's tail first
+        const int64_t nb = n_in / kQKBnb;
+        pool.parallel_for(ceil_div(n_out, chunk), [&](int64_t task, int) {
+            const int64_t r0 = task * chunk, r1 = std::min(n_out, r0 + chunk);
+            std::vector<float> am(static_cast<size_t>((r1 - r0) * nb));  // [r1 - r0, nb]
+            nf4_dq_absmax(w.data, n_in, n_out, r0 * nb, r1 * nb, am.data());
+            for (int t = 0; t < n_tokens; ++t)
+                for (int64_t r = r0; r < r1; ++r)
+                    y[t * n_out + r] = dot_nf4_dq_f32(wp + r * w_row, am.data() + (r - r0) * nb, x + t * n_in, n_in);
+        });
+        return;
+    }
     pool.parallel_for(ceil_div(n_out, chunk), [&](int64_t task, int) {
         const int64_t r1 = std::min(n_out, (task + 1) * chunk);
         for (int t = 0; t < n_tokens; ++t)

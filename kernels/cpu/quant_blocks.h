@@ -102,11 +102,28 @@ struct BlockBnb4 {
 };
 static_assert(sizeof(BlockBnb4) == 36);
 
+// NF4_DQ: NF4 with bitsandbytes' double quantization (compress_statistics=True). Each block of
+// 64 keeps its nibbles (BlockBnb4's order) and an 8-bit code of its absmax. The codes are
+// bitsandbytes' quantize_blockwise of (absmax - offset) in groups of 256 blocks counted over
+// the flattened tensor (block k of row r is block r * n_in / 64 + k): code index i decodes to
+// kDynamicMap8[i] * scale2[group], offset added back (offset = the mean absmax of the tensor).
+// The tensor's n_out rows are followed by a tail: float scale2[ceil(n_blocks / 256)], then
+// float offset (tensor_bytes(NF4_DQ, n_in, n_out)). 4 + 8/64 + 32/(64*256) = 4.127 bits per weight.
+struct BlockNf4Dq {
+    uint8_t qabsmax;
+    uint8_t qs[kQKBnb / 2];
+};
+static_assert(sizeof(BlockNf4Dq) == 33);
+constexpr int kDqGroup = 256;  // blocks per second-level group
+
 // I8_ROW: one row (output channel) of n_in weights is a little-endian float32 scale
 // followed by n_in int8 values: w[i] = scale * q[i], q in -127..127 (row_bytes = 4 + n_in).
 // There is no block struct: the int8 values form 32-element runs matching the Q8_0
 // activation blocks they multiply.
 constexpr size_t kI8RowHeader = 4;
+// I8_LLM (LLM.int8()): float outlier threshold, then I8_ROW's row (float scale, n_in int8),
+// so the row from byte 4 on is an I8_ROW row (row_bytes = 8 + n_in).
+constexpr size_t kI8LlmRowHeader = 8;
 
 static_assert(sizeof(BlockQ4_0) == 18);
 static_assert(sizeof(BlockQ4_1) == 20);
@@ -151,7 +168,11 @@ void quantize_row_int(DType t, const float* src, void* dst, int64_t n);
 void dequantize_row_bnb(DType t, const void* src, float* dst, int64_t n);
 void quantize_row_bnb(DType t, const float* src, void* dst, int64_t n);
 float dot_bnb_f32(DType t, const void* w, const float* a, int64_t n);
-// LLM.int8() (quant_formats_llm_int8.cpp): an I8_ROW row against F32 activations.
+// LLM.int8() (quant_formats_llm_int8.cpp): an I8_LLM row against F32 activations.
 float dot_llm_int8(const void* w, const float* a, int64_t n);
+// NF4_DQ (quant_formats_bnb_dq.cpp): the float absmax of blocks [b0, b1) of the flattened
+// tensor w, into out[b1 - b0]; a row's dot product given its decoded absmax [n / 64].
+void nf4_dq_absmax(const void* tensor, int64_t n_in, int64_t n_out, int64_t b0, int64_t b1, float* out);
+float dot_nf4_dq_f32(const void* w_row, const float* absmax, const float* a, int64_t n);
 
 }  // namespace kvs::cpu

@@ -264,7 +264,13 @@ void dequantize_row(DType t, const void* src, float* dst, int64_t n) {
         case DType::I4_G64: dequantize_row_int(t, src, dst, n); return;
         case DType::NF4:
         case DType::FP4: dequantize_row_bnb(t, src, dst, n); return;
-        case DType::I8_LLM: dequantize_row_int(DType::I8_ROW, src, dst, n); return;
+        case DType::I8_LLM:
+            dequantize_row_int(DType::I8_ROW, static_cast<const uint8_t*>(src) + sizeof(float), dst, n);
+            return;
+        case DType::NF4_DQ:  // a row alone cannot decode: its absmax codes need the tensor's tail
+            assert(false && "NF4_DQ decodes whole tensors (dequantize_nf4_dq)");
+            for (int64_t i = 0; i < n; ++i) dst[i] = NAN;
+            return;
         default: dequantize_row_k(t, src, dst, n); return;
     }
 }
@@ -294,7 +300,11 @@ void quantize_row(DType t, const float* src, void* dst, int64_t n) {
         case DType::I4_G64: quantize_row_int(t, src, dst, n); return;
         case DType::NF4:
         case DType::FP4: quantize_row_bnb(t, src, dst, n); return;
-        case DType::I8_LLM: quantize_row_int(DType::I8_ROW, src, dst, n); return;
+        case DType::I8_LLM: quantize_llm_int8_row(src, n, kLlmInt8Threshold, dst); return;
+        case DType::NF4_DQ:
+            assert(false && "NF4_DQ encodes whole tensors (quantize_nf4_dq)");
+            std::memset(dst, 0, row_bytes(t, n));
+            return;
         default: quantize_row_k(t, src, dst, n); return;
     }
 }

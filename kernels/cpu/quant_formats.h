@@ -77,8 +77,25 @@ const float* bnb_code_book(DType t);  // [16]; null for other types
 // them, q_a = round(x / scale_a), and y = scale_w * scale_a * sum(q_w * q_a) + the float part.
 // bitsandbytes picks the outlier columns over the whole batch; here each token picks its
 // own, so a token's result does not depend on what it is batched with.
+// The threshold is stored in each row (I8_LLM's 8-byte header: float threshold, then the
+// I8_ROW row): quantize_row(I8_LLM) writes kLlmInt8Threshold, quantize_llm_int8_row any other
+// (infinity: no decomposition, every activation quantized per token).
 inline constexpr float kLlmInt8Threshold = 6.0f;
 float llm_int8_dot(const void* w_row, const float* x, int64_t n);
+void quantize_llm_int8_row(const float* w, int64_t n, float threshold, void* dst);
+float llm_int8_threshold(const void* w_row);
+
+// NF4 with double quantization (DType::NF4_DQ, layout in quant_blocks.h), as bitsandbytes'
+// quantize_4bit(..., compress_statistics=True): the NF4 quants are chosen with each block's
+// exact absmax; the absmax values minus their mean (the offset) are quantized with
+// quantize_blockwise (blocks of 256, absmax2 = max |.| per group, the nearest value of the
+// signed 8-bit dynamic map), and decode as dynamic_map8()[q] * absmax2 + offset.
+// Whole tensors only (the groups run across rows): w [n_out, n_in] -> dst of
+// tensor_bytes(NF4_DQ, n_in, n_out) bytes, and back.
+void quantize_nf4_dq(const float* w, int64_t n_in, int64_t n_out, void* dst);
+void dequantize_nf4_dq(const void* src, int64_t n_in, int64_t n_out, float* dst);
+// bitsandbytes' create_dynamic_map(signed=True, max_exponent_bits=7, total_bits=8), sorted: [256].
+const float* dynamic_map8();
 
 // Symmetric per-row int8: scale = max|w| / 127 (float32), q[i] = round(w[i] / scale) in
 // -127..127; |w[i] - scale * q[i]| <= scale / 2. An all-zero row gives scale 0, q 0.

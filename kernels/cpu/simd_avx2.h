@@ -135,4 +135,17 @@ ActPanel i4_act_layout(int group, void* scratch, int n_tokens, int64_t n_in);
 void i4_quantize_act(int group, const ActPanel& p, const float* x, int t0, int t1);
 void i4_fill_act(int group, const ActPanel& p, const BlockQ8_1* act_row);
 
+// ---- bitsandbytes' formats (vec_dot_bnb_avx2.cpp). NF4 / FP4 / NF4_DQ: the int16 panel of
+// vec_dot.h (q16, d64) and the code-book tiles for rows [r0, r1) of w (y not offset);
+// I8_LLM: the Q8 panel with per-token scales and outliers, and its rows (w, y offset to r0).
+size_t bnb_act_bytes(int n_tokens, int64_t n_in);
+ActPanel bnb_act_layout(void* scratch, int n_tokens, int64_t n_in);
+void bnb_quantize_act(const ActPanel& p, const float* x, int t0, int t1);
+void gemm_bnb(const WeightView& w, const ActPanel& a, int64_t r0, int64_t r1, int t0, int t1, float* y, int64_t ldy);
+size_t llm_act_bytes(int n_tokens, int64_t n_in);
+ActPanel llm_act_layout(void* scratch, int n_tokens, int64_t n_in);
+void llm_quantize_act(const ActPanel& p, const float* x, int t0, int t1);
+void gemm_llm_int8(const uint8_t* w, size_t stride, const ActPanel& a, int64_t n_rows, int t0, int t1, float* y,
+                   int64_t ldy);
+
 }  // namespace kvs::cpu::avx2

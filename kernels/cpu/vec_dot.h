@@ -37,6 +37,16 @@ struct ActPanel {
     const float* sg = nullptr;       // [n_in / G, n_tokens] I4_G<G>: s summed over the group's G / 32 sub-blocks
     const BlockQ8_K* q8k = nullptr;  // [n_tokens, n_in / 256]
     const float* f32 = nullptr;      // [n_tokens, n_in]
+    // NF4 / FP4 / NF4_DQ: int16 activations, one scale per 64 inputs (d64 = amax / 32767), each
+    // block's 64 values in the order the code-book lookup produces weights (vec_dot_bnb_avx2.cpp)
+    const int16_t* q16 = nullptr;  // [n_tokens, n_in]
+    const float* d64 = nullptr;    // [n_in / 64, n_tokens] (+4 padding)
+    // I8_LLM: the Q8 panel above with one scale per token (d[b, t] the same for every b), the
+    // activations above the threshold left out of it (0 in qs) and kept here in float
+    float threshold = 0.0f;             // set by the caller from the weight (llm_int8_threshold)
+    const int32_t* ol_count = nullptr;  // [n_tokens]
+    const int32_t* ol_idx = nullptr;    // [n_tokens, n_in] the first ol_count[t] used
+    const float* ol_val = nullptr;      // [n_tokens, n_in]
 };
 
 // Bytes of scratch avx2_prepare_act needs for n_tokens rows of n_in (64-byte aligned parts).
@@ -44,6 +54,7 @@ size_t avx2_act_bytes(DType weight_type, int n_tokens, int64_t n_in);
 // Lays out the panel inside scratch (no quantization yet).
 ActPanel avx2_act_layout(DType weight_type, void* scratch, const float* x, int n_tokens, int64_t n_in);
 // Quantizes tokens [t0, t1) of x [n_tokens, n_in] into the panel (separate token ranges may run in parallel).
+// I8_LLM: set panel.threshold (llm_int8_threshold of the weight) before quantizing.
 void avx2_quantize_act(DType weight_type, const ActPanel& panel, const float* x, int t0, int t1);
 // y[t, r] for r in [r0, r1), t in [t0, t1); y row stride ldy. Each output is computed the
 // same way whatever the tile it lands in, so results do not depend on n_tokens or threads.

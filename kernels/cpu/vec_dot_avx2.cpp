@@ -248,6 +248,7 @@ bool is_block32(DType t) {
 // weight types whose activations are the plain Q8 panel (contiguous quants, d / s per block)
 bool uses_q8_panel(DType t) { return is_block32(t) || t == DType::I8_ROW; }
 bool is_kquant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DType::Q6_K; }
+bool is_bnb4(DType t) { return t == DType::NF4 || t == DType::FP4 || t == DType::NF4_DQ; }
 
 }  // namespace
 }  // namespace avx2
@@ -255,12 +256,14 @@ bool is_kquant(DType t) { return t == DType::Q4_K || t == DType::Q5_K || t == DT
 using namespace avx2;
 
 bool avx2_supports(DType t) {
-    return uses_q8_panel(t) || is_kquant(t) || i4_group_size(t) != 0 || t == DType::F32 || t == DType::F16 ||
-           t == DType::BF16;
+    return uses_q8_panel(t) || is_kquant(t) || i4_group_size(t) != 0 || is_bnb4(t) || t == DType::I8_LLM ||
+           t == DType::F32 || t == DType::F16 || t == DType::BF16;
 }
 
 size_t avx2_act_bytes(DType wt, int n_tokens, int64_t n_in) {
     if (const int g = i4_group_size(wt)) return i4_act_bytes(g, n_tokens, n_in);
+    if (is_bnb4(wt)) return bnb_act_bytes(n_tokens, n_in);
+    if (wt == DType::I8_LLM) return llm_act_bytes(n_tokens, n_in);
     if (uses_q8_panel(wt)) {
         const size_t nb = static_cast<size_t>(n_in / kQK32);
         return align64(static_cast<size_t>(n_tokens) * static_cast<size_t>(n_in)) +
@@ -272,6 +275,8 @@ size_t avx2_act_bytes(DType wt, int n_tokens, int64_t n_in) {
 
 ActPanel avx2_act_layout(DType wt, void* scratch, const float* x, int n_tokens, int64_t n_in) {
     if (const int g = i4_group_size(wt)) return i4_act_layout(g, scratch, n_tokens, n_in);
+    if (is_bnb4(wt)) return bnb_act_layout(scratch, n_tokens, n_in);
+    if (wt == DType::I8_LLM) return llm_act_layout(scratch, n_tokens, n_in);
     ActPanel p;
     p.n_tokens = n_tokens;
     p.n_in = n_in;
@@ -298,6 +303,10 @@ ActPanel avx2_act_layout(DType wt, void* scratch, const float* x, int n_tokens, 
 void avx2_quantize_act(DType wt, const ActPanel& p, const float* x, int t0, int t1) {
     if (const int g = i4_group_size(wt)) {
         i4_quantize_act(g, p, x, t0, t1);
+    } else if (is_bnb4(wt)) {
+        bnb_quantize_act(p, x, t0, t1);
+    } else if (wt == DType::I8_LLM) {
+        llm_quantize_act(p, x, t0, t1);
     } else if (uses_q8_panel(wt)) {
         const int64_t nb = p.n_in / kQK32;
         auto* qs = const_cast<int8_t*>(p.qs);
@@ -353,6 +362,10 @@ void avx2_gemm(const WeightView& w, const ActPanel& a, int64_t r0, int64_t r1, i
         case DType::I4_G128:
         case DType::I4_G64: return gemm_i4(i4_group_size(w.dtype), wp, stride, a, n, t0, t1, yp, ldy);
         case DType::I8_ROW: return gemm_i8_row(wp, stride, a, n, t0, t1, yp, ldy);
+        case DType::I8_LLM: return gemm_llm_int8(wp, stride, a, n, t0, t1, yp, ldy);
+        case DType::NF4:
+        case DType::FP4:
+        case DType::NF4_DQ: return gemm_bnb(w, a, r0, r1, t0, t1, y, ldy);
         case DType::F32:
             return gemv ? drive<TileF<LoadF32>::T, 4, 1>(wp, stride, a, n, t0, t1, yp, ldy)
                         : drive<TileF<LoadF32>::T, 4, 2>(wp, stride, a, n, t0, t1, yp, ldy);
@@ -373,7 +386,16 @@ float vec_dot_avx2(DType t, const void* w_row, const void* act_row, int64_t n) {
     const size_t bytes = avx2_act_bytes(t, 1, n);
     if (scratch.size() < bytes) scratch.resize(bytes);
     ActPanel p = avx2_act_layout(t, scratch.data(), static_cast<const float*>(act_row), 1, n);
-    if (const int g = i4_group_size(t)) {
+    if (t == DType::NF4_DQ) {  // its rows decode only with the whole tensor (matmul runs it)
+        assert(false && "vec_dot: NF4_DQ has no one-row form");
+        return NAN;
+    }
+    if (is_bnb4(t)) {
+        avx2_quantize_act(t, p, static_cast<const float*>(act_row), 0, 1);
+    } else if (t == DType::I8_LLM) {
+        p.threshold = llm_int8_threshold(w_row);
+        avx2_quantize_act(t, p, static_cast<const float*>(act_row), 0, 1);
+    } else if (const int g = i4_group_size(t)) {
         i4_fill_act(g, p, static_cast<const BlockQ8_1*>(act_row));
     } else if (uses_q8_panel(t)) {
         const int64_t nb = n / kQK32;

@@ -1,6 +1,7 @@
 // Scalar reference dot products: one weight row against one activation row quantized to
 // activation_type(t). Integer sums per block, then scaled, as the SIMD kernels do.
 #include <cassert>
+#include <cmath>
 #include <cstring>
 
 #include "kernels/cpu/quant_formats.h"
@@ -213,6 +214,9 @@ float vec_dot_scalar(DType t, const void* w, const void* act, int64_t n) {
         case DType::NF4:
         case DType::FP4: return dot_bnb_f32(t, w, static_cast<const float*>(act), n);
         case DType::I8_LLM: return dot_llm_int8(w, static_cast<const float*>(act), n);
+        case DType::NF4_DQ:  // needs the tensor's tail: matmul decodes the absmax (dot_nf4_dq_f32)
+            assert(false && "vec_dot: NF4_DQ has no one-row form");
+            return NAN;
         case DType::F32: {
             const auto* p = static_cast<const float*>(w);
             return dot_float(static_cast<const float*>(act), n, [p](int64_t i) { return p[i]; });
