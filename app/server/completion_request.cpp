@@ -305,6 +305,54 @@ void read_spec(FieldReader& f, const Session& s, SpecParams* out) {
     *out = *sp;
 }
 
+// "kv_eviction": "POLICY[:BUDGET]" or {"policy", "budget", "window", "sinks"}; errors name the field.
+void read_kv_eviction(FieldReader& f, KvEvictionSetting* out) {
+    if (!f.has("kv_eviction")) return;
+    const json& v = f.at("kv_eviction");
+    if (v.is_string()) {
+        auto s = parse_kv_eviction(v.get<std::string>());
+        if (!s) return f.fail(bad_request("kv_eviction: " + s.message(), "kv_eviction"));
+        *out = *s;
+        return;
+    }
+    if (!v.is_object())
+        return f.fail(bad_request("kv_eviction must be \"POLICY:BUDGET\" or {\"policy\", \"budget\"}, got " +
+                                      type_name(v),
+                                  "kv_eviction"));
+    FieldReader sub(v);
+    std::string policy;
+    double budget = 0.5;
+    int64_t window = -1, sinks = 4;
+    sub.string("policy", &policy);
+    sub.number("budget", &budget, 0, 1e7, /*lo_open=*/true);
+    sub.integer("window", &window, 0, 10000000);
+    sub.integer("sinks", &sinks, 0, 1024);
+    if (sub.error()) {
+        ApiError e = *sub.error();
+        e.param = "kv_eviction." + e.param;
+        e.message = "kv_eviction." + e.message;
+        return f.fail(e);
+    }
+    if (policy.empty())
+        return f.fail(bad_request("kv_eviction.policy is missing (streaming, h2o, snapkv, merge or none)",
+                                  "kv_eviction.policy"));
+    auto p = parse_kv_evict_policy(policy);
+    if (!p) return f.fail(bad_request("kv_eviction.policy: " + p.message(), "kv_eviction.policy"));
+    KvEvictionSetting s;
+    s.policy = *p;
+    if (budget < 1) s.budget_fraction = budget;
+    else if (budget == std::floor(budget))
+        s.budget_tokens = static_cast<int>(budget);
+    else
+        return f.fail(bad_request("kv_eviction.budget " + std::to_string(budget) +
+                                      " must be whole tokens (512) or a fraction below 1 (0.5)",
+                                  "kv_eviction.budget"));
+    s.window = static_cast<int>(window);
+    s.sinks = static_cast<int>(sinks);
+    if (Status st = check_kv_eviction(s); !st) return f.fail(bad_request("kv_eviction: " + st.message(), "kv_eviction.budget"));
+    *out = s;
+}
+
 }  // namespace
 
 bool FieldReader::has(const char* name) const { return m_obj.contains(name) && !m_obj[name].is_null(); }
@@ -521,6 +569,7 @@ ParsedJob parse_completion_request(const std::string& body, ApiKind kind, const 
     // vLLM's penalties: repetition over prompt and output, presence / frequency over the output.
     job.params.penalty_scope = SamplingParams::PenaltyScope::vllm;
     read_spec(f, s, &job.spec);
+    read_kv_eviction(f, &job.kv_eviction);
     if (f.error()) {
         out.error = f.error();
         return out;

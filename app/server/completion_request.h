@@ -53,6 +53,9 @@ struct CompletionJob {
     // logprobs asked for (params.logprobs >= 0): how many alternatives each token lists
     // (chat: top_logprobs; completions: the logprobs integer).
     int top_logprobs = -1;
+    // KV Scope's extension "kv_eviction": {"policy": "h2o", "budget": 512} or "h2o:512"
+    // (engine/kv_cache/kv_eviction.h); a budget below 1 is a fraction of prompt + max_tokens.
+    KvEvictionSetting kv_eviction;
 };
 
 // A helper that reads optional, typed fields of a JSON object; the first mistake is kept.

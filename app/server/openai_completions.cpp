@@ -79,7 +79,7 @@ std::shared_ptr<ApiCall> OpenAiServer::submit(const CompletionJob& job, const st
     };
     // n > 1: one engine request computes the prompt once and the other choices fork from it
     // copy-on-write (GenerationRequest::choices); with speculative decoding, n requests.
-    const bool fork = job.n > 1 && !job.spec.enabled();
+    const bool fork = job.n > 1 && !job.spec.enabled() && !job.kv_eviction.enabled();  // evicting caches are their own
     for (size_t p = 0; p < job.prompts.size(); ++p) {
         for (int i = 0; i < job.n; ++i) {
             const int index = static_cast<int>(p) * job.n + i;
@@ -88,6 +88,7 @@ std::shared_ptr<ApiCall> OpenAiServer::submit(const CompletionJob& job, const st
             g.params = job.params;
             g.params.seed = job.params.seed + static_cast<uint64_t>(i);  // vLLM: child i gets seed + i
             g.spec = job.spec;
+            g.kv_eviction = job.kv_eviction;
             g.adapter = job.adapter;
             g.client = client;
             g.on_event = on_event(index);
