@@ -88,6 +88,8 @@ struct EngineOptions {
     bool op_timing = true;
 };
 
+struct BeamHypothesis;
+
 // One event of a request's stream, delivered on the engine's thread.
 struct TokenEvent {
     RequestId id = 0;
@@ -102,6 +104,9 @@ struct TokenEvent {
     // A watermarked request's token: 1 when it is in the green list its predecessor seeds,
     // 0 when not; -1 when the request is not watermarked (or the event has no token).
     int8_t green = -1;
+    // A beam-search request's final event: its hypotheses, best first (Engine::beam_hypotheses);
+    // valid only during the callback, null on every other event.
+    const std::vector<BeamHypothesis>* beams = nullptr;
     // On the final event: the request's milestones (TTFT, TPOT: the one measurement the
     // window, bench and /metrics report); valid only during the callback.
     const RequestMetrics* metrics = nullptr;

@@ -170,6 +170,7 @@ void Engine::beam_finish(BeamGroup& g, std::vector<RequestId>* finished) {
     ev.finished = true;
     ev.finish_reason = g.reason;
     if (m_tok && !g.done.empty()) ev.text = m_tok->decode(g.done.front().tokens);
+    ev.beams = &g.done;
     emit(root, ev);
 }
 

@@ -1,7 +1,9 @@
 #pragma once
 // Generated token ids -> text safe to show, for one request: hides control tokens,
 // holds back split UTF-8 characters and a possible stop-string prefix, and reports an
-// end-of-generation token or a stop string. Shared by generate() and the batching Engine.
+// end-of-generation token or a stop string (not before min_new_tokens tokens, as vLLM's
+// min_tokens: the engine masks end-of-generation logits until then, and a stop string
+// completed earlier is plain text). Shared by generate() and the batching Engine.
 #include <cstdint>
 #include <string>
 
@@ -21,10 +23,11 @@ struct TextStep {
 class TextStream {
 public:
     TextStream(const Tokenizer* tok, const SamplingParams& params)
-        : m_tok(tok), m_ignore_eos(params.ignore_eos), m_stops(params.stop) {}
+        : m_tok(tok), m_ignore_eos(params.ignore_eos), m_min_new(params.min_new_tokens), m_stops(params.stop) {}
 
     TextStep push(int32_t id) {
         TextStep s;
+        ++m_pushed;
         if (!m_tok) return s;  // no tokenizer: ids only
         if (m_tok->is_eog(id) && !m_ignore_eos) {
             s.eog = true;
@@ -32,7 +35,7 @@ public:
         }
         // Control tokens (<|im_start|>, ...) are structure, not text: they are not shown.
         const std::string piece = m_tok->is_control(id) ? std::string() : m_utf8.push(m_tok->token_to_piece(id));
-        const auto m = m_stops.push(piece);
+        const auto m = m_stops.push(piece, m_pushed >= m_min_new);
         s.text = m.emit;
         s.stopped = m.stopped;
         return s;
@@ -48,6 +51,8 @@ public:
 private:
     const Tokenizer* m_tok;
     bool m_ignore_eos;
+    int m_min_new;     // stop strings count from this many tokens on
+    int m_pushed = 0;  // tokens pushed so far
     Utf8Stream m_utf8;
     StopMatcher m_stops;
 };

@@ -10,13 +10,19 @@ StopMatcher::StopMatcher(std::vector<std::string> stops) {
     }
 }
 
-StopCheck StopMatcher::push(std::string_view text) {
+StopCheck StopMatcher::push(std::string_view text, bool may_stop) {
     StopCheck out;
     if (m_stopped) {
         out.stopped = true;
         return out;
     }
     m_held.append(text);
+    if (!may_stop) {
+        const size_t n_keep = partial_match_len();
+        out.emit = m_held.substr(0, m_held.size() - n_keep);
+        m_held.erase(0, m_held.size() - n_keep);
+        return out;
+    }
     // Earliest occurrence of any stop string wins; on the same start, the first listed.
     size_t best_pos = std::string::npos;
     for (size_t i = 0; i < m_stops.size(); ++i) {

@@ -23,8 +23,10 @@ public:
     explicit StopMatcher(std::vector<std::string> stops);  // empty strings are ignored
 
     // Appends text. When a stop string occurs, emits the text before its earliest
-    // occurrence and drops everything from there on; later pushes emit nothing.
-    StopCheck push(std::string_view text);
+    // occurrence and drops everything from there on; later pushes emit nothing. With
+    // may_stop false (min_new_tokens not reached yet) a stop string is ordinary text: all
+    // is emitted but a tail that could start one.
+    StopCheck push(std::string_view text, bool may_stop = true);
     // Releases the held-back tail (call at the end when no stop string matched).
     std::string flush();
 
