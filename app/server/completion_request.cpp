@@ -1,5 +1,7 @@
 #include "app/server/completion_request.h"
 
+#include "app/server/beam_search_fields.h"
+
 #include <climits>
 #include <cmath>
 #include <cstdio>
@@ -205,15 +207,15 @@ std::vector<std::vector<int32_t>> completion_prompts(const json& body, const Ses
 }
 
 // Fields whose features the engine does not have: refused, never silently ignored.
-void refuse_unsupported(FieldReader& f) {
+void refuse_unsupported(FieldReader& f, bool beam_search) {
     auto refuse = [&](const char* name, const std::string& why) {
         f.fail(bad_request(std::string(name) + " is not supported by this server: " + why, name, "unsupported"));
     };
     bool echo = false;
     if (f.boolean("echo", &echo) && echo) refuse("echo", "the reply holds the generated text only");
     int64_t best_of = 1;
-    if (f.integer("best_of", &best_of, 1, 1 << 20) && best_of > 1)
-        refuse("best_of", "use n for several choices (each is returned)");
+    if (!beam_search && f.integer("best_of", &best_of, 1, 1 << 20) && best_of > 1)
+        refuse("best_of", "use n for several choices (each is returned), or use_beam_search");
     if (f.has("suffix")) refuse("suffix", "the engine does not fill in the middle");
     if (f.has("logit_bias")) {
         const json& v = f.at("logit_bias");
@@ -563,13 +565,14 @@ ParsedJob parse_completion_request(const std::string& body, ApiKind kind, const 
     f.integer(mt_param, &max_tokens, 1, INT32_MAX);
     if (kind == ApiKind::completion && max_tokens < 0) max_tokens = 16;  // OpenAI's default for completions
     job.params.max_tokens = static_cast<int32_t>(max_tokens);
-    refuse_unsupported(f);
+    refuse_unsupported(f, f.has("use_beam_search") && f.at("use_beam_search") == true);
     read_logprobs(f, kind, &job.top_logprobs);
     job.params.logprobs = job.top_logprobs;
     // vLLM's penalties: repetition over prompt and output, presence / frequency over the output.
     job.params.penalty_scope = SamplingParams::PenaltyScope::vllm;
     read_spec(f, s, &job.spec);
     read_kv_eviction(f, &job.kv_eviction);
+    read_beam_search_fields(f, &job);
     if (f.error()) {
         out.error = f.error();
         return out;

@@ -10,7 +10,8 @@
 // frequency_penalty, repetition_penalty, seed, stop, n, stream, stream_options.include_usage,
 // ignore_eos, user, logprobs (chat: a boolean, with top_logprobs 0..20; completions: an
 // integer 0..20), the extensions return_token_ids (vLLM's) and `speculative` ("ngram" | "layer-skip" | "int4" | a
-// draft name, or {"method", "k", "adaptive"}). echo, best_of > 1,
+// draft name, or {"method", "k", "adaptive"}), vLLM's min_tokens, use_beam_search, best_of
+// and length_penalty (app/server/beam_search_fields.h). echo, best_of > 1 without beam search,
 // suffix, logit_bias, tools and non-text response formats are refused by name (the engine
 // does not give what they need).
 #include <cstdint>
@@ -56,6 +57,9 @@ struct CompletionJob {
     // KV Scope's extension "kv_eviction": {"policy": "h2o", "budget": 512} or "h2o:512"
     // (engine/kv_cache/kv_eviction.h); a budget below 1 is a fraction of prompt + max_tokens.
     KvEvictionSetting kv_eviction;
+    // vLLM's use_beam_search (app/server/beam_search_fields.h): the beams of each prompt's
+    // one engine request (2..8), whose n best hypotheses are its choices; 1: sampling.
+    int beam_width = 1;
 };
 
 // A helper that reads optional, typed fields of a JSON object; the first mistake is kept.

@@ -123,7 +123,8 @@ void OpenAiServer::handle_completion(const httplib::Request& req, httplib::Respo
     // The connection of a non-streamed reply, found before the engine starts on it.
     const int client_fd =
         job.stream ? -1 : find_client_socket(req.local_addr, req.local_port, req.remote_addr, req.remote_port);
-    auto call = submit(job, client_label(req.remote_addr, job.user));
+    const std::string client = client_label(req.remote_addr, job.user);
+    auto call = job.beam_width > 1 ? submit_beam(job, client) : submit(job, client);
     const bool chat = kind == ApiKind::chat;
     const std::string id = new_id(chat ? "chatcmpl-" : "cmpl-");
     const int64_t created = unix_now();

@@ -119,6 +119,8 @@ private:
     bool admit(int k);
     void release(int k);
     std::shared_ptr<ApiCall> submit(const CompletionJob& job, const std::string& client);
+    // use_beam_search (openai_beam.cpp): one beam request per prompt, its n best hypotheses the choices.
+    std::shared_ptr<ApiCall> submit_beam(const CompletionJob& job, const std::string& client);
     void cancel(const ApiCall& call);
     // The unknown-model error (404 model_not_found), or nullopt when the request names this
     // server's model, one of the Session's LoRA adapters (then *adapter is set, if given) or none.
