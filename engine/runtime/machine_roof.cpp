@@ -17,10 +17,6 @@
 
 namespace kvs {
 
-namespace {
-using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
-
 std::string cpu_model_name() {
     std::ifstream in("/proc/cpuinfo");
     std::string line;
@@ -31,6 +27,10 @@ std::string cpu_model_name() {
         }
     return "unknown CPU";
 }
+
+namespace {
+using Clock = std::chrono::steady_clock;
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 int threads_for(int n_threads) {
     return n_threads > 0 ? n_threads : static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));

@@ -36,6 +36,9 @@ struct RoofOptions {
 // Runs both micro-benchmarks (about opt.seconds; no model needed). Errors: no CPU backend.
 Result<MachineRoof> measure_machine_roof(const RoofOptions& opt = {});
 
+// The CPU's model name from /proc/cpuinfo ("unknown CPU" when it has none).
+std::string cpu_model_name();
+
 // The cache file: $XDG_CACHE_HOME/kvscope/machine_roof.json (~/.cache/... without it).
 std::string machine_roof_cache_path();
 // The cached roof of this CPU, kernel level and thread count (0: one per core); nullopt when

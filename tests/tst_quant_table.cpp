@@ -1,0 +1,272 @@
+// ctest-labels: unit model
+// engine/quant/quant_table (the comparison table's JSON and CSV) and quant_table_run (its
+// measurement) on a tiny model: the JSON round-trips, the reader refuses bad files naming
+// the row and the field, the CSV quotes what needs quoting; a measured table has every
+// scheme, the reference measured against itself at KL 0 and top-1 1, a scheme that cannot
+// apply as a row that says why, and a run that can be cancelled.
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
+#include "engine/quant/quant_table.h"
+#include "engine/quant/quant_table_run.h"
+#include "tests/support/tiny_model.h"
+
+using namespace kvs;
+using json = nlohmann::json;
+
+namespace {
+
+QuantTable sampleTable() {
+    QuantTable t;
+    t.model = "tiny";
+    t.n_params = 123456;
+    t.machine = "Test CPU (cpu-avx2, 2 threads)";
+    QuantTableRow ref;
+    ref.scheme = "ref";
+    ref.label = "reference";
+    ref.bits_per_weight = 32;
+    ref.size_bytes = 1000000;
+    ref.ppl = 10.5;
+    ref.ppl_err = 0.25;
+    ref.mean_kl = 0;
+    ref.top1 = 1;
+    ref.first_divergence = 64;
+    ref.prefill_tok_s = 500.5;
+    ref.decode_tok_s = 50.25;
+    QuantTableRow q = ref;
+    q.scheme = "int4-gptq";
+    q.label = "GPTQ";
+    q.bits_per_weight = 4.5;
+    q.mean_kl = 0.0625;
+    q.top1 = 0.875;
+    QuantTableRow na;
+    na.scheme = "q4_k";
+    na.label = "Q4_K_M-style GGUF";
+    na.note = "cannot be made: rows of 64, \"blocks\" of 256";  // a comma and quotes for the CSV
+    t.rows = {ref, q, na};
+    return t;
+}
+
+std::vector<int32_t> someTokens(int n, int n_vocab) {
+    std::vector<int32_t> t(static_cast<size_t>(n));
+    for (int i = 0; i < n; ++i) t[size_t(i)] = int32_t((i * 37 + 11) % n_vocab);
+    return t;
+}
+
+}  // namespace
+
+class TestQuantTable : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void jsonHasTheAgreedShape() {
+        const json j = quant_table_to_json(sampleTable());
+        QCOMPARE(j["format"].get<std::string>(), std::string("kvscope-quant-table"));
+        QCOMPARE(j["version"].get<int>(), 1);
+        QCOMPARE(j["n_params"].get<int64_t>(), int64_t(123456));
+        const json& r = j["rows"][1];
+        for (const char* k : {"scheme", "label", "bits_per_weight", "size_bytes", "ppl", "ppl_err", "mean_kl", "top1",
+                              "first_divergence", "prefill_tok_s", "decode_tok_s", "note"})
+            QVERIFY2(r.contains(k), k);
+        QCOMPARE(r.size(), size_t(12));
+        QCOMPARE(r["top1"].get<double>(), 0.875);
+        const json& na = j["rows"][2];
+        QVERIFY(na["ppl"].is_null() && na["size_bytes"].is_null() && na["decode_tok_s"].is_null());
+    }
+
+    void jsonRoundTrips() {
+        QTemporaryDir dir;
+        const std::string path = dir.filePath("t.json").toStdString();
+        const QuantTable t = sampleTable();
+        QVERIFY(write_quant_table_json(t, path).is_ok());
+        auto back = read_quant_table(path);
+        QVERIFY2(back, back.message().c_str());
+        QCOMPARE(quant_table_to_json(back.value()).dump(), quant_table_to_json(t).dump());
+        QVERIFY(back->find("q4_k") && !back->find("q4_k")->measured());
+        QVERIFY(!back->find("nf4"));
+        QVERIFY(!QFile::exists(dir.filePath("t.json.tmp")));
+    }
+
+    void readerRefusesBadFiles_data() {
+        QTest::addColumn<QString>("patch");  // a JSON merge patch applied to the sample
+        QTest::addColumn<QString>("expect");
+        QTest::newRow("format") << R"({"format": "something-else"})"
+                                << "\"format\" is \"something-else\"";
+        QTest::newRow("version") << R"({"version": 2})"
+                                 << "version 2 is not supported";
+        QTest::newRow("rows not an array") << R"({"rows": {}})"
+                                           << "\"rows\" is not an array";
+        QTest::newRow("model missing") << R"({"model": null})"
+                                       << "the key \"model\" is missing";
+        QTest::newRow("n_params negative") << R"({"n_params": -5})"
+                                           << "\"n_params\" is -5";
+    }
+    void readerRefusesBadFiles() {
+        QFETCH(QString, patch);
+        QFETCH(QString, expect);
+        json j = quant_table_to_json(sampleTable());
+        j.merge_patch(json::parse(patch.toStdString()));
+        auto t = quant_table_from_json(j, "x.json");
+        QVERIFY(!t);
+        QVERIFY2(QString::fromStdString(t.message()).contains(expect), t.message().c_str());
+        QVERIFY2(t.message().rfind("x.json", 0) == 0, t.message().c_str());
+    }
+
+    void readerNamesTheRowAndField_data() {
+        QTest::addColumn<QString>("key");
+        QTest::addColumn<QString>("value");
+        QTest::addColumn<QString>("expect");
+        QTest::newRow("top1 over 1") << "top1"
+                                     << "1.5"
+                                     << "rows[1]: \"top1\" is 1.5, expected 0 .. 1";
+        QTest::newRow("ppl a string") << "ppl"
+                                      << "\"high\""
+                                      << "rows[1]: \"ppl\" is string, expected a number";
+        QTest::newRow("size fractional") << "size_bytes"
+                                         << "1.5"
+                                         << "rows[1]: \"size_bytes\" is number";
+        QTest::newRow("negative speed") << "decode_tok_s"
+                                        << "-3"
+                                        << "rows[1]: \"decode_tok_s\" is -3";
+        QTest::newRow("scheme empty") << "scheme"
+                                      << "\"\""
+                                      << "rows[1]: \"scheme\" is empty";
+        QTest::newRow("note a number") << "note"
+                                       << "7"
+                                       << "rows[1]: \"note\" is number, expected a string";
+    }
+    void readerNamesTheRowAndField() {
+        QFETCH(QString, key);
+        QFETCH(QString, value);
+        QFETCH(QString, expect);
+        json j = quant_table_to_json(sampleTable());
+        j["rows"][1][key.toStdString()] = json::parse(value.toStdString());
+        auto t = quant_table_from_json(j, "x.json");
+        QVERIFY(!t);
+        QVERIFY2(QString::fromStdString(t.message()).contains(expect), t.message().c_str());
+        j = quant_table_to_json(sampleTable());
+        j["rows"][1].erase(key.toStdString());
+        auto m = quant_table_from_json(j, "x.json");
+        QVERIFY(!m);
+        QVERIFY2(QString::fromStdString(m.message()).contains("rows[1]: the key \"" + key + "\" is missing"),
+                 m.message().c_str());
+    }
+
+    void readerIgnoresUnknownKeys() {
+        json j = quant_table_to_json(sampleTable());
+        j["later"] = {1, 2};
+        j["rows"][0]["kl_p99"] = 0.5;
+        QVERIFY(quant_table_from_json(j));
+        auto bad = read_quant_table("/no/such/table.json");
+        QVERIFY(!bad);
+        QVERIFY2(bad.message().find("/no/such/table.json") != std::string::npos, bad.message().c_str());
+    }
+
+    void csvQuotesAndNulls() {
+        const std::string csv = quant_table_csv(sampleTable());
+        const QStringList lines = QString::fromStdString(csv).split('\n', Qt::SkipEmptyParts);
+        QCOMPARE(lines.size(), 4);
+        QCOMPARE(lines[0], QString("scheme,label,bits_per_weight,size_bytes,ppl,ppl_err,mean_kl,top1,first_divergence,"
+                                   "prefill_tok_s,decode_tok_s,note"));
+        QCOMPARE(lines[2], QString("int4-gptq,GPTQ,4.5,1000000,10.5,0.25,0.0625,0.875,64,500.5,50.25,"));
+        QCOMPARE(lines[3], QString("q4_k,Q4_K_M-style GGUF,,,,,,,,,,"
+                                   "\"cannot be made: rows of 64, \"\"blocks\"\" of 256\""));
+    }
+
+    void schemeListIsTheIssues() {
+        QStringList names;
+        for (const QuantTableScheme& s : quant_table_schemes()) names << s.scheme;
+        QCOMPARE(names, QStringList({"ref", "int8", "llm-int8", "nf4", "fp4", "int4-rtn", "int4-gptq", "int4-gptq-act",
+                                     "int4-awq", "q4_k", "q8_0"}));
+        QCOMPARE(quant_table_label("int4-gptq-act"), std::string("GPTQ act-order"));
+        QCOMPARE(quant_table_label("q5_k"), std::string("q5_k"));
+    }
+
+    // The whole table on a tiny model (64-wide rows: Q4_K's blocks of 256 cannot apply).
+    void measuresEveryScheme() {
+        QTemporaryDir dir;
+        test::TinyModelSpec spec;
+        auto m = test::write_and_load_tiny_gguf(dir.filePath("tiny.gguf").toStdString(), spec);
+        QVERIFY2(m, m.message().c_str());
+        const int n_vocab = (*m)->config.n_vocab;
+        QuantTableOptions o;
+        o.eval_tokens = someTokens(256, n_vocab);
+        o.n_ctx = 64;
+        o.calibration_tokens = someTokens(128, n_vocab);
+        o.n_prompt = 32;
+        o.n_gen = 8;
+        o.runner.n_threads = 1;
+        std::vector<double> fractions;
+        o.on_progress = [&](const std::string&, double f) {
+            fractions.push_back(f);
+            return true;
+        };
+        auto t = measure_quant_table(*m, o);
+        QVERIFY2(t, t.message().c_str());
+        QCOMPARE(t->rows.size(), quant_table_schemes().size());
+        for (size_t i = 0; i < t->rows.size(); ++i)
+            QCOMPARE(t->rows[i].scheme, std::string(quant_table_schemes()[i].scheme));
+        QCOMPARE(t->n_params.value_or(0), (*m)->n_params);
+        QVERIFY(!t->machine.empty());
+        const QuantTableRow& ref = t->rows[0];
+        QCOMPARE(ref.mean_kl.value_or(-1), 0.0);  // measured: the reference against itself
+        QCOMPARE(ref.top1.value_or(-1), 1.0);
+        QVERIFY(!ref.first_divergence);  // no prompts given: not measured
+        for (const QuantTableRow& r : t->rows) {
+            if (r.scheme == "q4_k") {
+                QVERIFY2(!r.measured() && r.note.find("cannot be made") != std::string::npos, r.note.c_str());
+                continue;
+            }
+            QVERIFY2(r.measured() && r.note.empty(), r.scheme.c_str());
+            QVERIFY(*r.ppl > 1 && *r.ppl<10 * n_vocab&& * r.ppl_err> 0);
+            QVERIFY(*r.mean_kl >= 0 && *r.top1 >= 0 && *r.top1 <= 1);
+            QVERIFY(*r.prefill_tok_s > 0 && *r.decode_tok_s > 0);
+            QVERIFY(*r.size_bytes > 0 && *r.bits_per_weight > 3 && *r.bits_per_weight <= 32);
+            if (r.scheme != "ref") QVERIFY2(*r.mean_kl > 0, r.scheme.c_str());
+        }
+        // the formats' storage by hand: Q8_0 34 bytes per 32, NF4 / FP4 4 bits + a float absmax per 64
+        QCOMPARE(*t->find("q8_0")->bits_per_weight, 8.5);
+        QCOMPARE(*t->find("nf4")->bits_per_weight, 4.5);
+        QCOMPARE(*t->find("fp4")->bits_per_weight, 4.5);
+        QVERIFY(*t->find("int8")->mean_kl < *t->find("int4-rtn")->mean_kl);
+        QVERIFY(std::is_sorted(fractions.begin(), fractions.end()));
+        QCOMPARE(fractions.back(), 1.0);
+    }
+
+    void cancelsAndRefusesBadInput() {
+        QTemporaryDir dir;
+        auto m = test::write_and_load_tiny_gguf(dir.filePath("tiny.gguf").toStdString(), test::TinyModelSpec{});
+        QVERIFY2(m, m.message().c_str());
+        QuantTableOptions o;
+        o.eval_tokens = someTokens(128, (*m)->config.n_vocab);
+        o.n_ctx = 64;
+        o.speed = false;
+        o.schemes = {"q8_0", "int8"};
+        int calls = 0;
+        o.on_progress = [&](const std::string&, double) { return ++calls < 3; };
+        auto t = measure_quant_table(*m, o);
+        QVERIFY(!t);
+        QVERIFY2(t.message().find("cancelled") != std::string::npos, t.message().c_str());
+        QCOMPARE(calls, 3);
+
+        o.on_progress = nullptr;
+        o.schemes = {"q8_0", "bogus"};
+        auto u = measure_quant_table(*m, o);
+        QVERIFY(!u);
+        QVERIFY2(u.message().find("bogus") != std::string::npos, u.message().c_str());
+        o.schemes = {"int4-awq"};  // no calibration tokens: a row that says so
+        auto a = measure_quant_table(*m, o);
+        QVERIFY2(a, a.message().c_str());
+        QVERIFY2(a->rows[1].note.find("calibration") != std::string::npos, a->rows[1].note.c_str());
+        o.eval_tokens.resize(10);
+        auto s = measure_quant_table(*m, o);
+        QVERIFY(!s);
+        QVERIFY2(s.message().find("fewer than one chunk") != std::string::npos, s.message().c_str());
+    }
+};
+
+QTEST_GUILESS_MAIN(TestQuantTable)
+#include "tst_quant_table.moc"
