@@ -32,6 +32,9 @@ QuantCompareDock::QuantCompareDock(EngineBridge* bridge, ui::QuantCompareView* v
     connect(m_worker, &QuantCompareWorker::building, this, [this](qint64 id, const QString& what) {
         if (id == m_run) m_view->setBusy(what);
     });
+    connect(m_worker, &QuantCompareWorker::buildProgress, this, [this](qint64 id, const QString& what, double f) {
+        if (id == m_run) m_view->setBuildProgress(what, f);
+    });
     connect(m_worker, &QuantCompareWorker::started, this,
             [this](qint64 id, const ui::QuantSideInfo& ref, const ui::QuantSideInfo& var) {
                 if (id == m_run) m_view->begin(ref, var);

@@ -62,12 +62,16 @@ void QuantCompareWorker::setModel(std::shared_ptr<const Model> model) {
 
 qint64 QuantCompareWorker::requestCompare(const ui::QuantCompareRequest& request) {
     const qint64 id = ++m_lastId;
+    m_stopBuild = true;  // a build for an older run is not wanted any more
     QMetaObject::invokeMethod(
         this, [this, id, request] { run(id, request); }, Qt::QueuedConnection);
     return id;
 }
 
-void QuantCompareWorker::cancel() { m_cancelledUpTo = m_lastId.load(); }
+void QuantCompareWorker::cancel() {
+    m_cancelledUpTo = m_lastId.load();
+    m_stopBuild = true;
+}
 
 bool QuantCompareWorker::stopped(qint64 runId) const {
     return runId <= m_cancelledUpTo.load() || runId < m_lastId.load();
@@ -104,12 +108,25 @@ const QuantVariant* QuantCompareWorker::variant(const std::string& name, qint64 
         std::rotate(hit, hit + 1, m_variants.end());  // most recently used last
         return &m_variants.back();
     }
-    auto v = make_quant_variant(m_session->model_ptr(), name, kAwqCalibrationTokens, [&](const std::string& what) {
-        QString text = qs(what);
-        if (what.rfind("Quantizing", 0) == 0)
-            text += tr(" (AWQ calibrates on 1024 tokens and searches every layer: about 1.5 minutes on 2 cores)");
-        Q_EMIT building(runId, text);
-    });
+    m_stopBuild = false;
+    if (stopped(runId)) {  // cancelled or replaced before the flag was cleared
+        *error = tr("Stopped.");
+        return nullptr;
+    }
+    auto last = std::chrono::steady_clock::now() - std::chrono::seconds(1);
+    const Progress progress(
+        [&](const std::string& what, double fraction) {
+            const auto now = std::chrono::steady_clock::now();
+            if (fraction < 1.0 && now - last < std::chrono::milliseconds(100)) return;  // at most 10 a second
+            last = now;
+            Q_EMIT buildProgress(runId, tr("Building %1: %2").arg(qs(name), qs(what)), fraction);
+        },
+        &m_stopBuild);
+    auto v = make_quant_variant(m_session->model_ptr(), name, kAwqCalibrationTokens, progress);
+    if (!v && Progress::is_cancelled(v.status())) {
+        *error = tr("Stopped: the %1 variant was not finished (%2).").arg(qs(name), qs(v.message()));
+        return nullptr;
+    }
     if (!v) {
         *error = qs(v.message());
         return nullptr;
@@ -130,7 +147,7 @@ void QuantCompareWorker::run(qint64 runId, const ui::QuantCompareRequest& req) {
     if (QString err = prepare(model, runId); !err.isEmpty()) return Q_EMIT failed(runId, err);
     QString err;
     const QuantVariant* var = variant(req.scheme.toStdString(), runId, &err);
-    if (!var) return Q_EMIT failed(runId, err);
+    if (!var) return stopped(runId) ? Q_EMIT finished(runId, err) : Q_EMIT failed(runId, err);
     if (stopped(runId))
         return Q_EMIT finished(runId, tr("Stopped (the %1 variant is built and kept).").arg(req.scheme));
 

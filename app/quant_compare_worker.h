@@ -10,8 +10,9 @@
 // template to the prompt as the chats do, run both models token by token and report each
 // position with `token`. Every signal carries the run id that requestCompare returned;
 // signals of a run the GUI stopped or replaced can be ignored by id. cancel() stops the
-// current run before its next token; a variant being built cannot be interrupted, but its
-// run ends as soon as the build returns (the variant stays cached for the next time).
+// current run before its next token, and a variant being built at its next layer or
+// calibration chunk (engine/core/progress.h; the half-built variant is dropped), reported
+// with `buildProgress` (words and fraction) while it builds.
 #include <QObject>
 #include <QString>
 #include <atomic>
@@ -51,6 +52,7 @@ public:
 
 Q_SIGNALS:
     void building(qint64 runId, const QString& what);
+    void buildProgress(qint64 runId, const QString& what, double fraction);
     void started(qint64 runId, const kvs::ui::QuantSideInfo& reference, const kvs::ui::QuantSideInfo& variant);
     void token(qint64 runId, const kvs::ui::QuantTokenEvent& event);
     void finished(qint64 runId, const QString& summary);
@@ -70,6 +72,8 @@ private:
     const int m_nThreads;
     std::atomic<qint64> m_lastId{0};
     std::atomic<qint64> m_cancelledUpTo{0};
+    // Set by cancel() and by a newer request: the variant build in flight stops.
+    std::atomic<bool> m_stopBuild{false};
     mutable std::mutex m_mu;  // guards m_next
     std::shared_ptr<const Model> m_next;
     // Worker thread only:

@@ -394,8 +394,8 @@ private Q_SLOTS:
         QVERIFY(c.is_ok());
         QCOMPARE(c->n_steps, 3);
         QCOMPARE(c->stop_reason, std::string("cancelled"));
-        std::atomic<bool> cancel{true};
-        so.cancel = &cancel;
+        CancelFlag cancel{true};
+        so.progress = Progress({}, &cancel);
         auto pre = (*sbs)->run(tok.value(), {7, 8, 9}, so, nullptr);
         QVERIFY(pre.is_ok());
         QCOMPARE(pre->n_steps, 0);

@@ -16,6 +16,7 @@
 #include <QTextCursor>
 #include <QVBoxLayout>
 #include <algorithm>
+#include <cmath>
 
 #include "ui/qcp.h"
 #include "ui/request_colors.h"
@@ -304,6 +305,15 @@ void QuantCompareView::setRunning(bool running) {
 
 void QuantCompareView::setBusy(const QString& what) {
     setRunning(true);
+    m_busy->setRange(0, 0);  // busy, no fraction known
+    m_status->setText(what);
+}
+
+void QuantCompareView::setBuildProgress(const QString& what, double fraction) {
+    setRunning(true);
+    m_busy->setRange(0, 1000);
+    m_busy->setValue(int(std::lround(std::clamp(fraction, 0.0, 1.0) * 1000.0)));
+    m_busy->setFormat(QStringLiteral("%1%").arg(int(std::floor(std::clamp(fraction, 0.0, 1.0) * 100.0))));
     m_status->setText(what);
 }
 
@@ -323,6 +333,7 @@ void QuantCompareView::begin(const QuantSideInfo& reference, const QuantSideInfo
     m_ref = reference;
     m_var = variant;
     setRunning(true);
+    m_busy->setRange(0, 0);
     m_status->setText(tr("Comparing %1 with %2…").arg(variant.label, reference.label));
     updateFigures();
     updatePlot();

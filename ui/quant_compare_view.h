@@ -46,6 +46,8 @@ public:
     void setReady(bool ready, const QString& why = {});
     // A comparison was asked for: Compare off, Stop on, `what` beside a busy bar.
     void setBusy(const QString& what);
+    // A variant being built: `what` beside a bar at `fraction` (0..1); Stop cancels the build.
+    void setBuildProgress(const QString& what, double fraction);
     // A new comparison starts: both columns and the plot are cleared.
     // A new run was asked for: the previous result leaves the screen at once.
     void clearResult();

@@ -1,9 +1,12 @@
 // kvscope quantize: re-encode a model's linears with a quantization scheme and save the
 // variant (GGUF for GGML types, an AutoAWQ folder for INT4; engine/quant/save_variant.h).
+// Progress on stderr (app/cli/progress_line.h); Ctrl+C cancels with exit code 130 and no
+// output file.
 #include <chrono>
 #include <cstdio>
 
 #include "app/cli/commands.h"
+#include "app/cli/progress_line.h"
 #include "engine/quant/calibration.h"
 #include "engine/quant/quantize.h"
 #include "engine/quant/save_variant.h"
@@ -29,21 +32,31 @@ int cmd_quantize(const QuantizeOptions& o) {
         }
         qo.calibration_tokens = std::move(tokens.value());
     }
+    // Progress on stderr (in place on a terminal); Ctrl+C stops the work and leaves no
+    // output behind (save_variant writes under a temporary name and renames at the end).
+    SigintCancel sigint;
+    ProgressLine line(scheme->name);
+    const Progress progress = line.progress(sigint.flag());
     const auto t0 = std::chrono::steady_clock::now();
-    qo.on_progress = [&](int layer, int n_layer) {  // a progress line on the terminal
-        std::fprintf(stderr, "\r%s: layer %d / %d (%.0f s)", scheme->name.c_str(), layer + 1, n_layer,
-                     std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-        if (layer + 1 == n_layer) std::fprintf(stderr, "\n");
-        return true;
-    };
+    qo.progress = progress.part(0.0, 0.95);
     auto variant = quantize_model(model, scheme.value(), qo);
+    auto cancelled = [&](const Status& st) {
+        line.finish();
+        std::fprintf(stderr, "cancelled: %s; nothing was written to %s\n", st.message().c_str(), o.out.c_str());
+        return kExitCancelled;
+    };
     if (!variant) {
+        if (Progress::is_cancelled(variant.status())) return cancelled(variant.status());
+        line.finish();
         std::fprintf(stderr, "error: %s\n", variant.message().c_str());
         return 1;
     }
     const auto t1 = std::chrono::steady_clock::now();
-    auto saved = save_variant(*variant.value(), o.out);
+    progress.report("saving " + o.out, 0.95);
+    auto saved = save_variant(*variant.value(), o.out, progress.part(0.95, 1.0));
+    line.finish();
     if (!saved) {
+        if (Progress::is_cancelled(saved.status())) return cancelled(saved.status());
         std::fprintf(stderr, "error: %s\n", saved.message().c_str());
         return 1;
     }

@@ -248,6 +248,8 @@ Result<std::shared_ptr<Model>> awq_quantize(std::shared_ptr<const Model> source,
     const auto t0 = clock::now();
     CalibrationOptions copt = opt.calibration;
     copt.n_threads = opt.n_threads;
+    copt.progress = opt.progress.part(0.0, 0.1);
+    const Progress search = opt.progress.part(0.1, 1.0);
     if (opt.loss == AwqLoss::Block &&
         (copt.skip_first != 0 || static_cast<int64_t>(calibration_tokens.size()) > copt.max_rows))
         return R::error("AWQ's block loss needs every calibration token's activations: give at most " +
@@ -274,10 +276,16 @@ Result<std::shared_ptr<Model>> awq_quantize(std::shared_ptr<const Model> source,
     std::vector<AwqLayerStats> stats(source->layers.size());
     const int n_rows = calib->n_rows;
 
-    std::atomic<int> next{0};
+    std::atomic<int> next{0}, n_done{0};
+    std::atomic<bool> stopped{false};
+    search.report("AWQ: searching scales, layer 0 / " + std::to_string(c.n_layer), 0.0);
     auto worker = [&]() {
         auto be = make_cpu_backend(1);
         for (int l = next++; l < c.n_layer; l = next++) {
+            if (search.cancelled()) {
+                stopped = true;
+                break;
+            }
             const size_t li = static_cast<size_t>(l);
             FloatLayer f = to_float(source->layers[li], c);
             LayerActivations& a = calib->layers[li];
@@ -285,12 +293,18 @@ Result<std::shared_ptr<Model>> awq_quantize(std::shared_ptr<const Model> source,
             if (opt.clip) clip_layer(*be, c, f, a, n_rows, opt);
             a = LayerActivations{};  // done with this layer's activations
             store_layer(f, li, opt, *storage, m->layers[li]);
+            const int done = ++n_done;
+            search.report("AWQ: searching scales, layer " + std::to_string(done) + " / " + std::to_string(c.n_layer),
+                          done, c.n_layer);
         }
     };
     std::vector<std::thread> helpers;
     for (int t = 1; t < opt.n_threads; ++t) helpers.emplace_back(worker);
     worker();
     for (auto& h : helpers) h.join();
+    if (stopped)
+        return Progress::cancelled_status("AWQ after " + std::to_string(n_done.load()) + " of " +
+                                          std::to_string(c.n_layer) + " layers");
     const auto t2 = clock::now();
 
     recount_weights(*m);

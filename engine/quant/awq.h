@@ -33,6 +33,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/core/progress.h"
 #include "engine/core/status.h"
 #include "engine/model/model.h"
 #include "engine/quant/calibration.h"
@@ -73,6 +74,10 @@ struct AwqOptions {
     int group_size = 128;  // INT4 group; rows it does not divide use 64 (rows of 576)
     int n_threads = 2;     // layers are searched in parallel
     CalibrationOptions calibration;
+    // Calibration (the first tenth, replacing calibration.progress), then one report per layer
+    // searched; cancelled: the layers being searched finish, no new one starts, and
+    // awq_quantize returns Progress::cancelled_status.
+    Progress progress;
 };
 
 // What the search chose, per layer; alpha -1 and losses 0 for a group that was skipped.
@@ -92,7 +97,7 @@ struct AwqReport {
 };
 
 // The AWQ variant of `source`. Errors: no calibration tokens, a linear whose row length is
-// a multiple of neither group_size nor 64, an INT4 group_size other than 128 / 64.
+// a multiple of neither group_size nor 64, an INT4 group_size other than 128 / 64, cancellation.
 Result<std::shared_ptr<Model>> awq_quantize(std::shared_ptr<const Model> source,
                                             const std::vector<int32_t>& calibration_tokens,
                                             const AwqOptions& options = {}, AwqReport* report = nullptr);

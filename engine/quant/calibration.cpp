@@ -97,8 +97,11 @@ Result<CalibrationData> collect_activations(std::shared_ptr<const Model> model, 
             b.max_blocks_per_seq = n_blocks;
             for (int i = 0; i < n_blocks; ++i) b.block_tables.push_back(i);
             sampler.chunk_start = start;
+            KVS_RETURN_IF_ERROR(
+                options.progress.check("calibration at token " + std::to_string(start) + " of " + std::to_string(n)));
             Status st = forward.forward(b, &no_logits);
             if (!st) return R::error("calibration: " + st.message());
+            options.progress.report("calibrating on " + std::to_string(n) + " tokens", start + len, n);
         }
     }
     return data;

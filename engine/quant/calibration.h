@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/progress.h"
 #include "engine/core/status.h"
 #include "engine/model/model.h"
 
@@ -38,11 +39,14 @@ struct CalibrationOptions {
     // attention sink with activations orders of magnitude above the rest). 0 like AutoAWQ;
     // skipping it did not help AWQ on SmolLM2-135M.
     int skip_first = 0;
+    // Hears each chunk run (stage "calibrating"); cancelled: collect_activations returns
+    // Progress::cancelled_status before the next chunk.
+    Progress progress;
 };
 
 // Runs `tokens` through `model` as sequences of options.seq_len on the CPU backend and samples every
 // ceil((n - skip_first) / max_rows)-th token's activations after the first skip_first. Errors: no tokens, a token
-// outside the vocabulary, more tokens than the model's training context.
+// outside the vocabulary, more tokens than the model's training context, cancellation.
 Result<CalibrationData> collect_activations(std::shared_ptr<const Model> model, const std::vector<int32_t>& tokens,
                                             const CalibrationOptions& options = {});
 

@@ -198,14 +198,22 @@ Result<QualityReport> compare_quality(std::shared_ptr<const Model> reference,
     Sums ref_nll;
     std::vector<VariantAcc> acc(variants.size());
     std::vector<float> ref_logits, var_logits;  // [n_ctx - first, n_vocab] each, one chunk
+    const int n_models = int(variants.size()) + 1;
     for (int c = 0; c < plan->n_chunks; ++c) {
+        KVS_RETURN_IF_ERROR(opt.progress.check("evaluation at chunk " + std::to_string(c + 1) + " of " +
+                                               std::to_string(plan->n_chunks)));
+        const std::string stage = "evaluating chunk " + std::to_string(c + 1) + " / " + std::to_string(plan->n_chunks);
+        const Progress chunk_progress = opt.progress.step(c, plan->n_chunks);
         std::vector<int32_t> chunk(tokens.begin() + int64_t(c) * opt.n_ctx,
                                    tokens.begin() + int64_t(c + 1) * opt.n_ctx);
         if (opt.bos >= 0) chunk[0] = opt.bos;
         KVS_RETURN_IF_ERROR(run_chunk(*runners[0], chunk, first, &ref_logits));
         const std::vector<RowStats> rs = row_stats(ref_logits, chunk, first, n_rows, n_vocab);
         for (const RowStats& s : rs) ref_nll.add(s.nll);
+        chunk_progress.report(stage, 1, n_models);
         for (size_t v = 0; v < variants.size(); ++v) {
+            KVS_RETURN_IF_ERROR(opt.progress.check("evaluation at chunk " + std::to_string(c + 1) + " of " +
+                                                   std::to_string(plan->n_chunks)));
             KVS_RETURN_IF_ERROR(run_chunk(*runners[v + 1], chunk, first, &var_logits));
             const std::vector<RowStats> vs = row_stats(var_logits, chunk, first, n_rows, n_vocab);
             std::vector<double> kl(static_cast<size_t>(n_rows));  // [n_rows]
@@ -221,9 +229,13 @@ Result<QualityReport> compare_quality(std::shared_ptr<const Model> reference,
                 a.kl_values.push_back(kl[j]);
                 a.n_same_top += vs[j].top == rs[j].top ? 1 : 0;
             }
+            chunk_progress.report(stage, int64_t(v) + 2, n_models);
         }
-        if (opt.on_progress && !opt.on_progress(c + 1, plan->n_chunks)) return R::error("evaluation cancelled");
+        if (opt.on_progress && !opt.on_progress(c + 1, plan->n_chunks))
+            return Progress::cancelled_status("evaluation after chunk " + std::to_string(c + 1) + " of " +
+                                              std::to_string(plan->n_chunks));
     }
+    opt.progress.report("evaluated " + std::to_string(plan->n_chunks) + " chunks", 1.0);
     QualityReport rep;
     rep.plan = plan.value();
     rep.reference = make_ppl(ref_nll, rep.plan);

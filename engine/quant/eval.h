@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/progress.h"
 #include "engine/core/status.h"
 #include "engine/model/model.h"
 #include "engine/runtime/sequence_runner.h"
@@ -74,7 +75,11 @@ struct EvalOptions {
     int n_ctx = 512;
     int32_t bos = -1;      // >= 0: replaces the first token of every chunk (when the vocabulary adds BOS)
     RunnerOptions runner;  // backend and threads; n_ctx and n_batch are set by the evaluator
-    // Called after each chunk with (chunks done, n_chunks); return false to cancel.
+    // One step per chunk (the reference, then each variant); cancelled: the evaluation
+    // returns Progress::cancelled_status before the next model runs a chunk.
+    Progress progress;
+    // Legacy, until its last callers move to `progress`: called after each chunk with
+    // (chunks done, n_chunks); return false to cancel.
     std::function<bool(int, int)> on_progress;
 };
 

@@ -48,6 +48,7 @@
 #include <memory>
 #include <vector>
 
+#include "engine/core/progress.h"
 #include "engine/core/status.h"
 #include "engine/model/model.h"
 #include "engine/quant/calibration.h"
@@ -77,7 +78,11 @@ struct GptqOptions {
     int hessian_skip_first = 0;
     int n_threads = 2;
     CalibrationOptions calibration;  // max_rows is raised to the token count (every token counts)
-    // Called before each layer with (layer, n_layer); return false to cancel (an error).
+    // One step per layer (its calibration, then its seven linears); cancelled: gptq_quantize
+    // returns Progress::cancelled_status at the next layer or calibration chunk.
+    Progress progress;
+    // Legacy, until its last callers move to `progress`: called before each layer with
+    // (layer, n_layer); return false to cancel.
     std::function<bool(int, int)> on_progress;
 };
 

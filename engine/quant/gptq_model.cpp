@@ -107,12 +107,25 @@ Result<std::shared_ptr<Model>> gptq_quantize(std::shared_ptr<const Model> source
         t_calib += std::chrono::duration<double>(clock::now() - t0).count();
         return Status::ok();
     };
-    if (!opt.sequential) KVS_RETURN_IF_ERROR(calibrate(reference));
+    // Sequential: every layer calibrates (a forward pass up to it) and then quantizes; else
+    // one calibration first (a tenth of the job), then the layers.
+    const Progress layers_progress = opt.sequential ? opt.progress : opt.progress.part(0.1, 1.0);
+    if (!opt.sequential) {
+        copt.progress = opt.progress.part(0.0, 0.1);
+        KVS_RETURN_IF_ERROR(calibrate(reference));
+    }
 
     for (int l = 0; l < n_layer; ++l) {
+        KVS_RETURN_IF_ERROR(
+            opt.progress.check("GPTQ at layer " + std::to_string(l + 1) + " of " + std::to_string(n_layer)));
         if (opt.on_progress && !opt.on_progress(l, n_layer))
-            return R::error("GPTQ cancelled at layer " + std::to_string(l) + " of " + std::to_string(n_layer));
+            return Progress::cancelled_status("GPTQ at layer " + std::to_string(l + 1) + " of " +
+                                              std::to_string(n_layer));
+        const Progress layer_progress = layers_progress.step(l, n_layer);
+        const std::string stage = "GPTQ: layer " + std::to_string(l + 1) + " / " + std::to_string(n_layer);
+        layer_progress.report(stage, 0.0);
         if (opt.sequential) {
+            copt.progress = layer_progress.part(0.0, 0.5);
             auto upto = std::make_shared<Model>(*current);  // layers 0..l only
             upto->config.n_layer = l + 1;
             upto->layers.resize(size_t(l + 1));
@@ -149,6 +162,7 @@ Result<std::shared_ptr<Model>> gptq_quantize(std::shared_ptr<const Model> source
             *out_v[i] = WeightView{type, slot.data(), w.n_in, w.n_out};
             out_v[i]->in_perm = perm.empty() ? nullptr : perm.data();
             *out_c[i] = *out_v[i];
+            layer_progress.part(opt.sequential ? 0.5 : 0.0, 1.0).report(stage, int64_t(i + 1), 7);
         }
         a = LayerActivations{};
         t_quant += std::chrono::duration<double>(clock::now() - t0).count();

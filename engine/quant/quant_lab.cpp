@@ -37,19 +37,21 @@ Result<QuantVariant> make_quant_reference(const std::shared_ptr<const Model>& so
 }
 
 Result<QuantVariant> make_quant_variant(const std::shared_ptr<const Model>& source, const std::string& name,
-                                        int calib_tokens, const std::function<void(const std::string&)>& progress) {
+                                        int calib_tokens, const Progress& progress) {
     auto scheme = QuantScheme::parse(name);
     if (!scheme) return scheme.status();
     QuantOptions qo;
     if (scheme->calibrated()) {
-        if (progress) progress("Calibrating " + scheme->name + " on " + default_calibration_text_path() + "…");
+        progress.report("Calibrating " + scheme->name + " on " + default_calibration_text_path() + "…", 0.0);
         auto calib = tokenize_text_file(*source, default_calibration_text_path(), calib_tokens);
         if (!calib) return Status::error(scheme->name + " calibration: " + calib.message());
         qo.calibration_tokens = std::move(calib.value());
     }
     std::string label = quant_label(*source, *scheme);
-    if (progress) progress("Quantizing the linears to " + label + "…");
+    progress.report("Quantizing the linears to " + label + "…", 0.0);
+    qo.progress = progress;
     auto m = quantize_model(source, *scheme, qo);
+    if (!m && Progress::is_cancelled(m.status())) return m.status();
     if (!m) return Status::error(scheme->name + " cannot be made for this model: " + m.message());
     return describe(*scheme, std::move(label), std::move(m.value()));
 }

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/progress.h"
 #include "engine/core/status.h"
 #include "engine/quant/side_by_side.h"
 
@@ -30,10 +31,12 @@ std::vector<std::string> quant_scheme_choices();
 // The reference of `source`: its linears dequantized (scheme "ref").
 Result<QuantVariant> make_quant_reference(const std::shared_ptr<const Model>& source);
 
-// A variant of `source`. Activation-aware schemes (AWQ) calibrate on the first
-// calib_tokens tokens of the default calibration text. progress (may be empty) hears what
-// is being done, in words, before each slow part.
+// A variant of `source`. Calibrated schemes (AWQ, GPTQ) calibrate on the first
+// calib_tokens tokens of the default calibration text. progress hears what is being done,
+// in words, with the fraction done (calibration, every layer); its cancel flag stops the
+// build at the next layer or calibration chunk with an error that Progress::is_cancelled
+// recognizes.
 Result<QuantVariant> make_quant_variant(const std::shared_ptr<const Model>& source, const std::string& scheme,
-                                        int calib_tokens, const std::function<void(const std::string&)>& progress);
+                                        int calib_tokens, const Progress& progress = {});
 
 }  // namespace kvs

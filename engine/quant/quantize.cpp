@@ -78,9 +78,7 @@ bool is_int4(const QuantScheme& s) { return s.kind == QuantScheme::Kind::Int4Rtn
 // The type a linear of the source becomes: the scheme's, except that INT4 rows 128 does
 // not divide take groups of 64 (I4_G64). Null when no type of the scheme fits the row.
 std::optional<DType> target_type(const WeightView& w, const QuantScheme& scheme) {
-    if (is_int4(scheme)) return i4_type_for_group(int4_group_for(w.n_in));
-    if (w.n_in % dtype_info(scheme.dtype).block_size != 0) return std::nullopt;
-    return scheme.dtype;
+    return quant_linear_type(w.n_in, scheme);
 }
 
 Status check_fit(const Model& m, const QuantScheme& scheme) {
@@ -98,6 +96,12 @@ Status check_fit(const Model& m, const QuantScheme& scheme) {
 }
 
 }  // namespace
+
+std::optional<DType> quant_linear_type(int64_t n_in, const QuantScheme& scheme) {
+    if (is_int4(scheme)) return i4_type_for_group(int4_group_for(n_in));
+    if (n_in % dtype_info(scheme.dtype).block_size != 0) return std::nullopt;
+    return scheme.dtype;
+}
 
 Result<QuantScheme> QuantScheme::parse(const std::string& text) {
     const std::string s = lower(text);
@@ -209,12 +213,24 @@ GptqOptions gptq_defaults(const QuantScheme& scheme) {
 Result<std::shared_ptr<Model>> quantize_model(std::shared_ptr<const Model> source, const QuantScheme& scheme,
                                               const QuantOptions& options) {
     if (!source) return Result<std::shared_ptr<Model>>::error("quantize_model: no source model");
-    if (scheme.kind == QuantScheme::Kind::Int4Awq) return awq_quantize(source, options.calibration_tokens);
+    const Progress& progress = options.progress;
+    const std::string done = scheme.name + ": done";
+    if (scheme.kind == QuantScheme::Kind::Int4Awq) {
+        AwqOptions a;
+        a.progress = progress;
+        auto m = awq_quantize(source, options.calibration_tokens, a);
+        if (m) progress.report(done, 1.0);
+        return m;
+    }
     if (scheme.kind == QuantScheme::Kind::Int4Gptq || scheme.kind == QuantScheme::Kind::Int4GptqAct) {
         GptqOptions g = options.gptq ? *options.gptq : gptq_defaults(scheme);
+        g.progress = progress;
         g.on_progress = options.on_progress;
         auto m = gptq_quantize(source, options.calibration_tokens, g);
-        if (m) m.value()->format = "variant:" + scheme.name;
+        if (m) {
+            m.value()->format = "variant:" + scheme.name;
+            progress.report(done, 1.0);
+        }
         return m;
     }
     KVS_RETURN_IF_ERROR(check_fit(*source, scheme));
@@ -223,7 +239,11 @@ Result<std::shared_ptr<Model>> quantize_model(std::shared_ptr<const Model> sourc
     storage->source = source;
     storage->buffers.reserve(source->layers.size() * 7);
     auto m = std::make_shared<Model>(*source);  // config, vocab, norms, embedding and head as the source has them
-    for (LayerWeights& L : m->layers)
+    const int64_t n_layer = int64_t(m->layers.size());
+    for (int64_t l = 0; l < n_layer; ++l) {
+        KVS_RETURN_IF_ERROR(
+            progress.check(scheme.name + " at layer " + std::to_string(l + 1) + " of " + std::to_string(n_layer)));
+        LayerWeights& L = m->layers[size_t(l)];
         for (WeightView* w : {&L.wq, &L.wk, &L.wv, &L.wo, &L.w_gate, &L.w_up, &L.w_down}) {
             const DType to = *target_type(*w, scheme);
             if (to == DType::NF4_DQ) {
@@ -233,6 +253,10 @@ Result<std::shared_ptr<Model>> quantize_model(std::shared_ptr<const Model> sourc
                 if (to == DType::I8_LLM) set_llm_int8_threshold(*w, scheme.llm_int8_threshold);
             }
         }
+        progress.report(scheme.name + ": layer " + std::to_string(l + 1) + " / " + std::to_string(n_layer), l + 1,
+                        n_layer);
+    }
+    progress.report(done, 1.0);
     recount_weights(*m);
     m->format = "variant:" + scheme.name;
     m->storage = storage;

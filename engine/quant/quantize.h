@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/progress.h"
 #include "engine/core/status.h"
 #include "engine/model/model.h"
 #include "engine/quant/gptq.h"
@@ -60,15 +61,25 @@ struct QuantScheme {
 struct QuantOptions {
     // Calibration tokens for the calibrated schemes (AWQ, GPTQ); ignored by the others.
     std::vector<int32_t> calibration_tokens;
-    // Called by GPTQ before each layer with (layer, n_layer); return false to cancel.
+    // Hears every layer (AWQ and GPTQ: calibration and search too) and reaches 1 when the
+    // variant is made; cancelled: quantize_model returns Progress::cancelled_status
+    // (Progress::is_cancelled tells it from other errors) and no variant.
+    Progress progress;
+    // Legacy, until its last callers move to `progress`: called by GPTQ before each layer
+    // with (layer, n_layer); return false to cancel.
     std::function<bool(int, int)> on_progress;
     // GPTQ's settings instead of gptq_defaults(scheme) (the variants docs/benchmarks.md's
-    // issue 19 section measured); on_progress above still applies.
+    // issue 19 section measured); the progress above still applies.
     std::optional<GptqOptions> gptq;
 };
 
 // The settings int4-gptq / int4-gptq-act run with by default.
 GptqOptions gptq_defaults(const QuantScheme& scheme);
+
+// The type a linear whose rows hold n_in weights becomes under `scheme`: the scheme's, except
+// that INT4 rows 128 does not divide take groups of 64 (I4_G64); nullopt when no type of the
+// scheme fits the row (a GGML block size that does not divide it). The reference is F32.
+std::optional<DType> quant_linear_type(int64_t n_in, const QuantScheme& scheme);
 
 // A human label for a variant, e.g. "reference (Q4_1 dequantized to F32)", "Q4_K (RTN)".
 std::string quant_label(const Model& source, const QuantScheme& scheme);

@@ -9,6 +9,8 @@
 #include <iterator>
 #include <map>
 
+#include <unistd.h>
+
 #include <nlohmann/json.hpp>
 
 #include "engine/model/awq_checkpoint.h"
@@ -274,7 +276,7 @@ Result<GptqMatrix> regroup(const GptqMatrix& m, int group) {
 
 bool is_gptq(const Model& m) { return m.format.rfind("variant:int4-gptq", 0) == 0 || m.format == "safetensors (GPTQ)"; }
 
-Result<SavedModel> save_awq_folder(const Model& m, const std::string& out) {
+Result<SavedModel> save_awq_folder(const Model& m, const std::string& out, const Progress& progress) {
     const bool gptq = is_gptq(m);
     std::error_code ec;
     if (!fs::is_directory(m.path, ec) || !fs::exists(fs::path(m.path) / "tokenizer.json", ec))
@@ -303,8 +305,21 @@ Result<SavedModel> save_awq_folder(const Model& m, const std::string& out) {
             return Status::error(out + ": the embedding / output head is " + std::string(dtype_name(w->dtype)) +
                                  " (a safetensors folder holds F32, F16 or BF16 there)");
     if (same_path(m.path, out)) return Status::error(out + ": is the source model itself; pick another folder");
-    fs::create_directories(out, ec);
-    if (ec) return Status::error(out + ": cannot create the folder: " + ec.message());
+    // Written into a sibling temporary folder, its files moved into `out` only when all of
+    // them are written: an error or a cancel leaves no partial checkpoint behind.
+    fs::path final_dir = fs::path(out);
+    if (!final_dir.has_filename()) final_dir = final_dir.parent_path();
+    const fs::path tmp_dir = final_dir.string() + ".partial-" + std::to_string(::getpid());
+    fs::remove_all(tmp_dir, ec);
+    fs::create_directories(tmp_dir, ec);
+    if (ec) return Status::error(out + ": cannot create the folder " + tmp_dir.string() + ": " + ec.message());
+    struct RemoveTmp {
+        fs::path dir;
+        ~RemoveTmp() {
+            std::error_code e;
+            fs::remove_all(dir, e);
+        }
+    } remove_tmp{tmp_dir};
 
     const ModelConfig& c = m.config;
     const int64_t q_dim = int64_t(c.n_head) * c.head_dim, kv_dim = int64_t(c.n_kv_head) * c.head_dim;
@@ -314,7 +329,7 @@ Result<SavedModel> save_awq_folder(const Model& m, const std::string& out) {
     std::vector<GptqPacked> gptq_packed;
     gptq_packed.reserve(m.layers.size() * std::size(kLinears));
     std::vector<GptqMatrix> gptq_mats;  // unpacked first: the zero layout depends on every zero
-    bool v1 = true, permuted = false;  // permuted: some g_idx is an act-order permutation
+    bool v1 = true, permuted = false;   // permuted: some g_idx is an act-order permutation
     if (gptq)
         for (size_t il = 0; il < m.layers.size(); ++il)
             for (const Linear& lin : kLinears) {
@@ -372,31 +387,46 @@ Result<SavedModel> save_awq_folder(const Model& m, const std::string& out) {
             st.push_back({module + ".scales", "F16", {n_groups, w.n_out}, a.scales.data(), a.scales.size() * 2});
         }
     }
-    if (gptq) KVS_RETURN_IF_ERROR(write_gptq_config(m.path, out, group_size, v1, permuted));
+    KVS_RETURN_IF_ERROR(progress.check("saving " + out));
+    if (gptq) KVS_RETURN_IF_ERROR(write_gptq_config(m.path, tmp_dir, group_size, v1, permuted));
     else
-        KVS_RETURN_IF_ERROR(write_awq_config(m.path, out, group_size));
+        KVS_RETURN_IF_ERROR(write_awq_config(m.path, tmp_dir, group_size));
     for (const char* f :
          {"tokenizer.json", "tokenizer_config.json", "special_tokens_map.json", "generation_config.json"})
         if (fs::exists(fs::path(m.path) / f, ec)) {
-            fs::copy_file(fs::path(m.path) / f, fs::path(out) / f, fs::copy_options::overwrite_existing, ec);
+            fs::copy_file(fs::path(m.path) / f, tmp_dir / f, fs::copy_options::overwrite_existing, ec);
             if (ec) return Status::error(out + ": cannot copy " + f + ": " + ec.message());
         }
-    KVS_RETURN_IF_ERROR(write_safetensors(fs::path(out) / "model.safetensors", st));
+    KVS_RETURN_IF_ERROR(write_safetensors(tmp_dir / "model.safetensors", st));
+    KVS_RETURN_IF_ERROR(progress.check("saving " + out));
+    fs::create_directories(final_dir, ec);
+    if (ec) return Status::error(out + ": cannot create the folder: " + ec.message());
+    for (const auto& e : fs::directory_iterator(tmp_dir, ec)) {
+        fs::rename(e.path(), final_dir / e.path().filename(), ec);
+        if (ec)
+            return Status::error(out + ": cannot move " + e.path().filename().string() + " into it: " + ec.message());
+    }
+    progress.report("saved " + out, 1.0);
     return SavedModel{out, gptq ? "gptq" : "awq", size_of(out)};
 }
 
 }  // namespace
 
-Result<SavedModel> save_variant(const Model& model, const std::string& out) {
+Result<SavedModel> save_variant(const Model& model, const std::string& out, const Progress& progress) {
     if (out.empty()) return Status::error("save: no output path given");
-    if (fs::path(out).extension() == ".gguf") return save_gguf(model, out);
+    KVS_RETURN_IF_ERROR(progress.check("saving " + out));
+    if (fs::path(out).extension() == ".gguf") {
+        auto saved = save_gguf(model, out);  // GgufWriter writes a temporary file and renames it
+        if (saved) progress.report("saved " + out, 1.0);
+        return saved;
+    }
     for (const LayerWeights& l : model.layers)
         for (const Linear& lin : kLinears)
             if ((l.*lin.view).dtype == DType::I8_ROW)
                 return Status::error(out +
                                      ": an INT8 per-channel (I8_ROW) variant is saved as GGUF (its rows "
                                      "become Q8_0 blocks with the row's scale): give a path ending in .gguf");
-    if (i4_group_size(dominant_linear_type(model)) != 0 || is_gptq(model)) return save_awq_folder(model, out);
+    if (i4_group_size(dominant_linear_type(model)) != 0 || is_gptq(model)) return save_awq_folder(model, out, progress);
     return Status::error(out + ": a " + std::string(dtype_name(dominant_linear_type(model))) +
                          " model is saved as GGUF: give a path ending in .gguf (folders are for INT4 AWQ checkpoints)");
 }

@@ -34,6 +34,7 @@
 #include <optional>
 #include <string>
 
+#include "engine/core/progress.h"
 #include "engine/core/status.h"
 #include "engine/model/model.h"
 
@@ -45,7 +46,11 @@ struct SavedModel {
     int64_t n_bytes = 0;  // bytes written (all files)
 };
 
-Result<SavedModel> save_variant(const Model& model, const std::string& out);
+// Files are written under temporary names and renamed into place when complete (GGUF:
+// GgufWriter's temp + rename; folders: a sibling "<out>.partial-<pid>" whose files move into
+// `out` at the end), so an error or a cancel (progress's flag, checked before and after the
+// write) leaves no partial output behind.
+Result<SavedModel> save_variant(const Model& model, const std::string& out, const Progress& progress = {});
 
 // The llama.cpp general.file_type (LLAMA_FTYPE_*) for models whose linears are mostly
 // `t`; nullopt for types llama.cpp has no file type for.

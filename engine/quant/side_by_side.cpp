@@ -91,7 +91,11 @@ Result<SideBySideSummary> SideBySide::run(const Tokenizer& tok, const std::vecto
     SideBySideSummary sum;
     double kl_sum = 0;
     for (int i = 0;; ++i) {
-        if (opt.cancel && opt.cancel->load()) {
+        if (opt.sampling.max_tokens > 0)
+            opt.progress.report(
+                "side by side: token " + std::to_string(i) + " / " + std::to_string(opt.sampling.max_tokens), i,
+                opt.sampling.max_tokens);
+        if (opt.progress.cancelled()) {
             sum.stop_reason = "cancelled";
             break;
         }

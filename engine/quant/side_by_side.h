@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/core/progress.h"
 #include "engine/core/status.h"
 #include "engine/model/model.h"
 #include "engine/runtime/sequence_runner.h"
@@ -32,7 +33,9 @@ namespace kvs {
 struct SideBySideOptions {
     SamplingParams sampling;     // max_tokens: steps (-1: until the reference ends or the context is full)
     bool teacher_forced = true;  // after the first divergence, feed the variant the reference's tokens
-    const std::atomic<bool>* cancel = nullptr;  // set from any thread to stop before the next step
+    // Its cancel flag, set from any thread, stops the run before the next step (stop_reason
+    // "cancelled"); with max_tokens > 0 it hears each step's share of them.
+    Progress progress;
 };
 
 struct SideBySideEvent {
