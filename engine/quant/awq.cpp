@@ -72,16 +72,45 @@ FloatLayer to_float(const LayerWeights& L, const ModelConfig& c) {
     return f;
 }
 
+// The calibration rows that count in the statistics and losses: all but the first `skip` of
+// every sequence of seq_len rows (0: one sequence).
+std::vector<int> kept_rows(int n_rows, int seq_len, int skip) {
+    const int L = seq_len > 0 ? seq_len : n_rows;
+    skip = std::clamp(skip, 0, L - 1);
+    std::vector<int> keep;
+    for (int r = 0; r < n_rows; ++r)
+        if (r % L >= skip) keep.push_back(r);
+    return keep;
+}
+
+// The rows `keep` of x [n_rows, n], [keep.size(), n].
+std::vector<float> gather_rows(const float* x, int64_t n, const std::vector<int>& keep) {
+    std::vector<float> out(keep.size() * static_cast<size_t>(n));
+    for (size_t i = 0; i < keep.size(); ++i)
+        std::memcpy(out.data() + i * size_t(n), x + size_t(keep[i]) * size_t(n), sizeof(float) * size_t(n));
+    return out;
+}
+
+// Mean squared difference of the rows `keep` of a and b [n_rows, n].
+double mean_squared_diff_rows(const float* a, const float* b, int64_t n, const std::vector<int>& keep) {
+    double acc = 0.0;
+    for (int r : keep) acc += mean_squared_diff(a + size_t(r) * size_t(n), b + size_t(r) * size_t(n), size_t(n));
+    return keep.empty() ? 0.0 : acc / double(keep.size());
+}
+
 // The scales of q/k/v: with AwqLoss::Block scored by the attention block's output over the
-// calibration sequence (o kept in float, as AutoAWQ quantizes only the scaled linears).
+// calibration sequence (o kept in float, as AutoAWQ quantizes only the scaled linears) at the
+// rows `keep` (the attention itself runs over every row).
 std::vector<float> search_qkv(Backend& be, const ModelConfig& c, const FloatLayer& f, const float* x, int n_rows,
-                              int seq_len, const AwqOptions& opt, AwqGroupStats* st) {
+                              int seq_len, const std::vector<int>& keep, const AwqOptions& opt, AwqGroupStats* st) {
     const int64_t E = c.n_embd, QD = int64_t(c.n_head) * c.head_dim, KV = int64_t(c.n_kv_head) * c.head_dim;
     const std::vector<const float*> ws = {f.wq.data(), f.wk.data(), f.wv.data()};
     const std::vector<int64_t> n_out = {QD, KV, KV};
     const int g = group_of(opt, E);
+    const std::vector<float> xk = gather_rows(x, E, keep);  // [keep, n_embd]
+    const int n_keep = int(keep.size());
     if (opt.loss == AwqLoss::Linear)
-        return awq_search_scale(be, ws, n_out, E, x, n_rows, opt.n_grid, st, g, opt.duo_scaling);
+        return awq_search_scale(be, ws, n_out, E, xk.data(), n_keep, opt.n_grid, st, g, opt.duo_scaling);
     const AttnBlockWeights ref_w{
         f.wq.data(), f.wk.data(), f.wv.data(), f.wo.data(), f.bq, f.bk, f.bv.empty() ? nullptr : f.bv.data()};
     std::vector<float> ref(static_cast<size_t>(n_rows * E)), out(ref.size());  // [n_rows, n_embd] each
@@ -93,13 +122,14 @@ std::vector<float> search_qkv(Backend& be, const ModelConfig& c, const FloatLaye
         AttnBlockWeights w = ref_w;
         w.wq = q.data(), w.wk = k.data(), w.wv = v.data();
         attention_block_forward(be, c, w, x, n_rows, out.data(), seq_len);
-        return mean_squared_diff(ref.data(), out.data(), ref.size());
+        return mean_squared_diff_rows(ref.data(), out.data(), E, keep);
     };
     const auto w_mean = opt.duo_scaling ? awq_weight_mean(ws, n_out, E, g) : std::vector<float>{};
-    return awq_search_scale_by(awq_channel_mean_abs(x, n_rows, E), w_mean, opt.n_grid, loss, st);
+    return awq_search_scale_by(awq_channel_mean_abs(xk.data(), n_keep, E), w_mean, opt.n_grid, loss, st);
 }
 
-// The scales of gate/up: with AwqLoss::Block scored by the MLP's output (down in float).
+// The scales of gate/up: with AwqLoss::Block scored by the MLP's output (down in float);
+// x [n_rows, n_embd] holds only the rows that count.
 std::vector<float> search_gate_up(Backend& be, const ModelConfig& c, const FloatLayer& f, const float* x, int n_rows,
                                   const AwqOptions& opt, AwqGroupStats* st) {
     const int64_t E = c.n_embd, F = c.n_ff;
@@ -121,30 +151,33 @@ std::vector<float> search_gate_up(Backend& be, const ModelConfig& c, const Float
 }
 
 // Search every group on the unmodified layer, then fold all scales (AutoAWQ's order);
-// the activations are divided by the scales too, for the clipping search.
+// the activations are divided by the scales too, for the clipping search. With
+// opt.sink_skip, the first rows of every sequence count nowhere; without, only the down
+// loss leaves out its first down_loss_skip rows (x_mean keeps them).
 void search_and_fold(Backend& be, const ModelConfig& c, FloatLayer& f, LayerActivations& a, int n_rows, int seq_len,
                      const AwqOptions& opt, AwqLayerStats& st) {
     const int64_t E = c.n_embd, F = c.n_ff, QD = int64_t(c.n_head) * c.head_dim;
     const bool fold_o = c.n_head == c.n_kv_head;
-    auto s_qkv = search_qkv(be, c, f, a.attn_in.data(), n_rows, seq_len, opt, &st.qkv);
+    const std::vector<int> keep = kept_rows(n_rows, seq_len, opt.sink_skip);  // every row when sink_skip is 0
+    const int n_keep = int(keep.size());
+    auto s_qkv = search_qkv(be, c, f, a.attn_in.data(), n_rows, seq_len, keep, opt, &st.qkv);
     std::vector<float> s_o;
-    if (fold_o)
-        s_o = awq_search_scale(be, {f.wo.data()}, {E}, QD, a.attn_out.data(), n_rows, opt.n_grid, &st.o,
-                               group_of(opt, QD), opt.duo_scaling);
-    auto s_gu = search_gate_up(be, c, f, a.ffn_in.data(), n_rows, opt, &st.gate_up);
-    // the down group's loss leaves out the first down_loss_skip rows of every sequence
-    // (x_mean keeps them)
-    const int L = seq_len > 0 ? seq_len : n_rows;
-    const int skip = std::clamp(opt.down_loss_skip, 0, L - 1);
-    std::vector<float> down_x;  // [kept rows, n_ff]
-    for (int r = 0; r < n_rows; ++r)
-        if (r % L >= skip)
-            down_x.insert(down_x.end(), a.down_in.begin() + int64_t(r) * F, a.down_in.begin() + int64_t(r + 1) * F);
-    const int n_down = int(down_x.size() / size_t(F));
+    if (fold_o) {
+        const auto xo = gather_rows(a.attn_out.data(), QD, keep);
+        s_o = awq_search_scale(be, {f.wo.data()}, {E}, QD, xo.data(), n_keep, opt.n_grid, &st.o, group_of(opt, QD),
+                               opt.duo_scaling);
+    }
+    const auto xf = gather_rows(a.ffn_in.data(), E, keep);
+    auto s_gu = search_gate_up(be, c, f, xf.data(), n_keep, opt, &st.gate_up);
+    const std::vector<int> down_keep = opt.sink_skip > 0 ? keep : kept_rows(n_rows, seq_len, opt.down_loss_skip);
+    const auto down_x = gather_rows(a.down_in.data(), F, down_keep);  // [kept rows, n_ff]
+    const int n_down = int(down_keep.size());
     const int g_down = group_of(opt, F);
     const auto w_mean = opt.duo_scaling ? awq_weight_mean({f.down.data()}, {E}, F, g_down) : std::vector<float>{};
+    const auto down_mean = opt.sink_skip > 0 ? awq_channel_mean_abs(down_x.data(), n_down, F)
+                                             : awq_channel_mean_abs(a.down_in.data(), n_rows, F);
     auto s_down = awq_search_scale_by(
-        awq_channel_mean_abs(a.down_in.data(), n_rows, F), w_mean, opt.n_grid,
+        down_mean, w_mean, opt.n_grid,
         [&](const float* s) { return awq_group_loss(be, {f.down.data()}, {E}, F, down_x.data(), n_down, s, g_down); },
         &st.down);
 
@@ -165,14 +198,19 @@ void search_and_fold(Backend& be, const ModelConfig& c, FloatLayer& f, LayerActi
     divide_columns(a.down_in, F, s_down);
 }
 
-void clip_layer(Backend& be, const ModelConfig& c, FloatLayer& f, const LayerActivations& a, int n_rows,
+// The clipping search of v, o, gate, up and down over the calibration rows that count.
+void clip_layer(Backend& be, const ModelConfig& c, FloatLayer& f, const LayerActivations& a, int n_rows, int seq_len,
                 const AwqOptions& opt) {
     const int64_t E = c.n_embd, F = c.n_ff, QD = int64_t(c.n_head) * c.head_dim, KV = int64_t(c.n_kv_head) * c.head_dim;
-    awq_clip(be, f.wv.data(), KV, E, a.attn_in.data(), n_rows, opt.n_grid, opt.max_shrink, group_of(opt, E));
-    awq_clip(be, f.wo.data(), E, QD, a.attn_out.data(), n_rows, opt.n_grid, opt.max_shrink, group_of(opt, QD));
-    awq_clip(be, f.gate.data(), F, E, a.ffn_in.data(), n_rows, opt.n_grid, opt.max_shrink, group_of(opt, E));
-    awq_clip(be, f.up.data(), F, E, a.ffn_in.data(), n_rows, opt.n_grid, opt.max_shrink, group_of(opt, E));
-    awq_clip(be, f.down.data(), E, F, a.down_in.data(), n_rows, opt.n_grid, opt.max_shrink, group_of(opt, F));
+    const std::vector<int> keep = kept_rows(n_rows, seq_len, opt.sink_skip_clip ? opt.sink_skip : 0);
+    const int n = int(keep.size());
+    const auto attn_in = gather_rows(a.attn_in.data(), E, keep), attn_out = gather_rows(a.attn_out.data(), QD, keep);
+    const auto ffn_in = gather_rows(a.ffn_in.data(), E, keep), down_in = gather_rows(a.down_in.data(), F, keep);
+    awq_clip(be, f.wv.data(), KV, E, attn_in.data(), n, opt.n_grid, opt.max_shrink, group_of(opt, E));
+    awq_clip(be, f.wo.data(), E, QD, attn_out.data(), n, opt.n_grid, opt.max_shrink, group_of(opt, QD));
+    awq_clip(be, f.gate.data(), F, E, ffn_in.data(), n, opt.n_grid, opt.max_shrink, group_of(opt, E));
+    awq_clip(be, f.up.data(), F, E, ffn_in.data(), n, opt.n_grid, opt.max_shrink, group_of(opt, E));
+    awq_clip(be, f.down.data(), E, F, down_in.data(), n, opt.n_grid, opt.max_shrink, group_of(opt, F));
 }
 
 // Encodes one float matrix into the variant's storage.
@@ -290,7 +328,7 @@ Result<std::shared_ptr<Model>> awq_quantize(std::shared_ptr<const Model> source,
             FloatLayer f = to_float(source->layers[li], c);
             LayerActivations& a = calib->layers[li];
             if (opt.search_scales) search_and_fold(*be, c, f, a, n_rows, calib->seq_len, opt, stats[li]);
-            if (opt.clip) clip_layer(*be, c, f, a, n_rows, opt);
+            if (opt.clip) clip_layer(*be, c, f, a, n_rows, calib->seq_len, opt);
             a = LayerActivations{};  // done with this layer's activations
             store_layer(f, li, opt, *storage, m->layers[li]);
             const int done = ++n_done;

@@ -70,6 +70,14 @@ struct AwqOptions {
     // loss it alone decides the down scales (SmolLM2-135M layer 11 picked alpha 0.95,
     // doubling the error on every other token).
     int down_loss_skip = 1;
+    // Rows at the start of every calibration sequence left out of every group's statistics and
+    // loss (x_mean, the q/k/v and gate/up block losses, the o and down losses) and, with
+    // sink_skip_clip, of the clipping search; the attention still runs over them. 0 (the
+    // default): only down_loss_skip applies. Measured on SmolLM2-135M (docs/benchmarks.md,
+    // issue 19 part 5): leaving the sink row out everywhere made AWQ far worse than RTN (PPL
+    // 33.1 against RTN's 23.1 at 128 tokens): the sink token's weights must stay right.
+    int sink_skip = 0;
+    bool sink_skip_clip = true;  // sink_skip applies to the clipping search too
     AwqOutput output = AwqOutput::Int4;
     int group_size = 128;  // INT4 group; rows it does not divide use 64 (rows of 576)
     int n_threads = 2;     // layers are searched in parallel
