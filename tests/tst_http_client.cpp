@@ -7,10 +7,7 @@
 // mid-event, invalid JSON, an HTTP error with an OpenAI error body, a server that accepts
 // and never answers (read timeout), cancellation from another thread (of a trickling stream
 // and of a silent server), nobody listening. Every wait is bounded in time.
-#include <arpa/inet.h>
 #include <httplib.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <unistd.h>
 
 #include <QtTest>
@@ -22,6 +19,7 @@
 
 #include "app/net/openai_client.h"
 #include "app/net/sse_parser.h"
+#include "tests/support/loopback_port.h"
 
 using namespace kvs::net;
 using kvs::Status;
@@ -402,16 +400,8 @@ private Q_SLOTS:
 
     void nobody_listening_and_bad_urls() {
         // A port that was free a moment ago: bound, never listened on, closed.
-        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-        QVERIFY(fd >= 0);
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        QCOMPARE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-        socklen_t len = sizeof a;
-        QCOMPARE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-        const int port = ntohs(a.sin_port);
-        ::close(fd);
+        const int port = kvs::test::closed_loopback_port();
+        QVERIFY(port > 0);
         OpenAIClient c(opts("http://127.0.0.1:" + std::to_string(port), 120, 2));
         auto r = c.list_models();
         QVERIFY(!r);

@@ -23,9 +23,6 @@
 #include <chrono>
 #include <thread>
 
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -37,6 +34,8 @@
 #include "app/remote/server_probe.h"
 #include "app/remote/vllm_metrics.h"
 #include "tests/support/live_server.h"
+#include "tests/support/llama_server_process.h"
+#include "tests/support/loopback_port.h"
 
 using namespace kvs;
 using namespace kvs::remote;
@@ -254,16 +253,8 @@ private Q_SLOTS:
         QVERIFY(!p.has_metrics);  // an HTML page is not metrics
         QVERIFY2(QString::fromStdString(p.message).contains("no /metrics"), p.message.c_str());
         // Nobody listening: a port bound a moment ago and closed.
-        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-        QVERIFY(fd >= 0);
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        QCOMPARE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-        socklen_t len = sizeof a;
-        QCOMPARE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-        const int port = ntohs(a.sin_port);
-        ::close(fd);
+        const int port = kvs::test::closed_loopback_port();
+        QVERIFY(port > 0);
         const auto t0 = std::chrono::steady_clock::now();
         ProbeResult down = probe_server(opts("http://127.0.0.1:" + std::to_string(port)));
         QVERIFY(!down.reachable);
@@ -524,39 +515,16 @@ private Q_SLOTS:
     }
 
     void realLlamaServer() {
-        const QString build = qEnvironmentVariableIsEmpty("LLAMACPP_BUILD") ? QStringLiteral("/tmp/llamacpp-build")
-                                                                            : qEnvironmentVariable("LLAMACPP_BUILD");
-        const QString exe = build + QStringLiteral("/bin/llama-server");
-        if (!QFileInfo(exe).isExecutable())
-            QSKIP(qPrintable(exe + " not built (LLAMACPP_EXTRA_TARGETS=llama-server tests/tools/bench_llamacpp.sh)"));
+        const QString exe = test::llama_server_exe();
+        if (exe.isEmpty()) QSKIP(test::llama_server_missing());
         const std::string model = test::default_model_path();
         if (model.empty()) QSKIP("the default model is not installed (installer/setup.sh)");
-        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-        sockaddr_in a{};
-        a.sin_family = AF_INET;
-        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-        QCOMPARE(::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a), 0);
-        socklen_t len = sizeof a;
-        QCOMPARE(::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len), 0);
-        const int port = ntohs(a.sin_port);
-        ::close(fd);
+        const int port = test::closed_loopback_port();
+        QVERIFY(port > 0);
         QProcess p;
-        p.setProcessChannelMode(QProcess::MergedChannels);
-        p.start(exe, {QStringLiteral("-m"), QString::fromStdString(model), QStringLiteral("--host"),
-                      QStringLiteral("127.0.0.1"), QStringLiteral("--port"), QString::number(port),
-                      QStringLiteral("-np"), QStringLiteral("2"), QStringLiteral("-c"), QStringLiteral("2048"),
-                      QStringLiteral("-t"), QStringLiteral("2"), QStringLiteral("--metrics")});
-        QVERIFY2(p.waitForStarted(10000), qPrintable(p.errorString()));
+        QString log;
+        QVERIFY2(test::start_llama_server(p, exe, model, port, &log), qPrintable(log));
         const std::string url = "http://127.0.0.1:" + std::to_string(port);
-        bool up = false;
-        for (int i = 0; i < 600 && !up && p.state() == QProcess::Running; ++i) {  // at most 60 s
-            httplib::Client c("127.0.0.1", port);
-            c.set_connection_timeout(1, 0);
-            auto r = c.Get("/health");
-            up = r && r->status == 200;
-            if (!up) QTest::qWait(100);
-        }
-        QVERIFY2(up, p.readAll().right(2000).constData());
         ProbeResult pr = probe_server(opts(url));
         QVERIFY2(pr.ok(), pr.message.c_str());
         QVERIFY2(pr.kind == ServerKind::LlamaServer, pr.message.c_str());

@@ -6,22 +6,19 @@
 // the second slot busy, the /metrics tab draws both slots of -np 2 as processing with the
 // tokens each holds, Stop ends the reply (the partial reply kept), and the slots go idle.
 // Saves docs' screenshot (tests/output/remote_llama_server_slots.png).
+#include <httplib.h>
 #include <QFileInfo>
 #include <QProcess>
 #include <QTabWidget>
 #include <QtTest>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
-#include <unistd.h>
-
-#include <httplib.h>
 
 #include <nlohmann/json.hpp>
 
 #include <thread>
 
 #include "app/remote/gui/remote_chat_window.h"
+#include "tests/support/llama_server_process.h"
+#include "tests/support/loopback_port.h"
 #include "tests/support/test_paths.h"
 #include "ui/chat_view.h"
 #include "ui/remote_metrics_view.h"
@@ -29,52 +26,20 @@
 using namespace kvs;
 using namespace kvs::remote;
 
-namespace {
-
-int freePort() {
-    const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in a{};
-    a.sin_family = AF_INET;
-    a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0) return 0;
-    socklen_t len = sizeof a;
-    ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-    ::close(fd);
-    return ntohs(a.sin_port);
-}
-
-}  // namespace
-
 class TestRemoteLlamaWindow : public QObject {
     Q_OBJECT
 
 private Q_SLOTS:
     void chatSlotsAndStop() {
-        const QString build = qEnvironmentVariableIsEmpty("LLAMACPP_BUILD") ? QStringLiteral("/tmp/llamacpp-build")
-                                                                            : qEnvironmentVariable("LLAMACPP_BUILD");
-        const QString exe = build + QStringLiteral("/bin/llama-server");
-        if (!QFileInfo(exe).isExecutable())
-            QSKIP(qPrintable(exe + " not built (LLAMACPP_EXTRA_TARGETS=llama-server tests/tools/bench_llamacpp.sh)"));
+        const QString exe = test::llama_server_exe();
+        if (exe.isEmpty()) QSKIP(test::llama_server_missing());
         const std::string model = test::default_model_path();
         if (model.empty()) QSKIP("the default model is not installed (installer/setup.sh)");
-        const int port = freePort();
+        const int port = test::closed_loopback_port();
         QVERIFY(port > 0);
         QProcess p;
-        p.setProcessChannelMode(QProcess::MergedChannels);
-        p.start(exe, {QStringLiteral("-m"), QString::fromStdString(model), QStringLiteral("--host"),
-                      QStringLiteral("127.0.0.1"), QStringLiteral("--port"), QString::number(port),
-                      QStringLiteral("-np"), QStringLiteral("2"), QStringLiteral("-c"), QStringLiteral("2048"),
-                      QStringLiteral("-t"), QStringLiteral("2"), QStringLiteral("--metrics")});
-        QVERIFY2(p.waitForStarted(10000), qPrintable(p.errorString()));
-        bool up = false;
-        for (int i = 0; i < 600 && !up && p.state() == QProcess::Running; ++i) {  // at most 60 s
-            httplib::Client c("127.0.0.1", port);
-            c.set_connection_timeout(1, 0);
-            auto r = c.Get("/health");
-            up = r && r->status == 200;
-            if (!up) QTest::qWait(100);
-        }
-        QVERIFY2(up, p.readAll().right(2000).constData());
+        QString log;
+        QVERIFY2(test::start_llama_server(p, exe, model, port, &log), qPrintable(log));
 
         QTemporaryDir dir;
         auto secrets = std::make_shared<SecretStore>(dir.filePath(QStringLiteral("keys.json")), false);
@@ -103,9 +68,10 @@ private Q_SLOTS:
         other.t = std::thread([port] {
             httplib::Client h("127.0.0.1", port);
             h.set_read_timeout(120, 0);
-            const nlohmann::json body = {{"messages", {{{"role", "user"}, {"content", "Write a long story about a lighthouse keeper."}}}},
-                                         {"max_tokens", 100},
-                                         {"temperature", 0}};
+            const nlohmann::json body = {
+                {"messages", {{{"role", "user"}, {"content", "Write a long story about a lighthouse keeper."}}}},
+                {"max_tokens", 100},
+                {"temperature", 0}};
             h.Post("/v1/chat/completions", body.dump(), "application/json");
         });
         RemoteSampling s = w.sampling();
