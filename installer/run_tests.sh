@@ -6,7 +6,9 @@
 #       Release tree ($KVSCOPE_BUILD_DIR, default build/): builds everything, runs the whole suite.
 #   installer/run_tests.sh --sanitize address [ctest args...]
 #       ASan + UBSan tree (build-asan/, -O1 -g1, asserts on, no CUDA): builds only the tests
-#       labelled unit, kernels, engine or model (not bench, not ui) and what they need, runs them.
+#       labelled unit, kernels, engine or model (not bench, not ui, not program: the tests that
+#       start the kvscope program, whose GUI would have to be built with ASan too; they run in
+#       the Release tree) and what they need, runs them.
 #   installer/run_tests.sh --sanitize thread [ctest args...]
 #       TSan tree (build-tsan/): the engine-loop tests (tst_engine: EngineLoop; tst_telemetry:
 #       the snapshot ring under concurrent readers), the main window (tst_main_window), the
@@ -44,7 +46,7 @@ fi
 
 case "$sanitize" in
     address) build_dir=$here/build-asan
-             select=(-L '^(unit|kernels|engine|model)$' -LE '^(bench|ui)$') ;;
+             select=(-L '^(unit|kernels|engine|model)$' -LE '^(bench|ui|program)$') ;;
     thread)  build_dir=$here/build-tsan; select=(-R '^(tst_engine|tst_telemetry|tst_main_window|tst_server|tst_server_openai|tst_server_fuzz|tst_parallel_choices)$') ;;
     *) echo "run_tests.sh: --sanitize wants address or thread, got '$sanitize'" >&2; exit 2 ;;
 esac

@@ -4,7 +4,7 @@
 // with it), the batching engine with an int8 cache giving the same tokens as each request
 // alone under preemption (recompute, swap), prefix sharing and copy-on-write beams (brute
 // force), and every way to ask for it wrongly (unknown name, head_dim not a multiple of
-// 32, a backend without the kernels) ending in a clear error, in the API and in the CLI.
+// 32, a backend without the kernels) ending in a clear error. The CLI side: tst_kv_int8_cli.
 #include "engine/kv_cache/kv_tensors.h"
 #include "engine/runtime/engine.h"
 #include "engine/runtime/sequence_runner.h"
@@ -24,7 +24,6 @@
 #include "tests/support/beam_reference.h"
 #include "tests/support/greedy_alone.h"
 #include "tests/support/greedy_params.h"
-#include "tests/support/run_kvscope.h"
 #include "tests/support/test_paths.h"
 #include "tests/support/tiny_model.h"
 #include "tests/support/token_ids.h"
@@ -35,8 +34,6 @@ namespace {
 
 using test::greedy;
 using test::random_prompts;
-using test::run_kvscope;
-using Run = test::KvscopeRun;
 
 std::unique_ptr<SequenceRunner> make_runner(std::shared_ptr<const Model> model, DType kv_type) {
     RunnerOptions ro;
@@ -332,38 +329,6 @@ private Q_SLOTS:
         s = check_kv_type(*be, m_model->config, DType::Q4_0);
         QVERIFY(!s.is_ok());
         QVERIFY2(contains(s.message(), "Q4_0"), s.message().c_str());
-    }
-
-    void cliKvType() {
-        Run r = run_kvscope({"generate", "-m", m_path, "-p", "hello", "-n", "4", "--kv-type", "int4"});
-        QVERIFY(r.exit_code > 0);
-        QVERIFY2(r.err.contains("--kv-type") && r.err.contains("int4"), qPrintable(r.err));
-        r = run_kvscope({"generate", "-m", m_path_hd16, "-p", "hello", "-n", "4", "--kv-type", "int8"});
-        QCOMPARE(r.exit_code, 1);
-        QVERIFY2(r.err.contains("head_dim 16"), qPrintable(r.err));
-        r = run_kvscope(
-            {"generate", "-m", m_path, "-p", "hello", "-n", "4", "--temp", "0", "--kv-type", "int8", "--ignore-eos"});
-        QVERIFY2(r.exit_code == 0, qPrintable(r.err));
-        QVERIFY2(r.err.contains("decode 4 tok"), qPrintable(r.err));
-
-        r = run_kvscope({"bench", m_path, "-p", "16", "-n", "4", "-d", "40", "-r", "1", "--kv-type", "int8", "--json"});
-        QVERIFY2(r.exit_code == 0, qPrintable(r.err));
-        QJsonObject j = QJsonDocument::fromJson(r.out.toUtf8()).object();
-        QCOMPARE(j["kv_type"].toString(), QString("int8"));
-        QCOMPARE(j["kv_bytes_per_token"].toInt(), 272);
-        QCOMPARE(j["depth"].toInt(), 40);
-        QVERIFY(j["tg"].toObject()["avg_ts"].toDouble() > 0);
-
-        for (auto [type, blocks] : {std::pair{"f16", 128}, {"int8", 240}}) {
-            r = run_kvscope({"bench", m_path, "--workload", "uniform:n=3,prompt=8..8,output=3..3", "--policy",
-                             "continuous", "--ctx", "128", "--kv-mib", "1", "--kv-type", type, "--json"});
-            QVERIFY2(r.exit_code == 0, qPrintable(r.err));
-            j = QJsonDocument::fromJson(r.out.toUtf8()).object();
-            QCOMPARE(j["kv_type"].toString(), QString(type));
-            const QJsonObject run = j["runs"].toArray()[0].toObject();
-            QCOMPARE(run["kv_blocks"].toInt(), blocks);
-            QCOMPARE(run["latency"].toObject()["n_finished"].toInt(), 3);
-        }
     }
 };
 
