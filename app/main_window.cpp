@@ -39,6 +39,7 @@
 #include "app/remote/connection_store.h"
 #include "app/remote/secret_store.h"
 #include "app/quant_compare_dock.h"
+#include "app/quant_fit_dialog.h"
 #include "app/sampling_form.h"
 #include "app/telemetry_feed.h"
 #include "engine/runtime/session.h"  // machine_ram_bytes
@@ -78,6 +79,17 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
     buildEditMenu();
     buildViewMenu();
     buildLessonsMenu();
+    // Tools ▸ Which quantization fits? (app/quant_fit_dialog): one dialog, kept; the model
+    // choices are read again each time it is shown.
+    auto* fitAction = menuBar()->addMenu(tr("&Tools"))->addAction(tr("Which &quantization fits?…"), this, [this] {
+        auto* d = findChild<QuantFitDialog*>();
+        if (!d) d = new QuantFitDialog([bridge = m_bridge] { return bridge->model(); }, this);
+        d->refreshModels();  // the loaded model may have changed since it was last shown
+        d->show();
+        d->raise();
+        d->activateWindow();
+    });
+    fitAction->setObjectName("quantFitAction");
     m_localServer = new LocalServerControl(m_bridge, this);
     m_localServer->addMenu(menuBar());
     statusBar()->addPermanentWidget(m_localServer->indicator());

@@ -5,6 +5,7 @@
 
 #include "app/cli/cli_options.h"
 #include "app/cli/cmd_bench_http.h"
+#include "app/cli/cmd_quant_fit.h"
 #include "app/cli/cmd_roofline.h"
 #include "app/cli/cmd_watermark.h"
 #include "app/cli/commands.h"
@@ -125,6 +126,8 @@ int run_main(int argc, char** argv) {
     RooflineOptions roofline;
     roofline.model = kDefaultModel;
     auto* rl = add_roofline_command(app, roofline);
+    QuantFitOptions quant_fit;
+    auto* qf = add_quant_fit_command(app, quant_fit);
     ServeOptions serve;
     serve.model = kDefaultModel;
     auto* sv = add_serve_command(app, serve);
@@ -146,6 +149,7 @@ int run_main(int argc, char** argv) {
     if (ev->parsed()) return cmd_eval(eval);
     if (wd->parsed()) return cmd_watermark_detect(wm);
     if (rl->parsed()) return cmd_roofline(roofline);
+    if (qf->parsed()) return cmd_quant_fit(quant_fit);
     if (sv->parsed()) return cmd_serve(serve);
     if (b->parsed()) {
         if (!http_bench.url.empty()) {

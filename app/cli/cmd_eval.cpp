@@ -13,6 +13,7 @@
 
 #include "app/cli/cli_options.h"
 #include "app/cli/commands.h"
+#include "app/cli/progress_line.h"
 #include "engine/quant/calibration.h"
 #include "engine/quant/eval.h"
 #include "engine/quant/quantize.h"
@@ -210,16 +211,16 @@ json row_json(const Row& r, bool ref, const QualityReport& rep, const EvalComman
 
 // The variants: quantized one by one (a default scheme this build cannot make is skipped).
 Status make_variants(std::shared_ptr<const Model> source, const std::vector<QuantScheme>& schemes,
-                     const QuantOptions& qo, bool explicit_list, std::vector<Row>& rows, json& skipped) {
+                     const QuantOptions& qo, bool explicit_list, std::vector<Row>& rows, json& skipped,
+                     const CancelFlag* cancel) {
     for (const QuantScheme& s : schemes) {
         const auto t0 = Clock::now();
         QuantOptions with_progress = qo;
-        with_progress.on_progress = [&](int layer, int n_layer) {  // a progress line on the terminal
-            std::fprintf(stderr, "\r%s: layer %d / %d (%.0f s)", s.name.c_str(), layer + 1, n_layer, seconds_since(t0));
-            if (layer + 1 == n_layer) std::fprintf(stderr, "\n");
-            return true;
-        };
+        ProgressLine line(s.name);  // in place on a terminal, plain lines elsewhere
+        with_progress.progress = line.progress(cancel);
         auto m = quantize_model(source, s, with_progress);
+        line.finish();
+        if (!m && Progress::is_cancelled(m.status())) return m.status();
         if (!m) {
             if (explicit_list) return Status::error("quantizing to " + s.name + ": " + m.message());
             std::fprintf(stderr, "skipping %s: %s\n", s.name.c_str(), m.message().c_str());
@@ -329,20 +330,18 @@ struct PhaseTimes {
 
 // Quality of every variant, first divergences, then speed (unless --no-speed).
 Result<QualityReport> measure(std::vector<Row>& rows, const Inputs& in, const Tokenizer& tok,
-                              const EvalCommandOptions& o, PhaseTimes& times) {
+                              const EvalCommandOptions& o, PhaseTimes& times, const CancelFlag* cancel) {
     auto t0 = Clock::now();
     EvalOptions eo;
     eo.n_ctx = o.ctx;
     eo.bos = tok.add_bos() ? tok.bos() : -1;
     eo.runner = o.runner;
-    eo.on_progress = [](int done, int n) {
-        std::fprintf(stderr, "\rchunk %d/%d", done, n);
-        if (done == n) std::fputc('\n', stderr);
-        return true;
-    };
+    ProgressLine line("quality");
+    eo.progress = line.progress(cancel);
     std::vector<std::shared_ptr<const Model>> variants;
     for (size_t i = 1; i < rows.size(); ++i) variants.push_back(rows[i].model);
     auto rep = compare_quality(rows[0].model, variants, in.tokens, eo);
+    line.finish();
     if (!rep) return rep.status();
     times.quality = seconds_since(t0);
     t0 = Clock::now();
@@ -433,8 +432,18 @@ Status write_json(const Model& source, const std::vector<Row>& rows, const Quali
     json jr = json::array();
     for (size_t i = 0; i < rows.size(); ++i) jr.push_back(row_json(rows[i], i == 0, rep, o));
     j["rows"] = jr;
-    std::ofstream f(o.json_out);
-    if (!(f << j.dump(2) << "\n")) return Status::error("cannot write the --json file " + o.json_out);
+    const std::string tmp = o.json_out + ".partial";  // renamed when whole: never a truncated report
+    {
+        std::ofstream f(tmp);
+        if (!(f << j.dump(2) << "\n")) {
+            std::remove(tmp.c_str());
+            return Status::error("cannot write the --json file " + o.json_out);
+        }
+    }
+    if (std::rename(tmp.c_str(), o.json_out.c_str()) != 0) {
+        std::remove(tmp.c_str());
+        return Status::error("cannot write the --json file " + o.json_out);
+    }
     return Status::ok();
 }
 
@@ -443,6 +452,10 @@ Status write_json(const Model& source, const std::vector<Row>& rows, const Quali
 int cmd_eval(const EvalCommandOptions& o) {
     const auto t_start = Clock::now();
     auto fail = [](const std::string& m) {
+        if (Progress::is_cancelled(Status::error(m))) {
+            std::fprintf(stderr, "cancelled: %s\n", m.c_str());
+            return kExitCancelled;
+        }
         std::fprintf(stderr, "error: %s\n", m.c_str());
         return 1;
     };
@@ -454,6 +467,9 @@ int cmd_eval(const EvalCommandOptions& o) {
     auto in = read_inputs(o, tok);
     if (!in) return fail(in.message());
 
+    // Ctrl+C stops the quantization or the evaluation at its next layer or chunk; nothing is
+    // written (the --json report only at the end).
+    SigintCancel sigint;
     PhaseTimes times;
     const auto t_quant = Clock::now();
     const QuantScheme ref_scheme = QuantScheme::parse("ref").value();
@@ -461,13 +477,13 @@ int cmd_eval(const EvalCommandOptions& o) {
     if (!ref) return fail("making the reference: " + ref.message());
     std::vector<Row> rows{make_row(ref_scheme, quant_label(*source, ref_scheme), ref.value())};
     json skipped = json::array();
-    if (auto s = make_variants(source, in->schemes, in->quant, !o.quant.empty(), rows, skipped); !s)
+    if (auto s = make_variants(source, in->schemes, in->quant, !o.quant.empty(), rows, skipped, sigint.flag()); !s)
         return fail(s.message());
     if (rows.size() < 2) return fail("no quantization scheme could be made in this build");
     times.quantize = seconds_since(t_quant);
     std::fprintf(stderr, "reference: %s\n", rows[0].label.c_str());
 
-    auto rep = measure(rows, in.value(), tok, o, times);
+    auto rep = measure(rows, in.value(), tok, o, times, sigint.flag());
     if (!rep) return fail(rep.message());
     const double elapsed = seconds_since(t_start);
     print_report(*source, rows, rep.value(), in.value(), o, elapsed);
