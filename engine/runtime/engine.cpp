@@ -167,6 +167,9 @@ Result<RequestId> Engine::submit(GenerationRequest req, RequestId want_id) {
     if (req.params.logprobs > kMaxLogprobs)
         return R::error("logprobs asks for " + std::to_string(req.params.logprobs) + " alternatives; at most " +
                         std::to_string(kMaxLogprobs) + " are reported");
+    if (req.params.prompt_logprobs > kMaxLogprobs)
+        return R::error("prompt_logprobs asks for " + std::to_string(req.params.prompt_logprobs) +
+                        " alternatives; at most " + std::to_string(kMaxLogprobs) + " are reported");
     if (!req.choices.empty() && (req.beam_width > 1 || req.spec.enabled()))
         return R::error("parallel choices (n > 1) do not go with beam search or speculative decoding");
     if (req.adapter) {
@@ -191,6 +194,8 @@ Result<RequestId> Engine::submit(GenerationRequest req, RequestId want_id) {
     }
     KVS_RETURN_IF_ERROR(m_sched->add_request(id, req.prompt, max_tokens, req.priority));
     if (req.adapter) m_kv_mgr->set_cache_salt(id, req.adapter->cache_salt);  // its KV is its own
+    // Prompt log-probabilities need every position's logits: no prefix-cache hits.
+    if (req.params.prompt_logprobs >= 0 && req.beam_width == 1) m_sched->skip_prefix_cache(id);
     m_next_id = std::max(m_next_id, id + 1);
     for (int32_t t : req.forced_output)
         if (t < 0 || t >= m_model->config.n_vocab || req.beam_width > 1 || req.spec.enabled())
@@ -310,6 +315,7 @@ Result<StepResult> Engine::step() {
     eviction_preempted(out);
     KVS_RETURN_IF_ERROR(build_batch(out, tokens));
     KVS_RETURN_IF_ERROR(m_forward->forward(m_buf->batch, &m_buf->logits));
+    collect_prompt_logprobs(out, tokens);
     const auto t_fwd = EngineClock::now();
     res.forward_ms = ms_between(t_kv, t_fwd);
     if (m_op_model) {  // the roofline: this pass's op groups, counted and timed
@@ -385,6 +391,7 @@ Status Engine::build_batch(const SchedulerOutput& out, StepTokens& t) {
     b.block_tables.assign(static_cast<size_t>(b.n_seqs) * b.max_blocks_per_seq, -1);
     if (m_kv_swa) b.swa_block_tables.assign(b.block_tables.size(), -1);  // local layers: -1 = freed
     t.first_logit.assign(out.chunks.size(), -1);
+    t.prompt_row.assign(out.chunks.size(), -1);
     for (int i = 0; i < b.n_seqs; ++i) {
         const ScheduledChunk& ch = out.chunks[static_cast<size_t>(i)];
         const SchedRequest* r = m_sched->request(ch.id);
@@ -411,12 +418,41 @@ Status Engine::build_batch(const SchedulerOutput& out, StepTokens& t) {
             b.token_seq.push_back(i);
             if (!b.adapters.empty()) b.token_adapter.push_back(adapter);
         }
+        // Prompt log-probabilities: the logits of every prompt position but the last (that one
+        // samples), each giving the next prompt token's.
+        const int lp_end = std::min(ch.start_pos + ch.num_tokens, r->num_prompt() - 1);
+        if (r->skip_prefix_cache && ch.start_pos < lp_end && m_reqs.at(ch.id)->params.prompt_logprobs >= 0 &&
+            !m_reqs.at(ch.id)->prompt_lps_sent) {
+            t.prompt_row[static_cast<size_t>(i)] = static_cast<int>(b.logit_rows.size());
+            const int first = b.n_tokens() - ch.num_tokens;
+            for (int p = ch.start_pos; p < lp_end; ++p) b.logit_rows.push_back(first + p - ch.start_pos);
+        }
         if (ch.sample) {
             t.first_logit[static_cast<size_t>(i)] = static_cast<int>(b.logit_rows.size());
             for (int j = ch.num_spec; j >= 0; --j) b.logit_rows.push_back(b.n_tokens() - 1 - j);
         }
     }
     return Status::ok();
+}
+
+// The prompt log-probabilities of the rows build_batch asked for (SamplingParams::prompt_logprobs):
+// row p of a prompt gives the log-probability of prompt token p + 1 (raw logits, like logprobs).
+void Engine::collect_prompt_logprobs(const SchedulerOutput& out, const StepTokens& t) {
+    const int n_vocab = m_model->config.n_vocab;
+    for (size_t i = 0; i < out.chunks.size() && i < t.prompt_row.size(); ++i) {
+        if (t.prompt_row[i] < 0) continue;
+        const ScheduledChunk& ch = out.chunks[i];
+        Req& r = *m_reqs.at(ch.id);
+        const SchedRequest* s = m_sched->request(ch.id);
+        const int n_prompt = s->num_prompt();
+        r.prompt_lps.resize(static_cast<size_t>(n_prompt - 1));  // [n_prompt - 1] entry p: token p + 1
+        const int end = std::min(ch.start_pos + ch.num_tokens, n_prompt - 1);
+        for (int p = ch.start_pos; p < end; ++p) {
+            const float* row = m_buf->logits.data() + static_cast<size_t>(t.prompt_row[i] + p - ch.start_pos) * n_vocab;
+            r.prompt_lps[static_cast<size_t>(p)] =
+                token_logprobs(row, n_vocab, s->prompt[static_cast<size_t>(p + 1)], r.params.prompt_logprobs);
+        }
+    }
 }
 
 // Samples (or verifies, or collects for its beam group) each request that reached its
@@ -573,6 +609,12 @@ void Engine::stream(const SchedulerOutput& out, StepTokens& t, StepResult& res) 
             TokenEvent& ev = t.events[i][j];
             if (r.params.watermark && !r.history.empty())
                 ev.green = r.sampler.is_green(r.history.back(), ev.token, m_model->config.n_vocab) ? 1 : 0;
+            if (ev.green == 1) ++r.n_green;
+            if (!r.prompt_lps_sent && !r.prompt_lps.empty()) {  // the first token carries the prompt's
+                ev.prompt_logprobs = std::move(r.prompt_lps);
+                r.prompt_lps.clear();
+                r.prompt_lps_sent = true;
+            }
             r.history.push_back(ev.token);
             const double now_ms = ms_since_start();
             if (r.metrics.first_token_ms < 0) r.metrics.first_token_ms = now_ms;
@@ -628,6 +670,7 @@ EngineSnapshot Engine::snapshot(const StepRecord& step) const {
         if (auto it = m_reqs.find(r->id); it != m_reqs.end()) {
             if (it->second->adapter) s.requests.back().adapter = it->second->adapter->name;
             s.requests.back().client = it->second->client;
+            if (it->second->params.watermark) s.requests.back().n_green = it->second->n_green;
         }
         if (!host.empty()) host_tables.emplace_back(r->id, host);
     }

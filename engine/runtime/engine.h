@@ -101,6 +101,10 @@ struct TokenEvent {
     // With SamplingParams::logprobs >= 0, for a token: its log-probability and the top
     // alternatives under the raw model distribution (engine/sampling/logprobs.h).
     std::optional<TokenLogprobs> logprobs;
+    // With SamplingParams::prompt_logprobs >= 0, on the request's first token event: entry i
+    // is prompt token i + 1's log-probability and top alternatives given the tokens before it
+    // ([n_prompt - 1]; the first prompt token has none).
+    std::vector<TokenLogprobs> prompt_logprobs;
     // A watermarked request's token: 1 when it is in the green list its predecessor seeds,
     // 0 when not; -1 when the request is not watermarked (or the event has no token).
     int8_t green = -1;
@@ -267,6 +271,7 @@ private:
     // The step (engine.cpp).
     void move_kv_blocks(const SchedulerOutput& out);
     Status build_batch(const SchedulerOutput& out, StepTokens& t);
+    void collect_prompt_logprobs(const SchedulerOutput& out, const StepTokens& t);
     // May append a chunk per choice forked this step (GenerationRequest::choices): they go
     // through the update and the stream like the chunk they were forked from.
     void sample_chunks(SchedulerOutput& out, StepTokens& t, StepResult& res);

@@ -44,6 +44,11 @@ struct Engine::Req {
     std::shared_ptr<const LoraAdapter> adapter;  // null: the base model
     std::string client;                          // GenerationRequest::client
     RequestMetrics metrics;
+    int n_green = 0;  // watermarked: output tokens in their green list (RequestView::n_green)
+    // SamplingParams::prompt_logprobs: [n_prompt - 1] as the prompt's chunks run, handed to the
+    // first token's event (TokenEvent::prompt_logprobs).
+    std::vector<TokenLogprobs> prompt_lps;
+    bool prompt_lps_sent = false;
     // Speculative decoding.
     SpecParams spec;
     int spec_k = 0;                  // drafts to ask for next (adaptive k moves it)
@@ -100,6 +105,7 @@ struct Engine::BeamGroup {
 // One step's sampling, per chunk of the schedule (index = chunk).
 struct Engine::StepTokens {
     std::vector<int> first_logit;                       // its first logit row, -1 when it does not sample
+    std::vector<int> prompt_row;                        // its first prompt-logprob row, -1 when none
     std::vector<std::vector<int32_t>> emitted;          // tokens it produced (cut at a stop after sampling)
     std::vector<std::optional<VerifyResult>> verified;  // its drafts' verification, when it had drafts
     std::vector<std::vector<TokenEvent>> events;        // what it streams

@@ -47,6 +47,12 @@ struct SamplingParams {
     // token its log-probability under the raw model distribution and the k (at most 20)
     // most likely tokens (TokenEvent::logprobs).
     int32_t logprobs = -1;
+    // Prompt log-probabilities (vLLM's prompt_logprobs, TGI's decoder_input_details): -1 off;
+    // k >= 0 reports for each prompt token after the first its log-probability given the
+    // tokens before it and the k most likely tokens there, under the same raw distribution
+    // (TokenEvent::prompt_logprobs). Such a request does not read the prefix cache (as in
+    // vLLM): every prompt position must be computed to have logits.
+    int32_t prompt_logprobs = -1;
 };
 
 }  // namespace kvs

@@ -44,6 +44,9 @@ struct SchedRequest {
     // Speculative decoding: draft tokens proposed for the next step (Scheduler::set_spec_tokens).
     // A decode step then runs [last token, drafts...] and the engine verifies them.
     std::vector<int32_t> spec_tokens;
+    // Computes its whole prompt even when the prefix cache holds some of it (prompt
+    // log-probabilities need the logits of every position; Scheduler::skip_prefix_cache).
+    bool skip_prefix_cache = false;
 
     int num_prompt() const { return static_cast<int>(prompt.size()); }
     int num_output() const { return static_cast<int>(output.size()); }

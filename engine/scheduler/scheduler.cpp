@@ -330,7 +330,7 @@ SchedulerOutput Scheduler::schedule() {
             im.host_tables.erase(id);
         } else {
             int n_cached = 0;
-            if (r.num_computed_tokens == 0) {
+            if (r.num_computed_tokens == 0 && !r.skip_prefix_cache) {
                 auto hit = m_kv.get_computed_blocks(id, r.all_tokens());
                 if (hit) n_cached = *hit;
             }
@@ -422,6 +422,13 @@ bool Scheduler::set_spec_tokens(RequestId id, std::vector<int32_t> drafts) {
         return false;
     }
     r.spec_tokens = std::move(drafts);
+    return true;
+}
+
+bool Scheduler::skip_prefix_cache(RequestId id) {
+    auto it = m_impl->reqs.find(id);
+    if (it == m_impl->reqs.end()) return false;
+    it->second.skip_prefix_cache = true;
     return true;
 }
 

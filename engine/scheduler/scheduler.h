@@ -144,6 +144,9 @@ public:
     // running request with exactly one token left to compute takes them (false otherwise);
     // schedule() trims them to the budget, max_tokens and the context, and clears them.
     bool set_spec_tokens(RequestId id, std::vector<int32_t> drafts);
+    // A waiting request that must compute its whole prompt: schedule() does not look its
+    // prompt up in the prefix cache (SchedRequest::skip_prefix_cache). False for unknown ids.
+    bool skip_prefix_cache(RequestId id);
 
     // A running request whose tokens are all computed (num_computed_tokens == num_tokens(),
     // e.g. a beam whose chunk got sampled = -1 while its group decides) is skipped by

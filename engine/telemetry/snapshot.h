@@ -69,6 +69,9 @@ struct RequestView {
     // The sliding-window layers' table beside it ([block_ids.size()], -1 where the block fell
     // out of the window and was freed); empty when those layers share the main pool.
     std::vector<int32_t> local_block_ids;
+    // A watermarked request (SamplingParams::watermark): its output tokens in the green list
+    // their predecessor seeds (TokenEvent::green), of n_output; -1 when not watermarked.
+    int n_green = -1;
     // KV eviction (GenerationRequest::kv_eviction; engine/kv_cache/kv_eviction.h): the setting
     // ("h2o:512", "" : none), its budget in tokens, cache entries dropped or merged away so
     // far, blocks the compactions gave back; while it holds blocks, the logical position of

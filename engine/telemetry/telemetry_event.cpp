@@ -89,6 +89,7 @@ json snapshot_to_json(const EngineSnapshot& s, bool whole) {
         const RequestView& r = s.requests[i];
         if (!r.adapter.empty()) reqs[i]["adapter"] = r.adapter;
         if (!r.client.empty()) reqs[i]["client"] = r.client;
+        if (r.n_green >= 0) reqs[i]["n_green"] = r.n_green;
         if (whole && !r.tokens.empty()) reqs[i]["tokens"] = r.tokens;
     }
     return j;
@@ -101,6 +102,7 @@ EngineSnapshot snapshot_from_json(const json& j) {
             const json& r = (*it)[i];
             get_if(r, "adapter", s.requests[i].adapter);
             get_if(r, "client", s.requests[i].client);
+            get_if(r, "n_green", s.requests[i].n_green);
             get_if(r, "tokens", s.requests[i].tokens);
         }
     return s;
