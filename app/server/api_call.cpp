@@ -14,6 +14,7 @@ TokenCallback ApiCall::callback(int index, std::function<void(const TokenEvent&)
             c.text += ev.text;
             if (ev.token >= 0) c.tokens.push_back(ev.token);
             if (ev.token >= 0 && ev.logprobs) c.logprobs.push_back(*ev.logprobs);
+            if (!ev.prompt_logprobs.empty()) c.prompt_logprobs = ev.prompt_logprobs;
             if (ev.finished) {
                 c.finished = true;
                 c.reason = ev.finish_reason;

@@ -36,6 +36,8 @@ public:
         std::string text;
         std::vector<int32_t> tokens;
         std::vector<TokenLogprobs> logprobs;  // [tokens] when the request asked for them
+        // [prompt tokens - 1] when the request asked for them (SamplingParams::prompt_logprobs)
+        std::vector<TokenLogprobs> prompt_logprobs;
         bool finished = false;
         FinishReason reason = FinishReason::none;
         std::string error;

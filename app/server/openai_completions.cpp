@@ -56,7 +56,7 @@ struct OpenAiServer::StreamState {
     std::string id;
     int64_t created = 0;
     std::shared_ptr<HandlerToken> handler;
-    std::vector<int64_t> text_offsets;  // [choices] completions' logprobs.text_offset so far
+    std::vector<TextOffset> text_offsets;  // [choices] completions' logprobs.text_offset so far
 };
 
 std::shared_ptr<ApiCall> OpenAiServer::submit(const CompletionJob& job, const std::string& client) {
@@ -131,7 +131,7 @@ void OpenAiServer::handle_completion(const httplib::Request& req, httplib::Respo
 
     if (job.stream) {
         auto st = std::make_shared<StreamState>(StreamState{call, std::move(job), id, created, handler, {}});
-        st->text_offsets.assign(static_cast<size_t>(n_choices), 0);
+        st->text_offsets.assign(static_cast<size_t>(n_choices), TextOffset{});
         res.status = 200;
         res.set_header("Cache-Control", "no-cache");
         res.set_header("X-Accel-Buffering", "no");
@@ -167,7 +167,7 @@ void OpenAiServer::handle_completion(const httplib::Request& req, httplib::Respo
         json ch = {{"index", i}, {"logprobs", nullptr}, {"finish_reason", finish_reason_text(c.reason)}};
         if (job.top_logprobs >= 0) {
             const LogprobsJson lj(m_session->tokenizer(), job.top_logprobs);
-            int64_t offset = 0;
+            TextOffset offset;
             ch["logprobs"] = chat ? json{{"content", lj.chat_content(c.tokens, c.logprobs)}}
                                   : lj.completion(c.tokens, c.logprobs, &offset);
         }

@@ -2,12 +2,20 @@
 // the course's text_generation(...) calls) run unchanged: POST /generate (with details),
 // POST /generate_stream (SSE), POST / (TGI's compat route: a list for stream false, the
 // stream otherwise), GET /info. Errors here are TGI's {"error", "error_type"} (422 for a bad
-// field), which those clients read. Token log-probabilities are null: the engine gives none.
+// field), which those clients read.
+// Log-probabilities (TGI's details): every generated token's `logprob`, `top_n_tokens`
+// alternatives per token (details.top_tokens, or a stream event's top_tokens), and with
+// decoder_input_details the prompt tokens' (details.prefill; the first has none: null). They
+// are the model's raw distribution (engine/sampling/logprobs.h, vLLM's default), where TGI
+// reports them after its logit processors (watermark, repetition penalty, temperature, top-k/p):
+// the two agree for greedy requests without penalties.
 #include <httplib.h>
 
 #include <chrono>
+#include <cmath>
 
 #include "app/server/http_reply.h"
+#include "app/server/logprobs_json.h"
 #include "app/server/openai_server.h"
 
 namespace kvs::server {
@@ -34,6 +42,9 @@ const char* tgi_finish_reason(FinishReason r, bool last_is_eog) {
 struct OpenAiServer::TgiJob {
     CompletionJob job;
     bool details = false;
+    bool decoder_input_details = false;  // details.prefill with the prompt tokens' logprobs
+    int top_n = 0;                       // top_n_tokens
+    std::vector<int32_t> prompt;         // the prompt's ids, for details.prefill
     bool return_full_text = false;
     std::string inputs;
     bool sampled = false;
@@ -79,15 +90,19 @@ std::string OpenAiServer::parse_tgi(const std::string& body, TgiJob* t) const {
     if (f.integer("best_of", &best_of, 1, 1 << 20) && best_of > 1)
         f.fail(bad_request("best_of is not supported by this server", "best_of"));
     int64_t top_n = 0;
-    if (f.integer("top_n_tokens", &top_n, 0, 1 << 20) && top_n > 0)
-        f.fail(
-            bad_request("top_n_tokens is not supported: the engine does not report log-probabilities", "top_n_tokens"));
+    f.integer("top_n_tokens", &top_n, 0, kMaxLogprobs);
+    t->top_n = static_cast<int>(top_n);
+    f.boolean("decoder_input_details", &t->decoder_input_details);  // not with a stream (the route decides)
+    // Every token's logprob and top_n alternatives; the prompt's with decoder_input_details.
+    job.params.logprobs = t->top_n;
+    if (t->decoder_input_details) job.params.prompt_logprobs = 0;
     if (f.has("grammar")) f.fail(bad_request("grammar is not supported (no constrained decoding)", "grammar"));
     if (f.error()) return f.error()->message;
     std::vector<int32_t> ids = m_session->encode_text(t->inputs);
     if (truncate > 0 && static_cast<int64_t>(ids.size()) > truncate)
         ids.erase(ids.begin(), ids.end() - truncate);  // TGI keeps the last `truncate` tokens
     if (auto e = check_lengths(ids, job.params.max_tokens, m_limits.max_model_len, "max_new_tokens")) return e->message;
+    t->prompt = ids;
     job.prompts.push_back(std::move(ids));
     return {};
 }
@@ -100,24 +115,34 @@ void OpenAiServer::handle_tgi_generate(const httplib::Request& req, httplib::Res
         return send_tgi_error(res, 422, err, "validation");
     if (route == TgiRoute::stream) t->job.stream = true;
     if (route == TgiRoute::generate) t->job.stream = false;
+    if (t->decoder_input_details && t->job.stream)  // TGI's rule too: the prefill comes with the whole reply
+        return send_tgi_error(res, 422, "decoder_input_details is not supported when streaming tokens", "validation");
     if (!admit(1)) return send_tgi_error(res, 429, "Model is overloaded", "overloaded");
     auto call = submit(t->job, client_label(req.remote_addr, {}));
     const Tokenizer& tok = m_session->tokenizer();
     const uint64_t seed = t->job.params.seed;
-    auto details_json = [t, seed, &tok](const ApiCall::Choice& c, bool with_tokens) {
+    const auto lj = std::make_shared<LogprobsJson>(tok, t->top_n);
+    auto details_json = [t, seed, &tok, lj](const ApiCall::Choice& c, bool with_tokens) {
         const bool eog = !c.tokens.empty() && tok.is_eog(c.tokens.back());
         json d = {{"finish_reason", tgi_finish_reason(c.reason, eog)},
                   {"generated_tokens", c.tokens.size()},
                   {"seed", t->sampled ? json(seed) : json(nullptr)}};
         if (with_tokens) {
-            json toks = json::array();
-            for (int32_t id : c.tokens)
-                toks.push_back({{"id", id},
-                                {"text", tok.token_to_piece(id)},
-                                {"logprob", nullptr},
-                                {"special", tok.is_control(id)}});
-            d["prefill"] = json::array();
+            json toks = json::array(), tops = json::array();
+            for (size_t i = 0; i < c.tokens.size(); ++i) {
+                const bool has = i < c.logprobs.size();
+                toks.push_back(lj->tgi_token(c.tokens[i], has ? c.logprobs[i].logprob : NAN));
+                if (t->top_n > 0) tops.push_back(has ? lj->tgi_top_tokens(c.logprobs[i]) : json::array());
+            }
+            json prefill = json::array();
+            if (t->decoder_input_details)  // the first prompt token has no logprob (TGI: null)
+                for (size_t i = 0; i < t->prompt.size(); ++i) {
+                    const bool has = i > 0 && i - 1 < c.prompt_logprobs.size();
+                    prefill.push_back(lj->tgi_token(t->prompt[i], has ? c.prompt_logprobs[i - 1].logprob : NAN, true));
+                }
+            d["prefill"] = std::move(prefill);
             d["tokens"] = std::move(toks);
+            if (t->top_n > 0) d["top_tokens"] = std::move(tops);
         }
         return d;
     };
@@ -138,7 +163,7 @@ void OpenAiServer::handle_tgi_generate(const httplib::Request& req, httplib::Res
     res.set_header("X-Accel-Buffering", "no");
     res.set_chunked_content_provider(
         "text/event-stream",
-        [this, t, call, details_json, &tok](size_t, httplib::DataSink& sink) {
+        [this, t, call, details_json, lj](size_t, httplib::DataSink& sink) {
             auto write = [&](const json& j) {
                 const std::string s = "data:" + dump_json(j) + "\n\n";
                 return sink.write(s.data(), s.size());
@@ -171,15 +196,14 @@ void OpenAiServer::handle_tgi_generate(const httplib::Request& req, httplib::Res
                         continue;
                     }
                     if (ev.token < 0 && !ev.finished) continue;
+                    json token = lj->tgi_token(ev.token, ev.logprobs ? ev.logprobs->logprob : NAN);
+                    token["text"] = ev.text;  // the text that became safe to show with this token
+                    if (ev.token < 0) token["special"] = false;
                     json e = {{"index", ++index},
-                              {"token",
-                               {{"id", ev.token},
-                                {"text", ev.text},
-                                {"logprob", nullptr},
-                                {"special", ev.token >= 0 && tok.is_control(ev.token)}}},
+                              {"token", std::move(token)},
                               {"generated_text", nullptr},
-                              {"details", nullptr},
-                              {"top_tokens", nullptr}};
+                              {"details", nullptr}};
+                    if (t->top_n > 0 && ev.logprobs) e["top_tokens"] = lj->tgi_top_tokens(*ev.logprobs);
                     if (ev.finished) {
                         const ApiCall::Choice c = call->choices()[0];
                         e["generated_text"] = t->return_full_text ? t->inputs + c.text : c.text;

@@ -113,6 +113,11 @@ def main():
           "completions logprobs lengths")
     check(all(1 <= len(t) <= 3 for t in l.top_logprobs), "completions top_logprobs sizes")
     check(l.text_offset == sorted(l.text_offset) and l.text_offset[0] == 0, "text_offset grows from 0")
+    # text_offset counts characters of the text (Python's str), not bytes: each whole token's
+    # string starts at its offset.
+    for tok, off in zip(l.tokens, l.text_offset):
+        if not tok.startswith("bytes:"):
+            check(cl.choices[0].text[off:].startswith(tok), f"token {tok!r} at character {off} of the text")
     check(all(abs(max(t.values()) - v) < 1e-6 for t, v in zip(l.top_logprobs, l.token_logprobs)),
           "greedy completion tokens are the most likely")
     summary["logprobs"] = [round(v, 4) for v in l.token_logprobs]

@@ -47,6 +47,27 @@ def main():
     check(d.details.finish_reason in ("length", "eos_token", "stop_sequence"), f"finish_reason {d.details.finish_reason}")
     check("".join(t.text for t in d.details.tokens) == text, "details tokens spell the text")
 
+    # Log-probabilities: every token's, top_n_tokens alternatives, and the prompt's with
+    # decoder_input_details (the first prompt token has none).
+    lp = client.text_generation(prompt, max_new_tokens=8, details=True, decoder_input_details=True, top_n_tokens=3)
+    check(lp.generated_text == text[:len(lp.generated_text)], "logprob request: the same greedy text")
+    toks, pre = lp.details.tokens, lp.details.prefill
+    # huggingface_hub parses the nested top_tokens lists as plain dicts: read both spellings.
+    tops = [[t if hasattr(t, "id") else type("Tok", (), t) for t in tt] for tt in (lp.details.top_tokens or [])]
+    check(all(isinstance(t.logprob, float) and t.logprob <= 0 for t in toks), "every token has a logprob <= 0")
+    check(len(tops) == len(toks) and all(len(t) == 3 for t in tops), "top_tokens: 3 per token")
+    check(all(tt[0].id == t.id and abs(tt[0].logprob - t.logprob) < 1e-6 for t, tt in zip(toks, tops)),
+          "greedy: the token is its position's most likely")
+    check(all(tt[0].logprob >= tt[1].logprob >= tt[2].logprob for tt in tops), "top_tokens best first")
+    check(len(pre) >= 2 and pre[0].logprob is None, "prefill: the first prompt token has no logprob")
+    check(all(isinstance(p.logprob, float) and p.logprob <= 0 for p in pre[1:]), "prefill: the others have one")
+    check("".join(p.text for p in pre) == prompt, "prefill tokens spell the prompt")
+    stream_tops = [r.top_tokens for r in client.text_generation(prompt, max_new_tokens=8, stream=True, details=True,
+                                                                top_n_tokens=3)]
+    check([[t["id"] if isinstance(t, dict) else t.id for t in s] for s in stream_tops] ==
+          [[t.id for t in tt] for tt in tops], "streamed top_tokens")
+    summary.update(prefill_logprobs=[p.logprob for p in pre], token_logprobs=[t.logprob for t in toks])
+
     streamed = "".join(client.text_generation(prompt, max_new_tokens=12, stream=True))
     check(streamed == text, f"stream {streamed!r} != {text!r}")
     last = None
