@@ -26,6 +26,11 @@ QJsonObject settings_json(const ChatSettings& s) {
                   {"spec_k", s.specK},
                   {"spec_adaptive", s.specAdaptive},
                   {"context_policy", s.contextPolicy}};
+    if (s.beams > 1) {
+        o.insert("beams", s.beams);
+        o.insert("length_penalty", s.lengthPenalty);
+    }
+    if (s.minNewTokens > 0) o.insert("min_new_tokens", s.minNewTokens);
     if (!s.adapter.isEmpty()) {  // the LoRA adapter the chat runs with, and where to load it from
         o.insert("adapter", s.adapter);
         o.insert("adapter_path", s.adapterPath);
@@ -47,6 +52,9 @@ ChatSettings settings_from(const QJsonObject& o) {
     s.specK = std::clamp(o.value("spec_k").toInt(s.specK), 1, 8);
     s.specAdaptive = o.value("spec_adaptive").toBool(false);
     s.contextPolicy = o.value("context_policy").toString() == "drop-oldest" ? "drop-oldest" : "stop";
+    s.beams = std::clamp(o.value("beams").toInt(1), 1, 8);
+    s.lengthPenalty = std::clamp(o.value("length_penalty").toDouble(1.0), -5.0, 5.0);
+    s.minNewTokens = std::clamp(o.value("min_new_tokens").toInt(0), 0, 4096);
     s.adapter = o.value("adapter").toString();
     s.adapterPath = s.adapter.isEmpty() ? QString() : o.value("adapter_path").toString();
     return s;

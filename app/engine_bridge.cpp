@@ -254,6 +254,9 @@ SubmitResult EngineBridge::submitChat(const QList<ChatTurn>& turns, const ChatSe
     req.params.min_p = static_cast<float>(s.minP);
     req.params.repeat_penalty = static_cast<float>(s.repeatPenalty);
     req.params.max_tokens = s.maxTokens;
+    req.params.min_new_tokens = std::min(s.minNewTokens, s.maxTokens);
+    req.params.length_penalty = static_cast<float>(s.lengthPenalty);
+    req.beam_width = std::clamp(s.beams, 1, 8);
     // No fixed seed: a fresh one per reply, so Regenerate draws a new sample; the summary
     // names the seed used, so a reply can be reproduced by fixing it.
     req.params.seed = s.seed >= 0 ? static_cast<uint64_t>(s.seed) : freshSeed();

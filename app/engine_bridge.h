@@ -58,6 +58,12 @@ struct ChatSettings {
     // from, so a saved chat can load it again (submitChat does, when the session lacks it).
     QString adapter;
     QString adapterPath;
+    // Beam search (app/beam_search_form.h): 1 off, 2..8 beams (the reply is the best
+    // hypothesis by summed log-probability / length^lengthPenalty); minNewTokens: no end of
+    // the reply before that many tokens (with or without beams).
+    int beams = 1;
+    double lengthPenalty = 1.0;
+    int minNewTokens = 0;
 };
 
 // A LoRA adapter loaded in the session (EngineBridge::adapters).

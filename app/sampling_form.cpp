@@ -6,6 +6,7 @@
 #include <QSpinBox>
 
 #include "app/adapter_form.h"
+#include "app/beam_search_form.h"
 #include "app/speculative_form.h"
 
 namespace kvs::app {
@@ -46,6 +47,8 @@ SamplingForm::SamplingForm(QWidget* parent) : QWidget(parent) {
     f->addRow(tr("Repeat penalty"), m_repeat);
     f->addRow(tr("Max tokens"), m_maxTokens);
     f->addRow(tr("Seed"), m_seed);
+    m_beamForm = new BeamSearchForm(this);
+    f->addRow(tr("Beam search"), m_beamForm);
     f->addRow(tr("Speculative"), m_specForm);
     f->addRow(tr("LoRA adapter"), m_adapterForm);
     f->addRow(m_system);
@@ -62,6 +65,7 @@ void SamplingForm::load(const ChatSettings& s) {
     m_system->setPlainText(s.systemPrompt);
     m_specForm->load(s);
     m_adapterForm->load(s);
+    m_beamForm->load(s);
 }
 
 void SamplingForm::store(ChatSettings* s) const {
@@ -75,6 +79,7 @@ void SamplingForm::store(ChatSettings* s) const {
     s->systemPrompt = m_system->toPlainText();
     m_specForm->store(s);
     m_adapterForm->store(s);
+    m_beamForm->store(s);
 }
 
 void SamplingForm::setAvailableDrafts(const QStringList& names) { m_specForm->setAvailableDrafts(names); }

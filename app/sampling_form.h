@@ -13,6 +13,7 @@ class QSpinBox;
 namespace kvs::app {
 
 class AdapterForm;
+class BeamSearchForm;
 class SpeculativeForm;
 
 class SamplingForm : public QWidget {
@@ -38,6 +39,7 @@ private:
     QPlainTextEdit* m_system;
     SpeculativeForm* m_specForm;
     AdapterForm* m_adapterForm;
+    BeamSearchForm* m_beamForm;
 };
 
 }  // namespace kvs::app
