@@ -131,6 +131,7 @@ void EnginePanel::buildRequestTable() {
 }
 
 void EnginePanel::setPaused(bool paused) { m_pauseButton->setChecked(paused); }
+bool EnginePanel::isPaused() const { return m_pauseButton->isChecked(); }
 
 void EnginePanel::setLessonActive(bool active) { m_endLesson->setVisible(active); }
 

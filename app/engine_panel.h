@@ -22,6 +22,7 @@ class EnginePanel : public QWidget {
 public:
     explicit EnginePanel(EngineBridge* bridge, QWidget* parent = nullptr);
     void setPaused(bool paused);           // as if Pause / Resume were pressed
+    bool isPaused() const;                 // the Pause button is down
     void setCaption(const QString& html);  // the lesson's caption; empty hides it
     void setLessonActive(bool active);     // shows End lesson while a lesson plays
     // The frame's unfinished requests; the table is redrawn at most 5 times a second (the

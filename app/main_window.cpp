@@ -458,11 +458,12 @@ QString MainWindow::lessonCaption() const { return m_lessons->caption(); }
 void MainWindow::poll() {
     QElapsedTimer timer;
     timer.start();
+    m_feed->setEveryStep(m_enginePanel->isPaused());  // stepping: each step's frame is drawn, none skipped
     if (!m_feed->poll()) {
         m_lessons->frameShown(m_feed->frame(), m_draftView->frame());  // the draft view may have moved
         return m_lessons->idle(m_feed->frame().step);
     }
-    m_lessons->stepsRan(m_feed->lastStep());
+    m_lessons->stepsRan(m_feed->newestStep());  // events go in before the engine's next step
     m_enginePanel->showRequests(m_feed->frame().requests);
     m_liveLabel->setText(m_feed->liveFigures());
     m_roofline->setFrame(m_feed->frame().roofline);

@@ -21,6 +21,8 @@ void TelemetryFeed::setLabel(qint64 id, const QString& label) { m_labels.insert(
 bool TelemetryFeed::poll() {
     pollSpec();
     auto snaps = m_bridge->snapshotsAfter(m_lastStep);
+    if (!snaps.empty()) m_newestStep = std::max<qint64>(m_newestStep, snaps.back()->step.step);
+    if (m_everyStep && snaps.size() > 1) snaps.resize(1);  // the oldest not drawn; the next one at the next call
     if (snaps.empty()) {
         auto latest = m_bridge->latestSnapshot();  // republished for the step on screen?
         if (!latest || latest == m_snap || latest->step.step != m_lastStep) return false;
@@ -51,6 +53,7 @@ bool TelemetryFeed::poll() {
 void TelemetryFeed::restart() {
     m_views.timeline->clear();
     m_lastStep = -1;
+    m_newestStep = -1;
     m_specStep = -1;
     m_snap.reset();
     m_frame = ui::EngineFrame{};

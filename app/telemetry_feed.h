@@ -11,6 +11,7 @@
 #include <QObject>
 #include <QSet>
 #include <QString>
+#include <algorithm>
 #include <memory>
 
 #include "ui/view_types.h"
@@ -46,13 +47,21 @@ public:
     // last call. A snapshot published again for the same step (after a cancel between steps:
     // Engine::republish) replaces the frame without adding a step to the timeline.
     bool poll();
+    // While on (the engine is paused and runs a step per Step click), poll() draws every new
+    // step in turn, the oldest not drawn yet, one per call: Step clicks that land while a step
+    // runs queue steps that then run back to back, and none of their frames is skipped (a
+    // lesson caption may wait for a state that lasts one step, such as a prefill). Off: the
+    // newest step is drawn and the ones between go only to the timeline.
+    void setEveryStep(bool on) { m_everyStep = on; }
     // A fresh engine: its steps count from 0 again, and no view keeps the old engine's frame.
     void restart();
     void resetSpec();  // a new model: the draft view takes its next speculative snapshot
     // Requests the draft acceptance view leaves out (those of deleted chats); it is redrawn.
     void setHiddenRequests(const QSet<qint64>& ids);
     const ui::EngineFrame& frame() const { return m_frame; }  // the newest step's
-    qint64 lastStep() const { return m_lastStep; }
+    qint64 lastStep() const { return m_lastStep; }            // the step drawn
+    // The newest step the engine has published (ahead of lastStep() while every step is drawn).
+    qint64 newestStep() const { return std::max(m_lastStep, m_newestStep); }
     // The status bar's line for the newest step: step, running, waiting, KV use, tokens/s.
     QString liveFigures() const;
     // The engine's recent steps and newest snapshot as a trace (`kvscope bench --trace`'s
@@ -70,6 +79,8 @@ private:
     ui::EngineFrame m_frame;
     std::shared_ptr<const EngineSnapshot> m_snap;  // the newest, for block text on hover
     qint64 m_lastStep = -1;
+    qint64 m_newestStep = -1;
+    bool m_everyStep = false;
     qint64 m_specStep = -1;  // the spec snapshot the draft view shows
     QSet<qint64> m_hidden;   // left out of the draft view
     QElapsedTimer m_specClock;

@@ -6,6 +6,7 @@
 // engine its earlier settings back and clears the caption. (tst_lesson_audit checks every
 // caption's claim against the views.)
 #include <QDockWidget>
+#include <QElapsedTimer>
 #include <QLabel>
 #include <QMenu>
 #include <QMenuBar>
@@ -15,9 +16,16 @@
 #include <QTextDocument>
 #include <QtTest>
 
+#include <chrono>
+#include <thread>
+
 #include "app/engine_bridge.h"
 #include "app/lesson.h"
+#include "app/lesson_condition.h"
+#include "app/lesson_player.h"
 #include "app/main_window.h"
+#include "app/view_convert.h"
+#include "engine/runtime/session.h"
 #include "tests/support/test_paths.h"
 #include "tests/support/tiny_model.h"
 #include "ui/chat_view.h"
@@ -137,6 +145,44 @@ private Q_SLOTS:
         // conditions hold in the final frame follows the previous one after a reading pause.
         QTRY_VERIFY2_WITH_TIMEOUT(w.lessonCaption().contains("recompute"), qPrintable(w.lessonCaption()), 10000);
         QVERIFY(w.grab().save(m_dir.filePath("lesson.png")));
+    }
+
+    // Step clicks that land while a step runs queue steps that then run back to back; each
+    // of their frames is drawn in turn, so a caption that waits for a state lasting one step
+    // still comes with that step: lesson 4's first caption (four requests prefilling, the
+    // rest waiting) with the first step, though three steps ran before the window looked.
+    // (Drawing only the newest frame, the three-adapter lesson lost its prefill caption when
+    // a fast machine ran the queued steps between two polls, and stalled.)
+    void queuedStepsAreEachDrawn() {
+        const QString model = m_dir.filePath("tiny-queued.gguf");
+        QVERIFY(kvs::test::write_tiny_gguf(model.toStdString(), kvs::test::TinyModelSpec{}).is_ok());
+        kvs::app::MainWindow w(model, nullptr, m_dir.filePath("chats-queued.json"));
+        w.show();
+        QTRY_VERIFY_WITH_TIMEOUT(w.chatView()->findChild<QPushButton*>("sendButton")->isEnabled(), 20000);
+        QSignalSpy shown(w.lessonPlayer(), &kvs::app::LessonPlayer::captionShown);
+        QString err;
+        QVERIFY2(w.playLesson("04_static_vs_continuous.json", &err), qPrintable(err));
+        QTRY_VERIFY_WITH_TIMEOUT(w.findChild<QPushButton*>("pauseButton")->isChecked(), 10000);
+        auto* step = w.findChild<QPushButton*>("stepButton");
+        for (int i = 0; i < 3; ++i) QTest::mouseClick(step, Qt::LeftButton);
+        // The engine runs the three steps while the window does not poll (no event loop here).
+        QElapsedTimer t;
+        t.start();
+        while (w.bridge()->snapshotsAfter(-1).size() < 3 && t.elapsed() < 60000)
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+        const auto snaps = w.bridge()->snapshotsAfter(-1);
+        QCOMPARE(int(snaps.size()), 3);
+        QCOMPARE(w.lessonCaptionIndex(), -1);  // nothing drawn yet
+        // The claim holds on the first step only: the newest frame alone would have missed it.
+        const auto first = kvs::app::lesson_facts(kvs::app::to_frame(*snaps[0]), {});
+        const auto newest = kvs::app::lesson_facts(kvs::app::to_frame(*snaps[2]), {});
+        QVERIFY(first.value("prefilling") >= 4 && first.value("waiting") >= 4);
+        QCOMPARE(newest.value("prefilling"), qint64(0));
+        QTRY_VERIFY_WITH_TIMEOUT(!shown.isEmpty(), 10000);
+        QCOMPARE(shown[0][0].toInt(), 0);
+        QCOMPARE(shown[0][1].toLongLong(), qint64(snaps[0]->step.step));  // with the prefill step's frame
+        QTRY_COMPARE_WITH_TIMEOUT(w.lastFrame().step.step, qint64(snaps[2]->step.step), 5000);  // then the rest
+        w.endLesson();
     }
 
     void playSpeculativeLesson() {
