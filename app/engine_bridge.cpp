@@ -162,7 +162,23 @@ QString EngineBridge::startEngine(std::shared_ptr<const Session> session, const 
     }
     eo = session->engine_options(eo);
     eo.scheduler.n_host_blocks = es.swap ? 4 * eo.kv_blocks : 0;
+    KvTierSettings tiers;
+    {
+        std::lock_guard<std::mutex> lk(m_mu);
+        if (es.prefixCaching) tiers = m_kvTiers;  // the tiers keep prefix-cached blocks
+    }
+    eo.kv_cpu_tier_bytes = tiers.cpuMiB * 1048576;
+    eo.kv_disk_bytes = tiers.diskMiB * 1048576;
+    eo.kv_disk_dir = tiers.diskDir.toStdString();
     auto engine = session->make_engine(eo);
+    if (!engine && tiers.enabled()) {  // tiers that cannot open (their folder): the engine runs without, and says why
+        const QString why = qs(engine.message());
+        eo.kv_cpu_tier_bytes = eo.kv_disk_bytes = 0;
+        eo.kv_disk_dir.clear();
+        tiers = {};
+        engine = session->make_engine(eo);
+        if (engine) Q_EMIT modelWarning(tr("the KV tiers are off: %1").arg(why));
+    }
     if (!engine) return qs(engine.message());
     *backend = qs((*engine)->backend().name());
     auto ring = (*engine)->telemetry();
@@ -182,6 +198,7 @@ QString EngineBridge::startEngine(std::shared_ptr<const Session> session, const 
         m_kvBytesPerBlock = blockBytes;
         m_maxModelLen = eo.max_model_len;
         m_settings = es;
+        m_kvTiersRunning = tiers;
         m_recent.clear();
     }
     old.reset();
@@ -434,6 +451,21 @@ void EngineBridge::cancel(qint64 requestId) {
 EngineSettings EngineBridge::engineSettings() const {
     std::lock_guard<std::mutex> lk(m_mu);
     return m_settings;
+}
+
+void EngineBridge::setKvTiers(const KvTierSettings& t) {
+    std::lock_guard<std::mutex> lk(m_mu);
+    m_kvTiers = t;
+}
+
+KvTierSettings EngineBridge::kvTiers() const {
+    std::lock_guard<std::mutex> lk(m_mu);
+    return m_kvTiers;
+}
+
+KvTierSettings EngineBridge::runningKvTiers() const {
+    std::lock_guard<std::mutex> lk(m_mu);
+    return m_kvTiersRunning;
 }
 
 void EngineBridge::pause() {

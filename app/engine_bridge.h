@@ -66,6 +66,17 @@ struct ChatSettings {
     int minNewTokens = 0;
 };
 
+// The KV tiers below the device pool for the window's engine (engine/kv_cache/kv_tiers.h;
+// the CLI's --kv-cpu-mib / --kv-disk-mib / --kv-disk-dir): 0 MiB turns a tier off; an empty
+// folder is the default store (~/.cache/kvscope/kv). app/kv_tiers_dialog edits and keeps them.
+struct KvTierSettings {
+    qint64 cpuMiB = 0;
+    qint64 diskMiB = 0;
+    QString diskDir;
+    bool enabled() const { return cpuMiB > 0 || diskMiB > 0; }
+    bool operator==(const KvTierSettings&) const = default;
+};
+
 // A LoRA adapter loaded in the session (EngineBridge::adapters).
 struct AdapterEntry {
     QString name;
@@ -129,6 +140,11 @@ public:
     QList<kvs::app::AdapterEntry> adapters() const;
     // The settings the engine runs with now (thread-safe): a lesson puts them back when it ends.
     EngineSettings engineSettings() const;
+    // The KV tiers the next engine starts with (a model load, a lesson, configureEngine); the
+    // running engine keeps the ones it started with (runningKvTiers). Any thread.
+    void setKvTiers(const KvTierSettings& t);
+    KvTierSettings kvTiers() const;
+    KvTierSettings runningKvTiers() const;
     // Lesson controls of the engine thread.
     void pause();
     void resume();
@@ -226,6 +242,9 @@ private:
     int64_t m_kvBytesPerBlock = 0;
     int m_maxModelLen = 0;      // the engine's prompt + output limit in tokens
     EngineSettings m_settings;  // the engine's
+
+    KvTierSettings m_kvTiers;         // for the next engine
+    KvTierSettings m_kvTiersRunning;  // the running engine's (none when its settings turn prefix caching off)
 
     // The Local server (engine_bridge_server.cpp). m_serverMu orders start / stop / engine swaps
     // and is never taken with m_mu held (stopping waits for engine events, whose callbacks

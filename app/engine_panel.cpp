@@ -11,6 +11,7 @@
 #include <QVBoxLayout>
 
 #include "app/engine_bridge.h"
+#include "app/kv_tiers_dialog.h"
 
 namespace kvs::app {
 
@@ -35,10 +36,22 @@ EnginePanel::EnginePanel(EngineBridge* bridge, QWidget* parent) : QWidget(parent
                             "(a chat's reply stops as with Stop; a Local server request's stream ends with "
                             "finish_reason \"abort\")"));
     m_cancel->setEnabled(false);
+    // KV tiers… (app/kv_tiers_dialog): the saved tiers go to the bridge before the first
+    // model load; the dialog changes them for the next engine.
+    bridge->setKvTiers(KvTiersDialog::saved());
+    auto* tiers = new QPushButton(tr("KV tiers…"), this);
+    tiers->setObjectName("kvTiersButton");
+    tiers->setToolTip(tr("CPU and disk tiers below the KV pool for this window's engine"));
+    connect(tiers, &QPushButton::clicked, this, [this] {
+        auto* d = new KvTiersDialog(m_bridge, this);
+        d->setAttribute(Qt::WA_DeleteOnClose);
+        d->show();
+    });
     controls->addWidget(m_pauseButton);
     controls->addWidget(step);
     controls->addWidget(m_cancel);
     controls->addWidget(slow, 1);
+    controls->addWidget(tiers);
     l->addLayout(controls);
     m_caption = new QLabel(this);
     m_caption->setObjectName("lessonCaption");
