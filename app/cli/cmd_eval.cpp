@@ -12,10 +12,13 @@
 #include <sstream>
 
 #include "app/cli/cli_options.h"
+#include "app/cli/cmd_eval_table.h"
 #include "app/cli/commands.h"
 #include "app/cli/progress_line.h"
 #include "engine/quant/calibration.h"
 #include "engine/quant/eval.h"
+#include "engine/quant/quant_table.h"
+#include "engine/quant/quant_table_run.h"
 #include "engine/quant/quantize.h"
 
 namespace kvs::app {
@@ -27,11 +30,6 @@ using json = nlohmann::json;
 // Schemes tried when --quant is not given: those QuantScheme::parse accepts in this build.
 constexpr const char* kDefaultSchemes[] = {"int8", "int4-rtn", "int4-awq", "q8_0", "q4_k", "q4_0"};
 
-const std::vector<std::string> kBuiltinPrompts = {
-    "The capital of France is",
-    "Once upon a time, in a small village by the sea,",
-    "To make a cup of tea, first",
-};
 
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
@@ -78,9 +76,18 @@ Row make_row(const QuantScheme& scheme, std::string label, std::shared_ptr<const
     return r;
 }
 
-// The schemes to evaluate (explicit: all must parse; default: those that parse).
-Result<std::vector<QuantScheme>> pick_schemes(const std::string& list) {
+// The schemes to evaluate (explicit: all must parse; default: those that parse; --all: the
+// comparison table's list, which must all parse).
+Result<std::vector<QuantScheme>> pick_schemes(const std::string& list, bool all) {
     std::vector<QuantScheme> out;
+    if (all) {
+        for (const QuantTableScheme& t : quant_table_schemes()) {
+            auto q = QuantScheme::parse(t.scheme);
+            if (!q) return Result<std::vector<QuantScheme>>::error("--all: " + q.message());
+            if (q->kind != QuantScheme::Kind::Reference) out.push_back(q.value());
+        }
+        return out;
+    }
     if (!list.empty()) {
         for (const std::string& s : split_list(list)) {
             auto q = QuantScheme::parse(s);
@@ -261,7 +268,14 @@ CLI::App* add_eval_command(CLI::App& app, EvalCommandOptions& o) {
     e->add_option("--prompts", o.prompts_file, "prompts for the first greedy divergence, one per line");
     e->add_option("--divergence-tokens", o.divergence_tokens, "greedy tokens per prompt")
         ->check(CLI::Range(1, kMaxTokens));
-    e->add_option("--json", o.json_out, "write the report as JSON to this file");
+    e->add_option("--json", o.json_out,
+                  "write the report as JSON to this file (with --all: the comparison table, format "
+                  "kvscope-quant-table)");
+    auto* all_flag = e->add_flag("--all", o.all,
+                                 "the comparison table: one row per scheme (reference, INT8 RTN, LLM.int8(), NF4, FP4, "
+                                 "INT4 RTN, GPTQ, GPTQ act-order, AWQ, Q4_K, Q8_0)");
+    all_flag->excludes(e->get_option("--quant"));
+    e->add_option("--csv", o.csv_out, "with --all: write the comparison table as CSV to this file")->needs(all_flag);
     e->add_flag("--no-speed", o.no_speed, "skip the pp512 / tg128 speed runs");
     e->add_option("--repeat", o.repeat, "speed runs per model")->check(CLI::Range(1, 1000));
     add_cpu_options(e, o.runner);
@@ -283,7 +297,7 @@ struct Inputs {
 };
 
 Result<std::vector<std::string>> read_prompts(const std::string& path) {
-    if (path.empty()) return kBuiltinPrompts;
+    if (path.empty()) return default_divergence_prompts();
     auto p = read_text(path, "--prompts");
     if (!p) return p.status();
     std::vector<std::string> out;
@@ -297,7 +311,7 @@ Result<std::vector<std::string>> read_prompts(const std::string& path) {
 
 Result<Inputs> read_inputs(const EvalCommandOptions& o, const Tokenizer& tok) {
     Inputs in;
-    auto schemes = pick_schemes(o.quant);
+    auto schemes = pick_schemes(o.quant, o.all);
     if (!schemes) return schemes.status();
     in.schemes = schemes.value();
     auto text = read_text(o.text, "--text");
@@ -459,13 +473,16 @@ int cmd_eval(const EvalCommandOptions& o) {
         std::fprintf(stderr, "error: %s\n", m.c_str());
         return 1;
     };
-    if (auto s = pick_schemes(o.quant); !s) return fail(s.message());  // before the model loads
+    if (auto s = pick_schemes(o.quant, o.all); !s) return fail(s.message());  // before the model loads
     auto session = open_session_or_report(o.model);
     if (!session) return 1;
     const std::shared_ptr<const Model>& source = session->model_ptr();
     const Tokenizer& tok = session->tokenizer();
     auto in = read_inputs(o, tok);
     if (!in) return fail(in.message());
+    if (o.all)
+        return run_eval_table(o, *session,
+                              {in->tokens, in->n_text_tokens, in->prompt_ids, in->quant.calibration_tokens});
 
     // Ctrl+C stops the quantization or the evaluation at its next layer or chunk; nothing is
     // written (the --json report only at the end).

@@ -34,6 +34,7 @@ struct GenerateOptions {
     float lora_scale = 1.0f;
     int beams = 1;  // beam search width (1: off); sampling.length_penalty ranks the hypotheses
     KvTierFlags tiers;  // KV tiers (through the batching engine)
+    std::string kv_evict;  // KV eviction "POLICY[:BUDGET]" (through the batching engine; engine/kv_cache/kv_eviction.h)
 };
 int cmd_generate(const GenerateOptions& o);
 
@@ -105,6 +106,8 @@ struct EvalCommandOptions {
     std::string prompts_file;
     int divergence_tokens = 64;
     std::string json_out;
+    bool all = false;     // --all: the comparison table of every scheme (app/cli/cmd_eval_table.h)
+    std::string csv_out;  // --all only: the table as CSV
     bool no_speed = false;
     int repeat = 1;
     RunnerOptions runner;  // backend, threads, simd

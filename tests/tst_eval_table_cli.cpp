@@ -1,0 +1,206 @@
+// ctest-labels: unit model
+// `kvscope eval --all` run as a user runs it, on a tiny model: the printed table has a row
+// per scheme of the issue's list, --json is the kvscope-quant-table format (read back
+// through engine/quant/quant_table's reader), --csv has the same numbers, the values are
+// within sane bounds, the reference row has KL 0 and top-1 100 %, a scheme that cannot
+// apply to the model (Q4_K on 64-wide rows) is a row saying why; bad input is a clear error.
+#include <QFile>
+#include <QProcess>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include <cmath>
+
+#include "engine/quant/quant_table.h"
+#include "tests/support/run_kvscope.h"
+#include "tests/support/tiny_model.h"
+
+using Run = kvs::test::KvscopeRun;
+using kvs::test::run_kvscope;
+
+namespace {
+
+QString writeText(const QString& path) {
+    QFile t(path);
+    if (!t.open(QIODevice::WriteOnly)) return {};
+    for (int i = 0; i < 40; ++i)
+        t.write(QByteArray("The quick brown fox jumps over the lazy dog number ") + QByteArray::number(i) + ".\n");
+    return path;
+}
+
+// CSV cells of one line (the writer's quoting: "..." with "" for a quote).
+QStringList csvCells(const QString& line) {
+    QStringList out;
+    QString cur;
+    bool quoted = false;
+    for (int i = 0; i < line.size(); ++i) {
+        const QChar c = line[i];
+        if (quoted) {
+            if (c == '"' && i + 1 < line.size() && line[i + 1] == '"') cur += '"', ++i;
+            else if (c == '"')
+                quoted = false;
+            else
+                cur += c;
+        } else if (c == '"') {
+            quoted = true;
+        } else if (c == ',') {
+            out << cur;
+            cur.clear();
+        } else {
+            cur += c;
+        }
+    }
+    return out << cur;
+}
+
+}  // namespace
+
+class TestEvalTableCli : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void allSchemesOnATinyModel() {
+        QTemporaryDir dir;
+        const QString gguf = dir.filePath("tiny.gguf"), text = writeText(dir.filePath("text.txt")),
+                      jsonPath = dir.filePath("table.json"), csvPath = dir.filePath("table.csv");
+        QVERIFY(kvs::test::write_tiny_gguf(gguf.toStdString(), kvs::test::TinyModelSpec{}).is_ok());
+        const Run r = run_kvscope({"eval",
+                                   "-m",
+                                   gguf,
+                                   "--all",
+                                   "--text",
+                                   text,
+                                   "--calib",
+                                   text,
+                                   "--calib-tokens",
+                                   "128",
+                                   "--ctx",
+                                   "64",
+                                   "--max-tokens",
+                                   "256",
+                                   "--divergence-tokens",
+                                   "8",
+                                   "--threads",
+                                   "1",
+                                   "--json",
+                                   jsonPath,
+                                   "--csv",
+                                   csvPath},
+                                  600000);
+        QVERIFY2(r.exit_code == 0, qPrintable(r.err));
+
+        auto t = kvs::read_quant_table(jsonPath.toStdString());
+        QVERIFY2(t, t.message().c_str());
+        QCOMPARE(t->model, std::string("tiny"));
+        QVERIFY(t->n_params && *t->n_params > 0);
+        QVERIFY2(t->machine.find("thread") != std::string::npos, t->machine.c_str());
+        const auto& schemes = kvs::quant_table_schemes();
+        QCOMPARE(t->rows.size(), schemes.size());
+        for (size_t i = 0; i < schemes.size(); ++i) {
+            const kvs::QuantTableRow& row = t->rows[i];
+            QCOMPARE(row.scheme, std::string(schemes[i].scheme));
+            QCOMPARE(row.label, std::string(schemes[i].label));
+            QVERIFY2(r.out.contains("| " + QString(schemes[i].scheme) + " | " + QString(schemes[i].label) + " |"),
+                     qPrintable(r.out));
+            if (row.scheme == "q4_k") {  // 64-wide rows: K-quant blocks of 256 cannot apply
+                QVERIFY2(!row.measured() && !row.size_bytes && !row.decode_tok_s &&
+                             row.note.find("cannot be made for this model") != std::string::npos,
+                         row.note.c_str());
+                QVERIFY(r.out.contains(QString::fromStdString(row.note)));
+                continue;
+            }
+            QVERIFY2(row.measured() && row.note.empty(), row.scheme.c_str());
+            QVERIFY(*row.ppl > 1 && *row.ppl < 1e4 && *row.ppl_err > 0 && *row.ppl_err < *row.ppl);
+            QVERIFY(*row.mean_kl >= 0 && *row.mean_kl < 20);
+            QVERIFY(*row.top1 >= 0 && *row.top1 <= 1);
+            QVERIFY(*row.first_divergence >= 0 && *row.first_divergence <= 8);
+            QVERIFY(*row.prefill_tok_s > 0 && *row.decode_tok_s > 0);
+            QVERIFY(*row.bits_per_weight >= 4 && *row.bits_per_weight <= 32);
+            QVERIFY(*row.size_bytes > 0 && *row.size_bytes <= *t->rows[0].size_bytes);
+        }
+        const kvs::QuantTableRow& ref = t->rows[0];
+        QCOMPARE(*ref.mean_kl, 0.0);
+        QCOMPARE(*ref.top1, 1.0);
+        QCOMPARE(*ref.bits_per_weight, 32.0);  // the reference's linears are F32
+        QVERIFY(*t->find("int8")->mean_kl < *t->find("int4-rtn")->mean_kl);
+        QVERIFY(*t->find("q8_0")->size_bytes < *ref.size_bytes);
+
+        // The CSV says what the JSON says.
+        QFile c(csvPath);
+        QVERIFY(c.open(QIODevice::ReadOnly));
+        const QStringList lines = QString::fromUtf8(c.readAll()).split('\n', Qt::SkipEmptyParts);
+        QCOMPARE(lines.size(), int(schemes.size()) + 1);
+        const QStringList head = csvCells(lines[0]);
+        QCOMPARE(head.size(), 12);
+        for (size_t i = 0; i < t->rows.size(); ++i) {
+            const QStringList cells = csvCells(lines[int(i) + 1]);
+            QCOMPARE(cells.size(), 12);
+            QCOMPARE(cells[head.indexOf("scheme")].toStdString(), t->rows[i].scheme);
+            const QString ppl = cells[head.indexOf("ppl")], kl = cells[head.indexOf("mean_kl")];
+            if (!t->rows[i].measured()) {
+                QVERIFY(ppl.isEmpty() && kl.isEmpty());
+                QCOMPARE(cells[head.indexOf("note")].toStdString(), t->rows[i].note);
+                continue;
+            }
+            QVERIFY(std::fabs(ppl.toDouble() - *t->rows[i].ppl) <= 1e-8 * *t->rows[i].ppl);
+            QVERIFY(std::fabs(kl.toDouble() - *t->rows[i].mean_kl) <= 1e-8 * (1 + *t->rows[i].mean_kl));
+            QCOMPARE(cells[head.indexOf("size_bytes")].toLongLong(), qint64(*t->rows[i].size_bytes));
+        }
+    }
+
+    // The table's reference perplexity is the one plain `kvscope eval` reports on the same chunks.
+    void agreesWithPlainEval() {
+        QTemporaryDir dir;
+        const QString gguf = dir.filePath("tiny.gguf"), text = writeText(dir.filePath("text.txt")),
+                      tableJson = dir.filePath("table.json");
+        QVERIFY(kvs::test::write_tiny_gguf(gguf.toStdString(), kvs::test::TinyModelSpec{}).is_ok());
+        const QStringList common{"eval",  "-m", gguf,           "--text", text,
+                                 "--ctx", "64", "--max-tokens", "128",    "--no-speed"};
+        const Run plain = run_kvscope(common + QStringList{"--quant", "q8_0"});
+        QVERIFY2(plain.exit_code == 0, qPrintable(plain.err));
+        const Run all = run_kvscope(
+            common + QStringList{"--all", "--calib", text, "--calib-tokens", "64", "--json", tableJson}, 600000);
+        QVERIFY2(all.exit_code == 0, qPrintable(all.err));
+        auto t = kvs::read_quant_table(tableJson.toStdString());
+        QVERIFY2(t, t.message().c_str());
+        QVERIFY(!t->rows[0].decode_tok_s);  // --no-speed: null speeds
+        for (const char* s : {"ref", "q8_0"}) {
+            const QString cell = QString::number(*t->find(s)->ppl, 'f', 3);
+            const QRegularExpression row(
+                QString("\\| %1 \\|[^\\n]*\\| %2 ± ").arg(s, QRegularExpression::escape(cell)));
+            QVERIFY2(row.match(plain.out).hasMatch(), qPrintable(cell + "\n" + plain.out));
+        }
+    }
+
+    void badInput_data() {
+        QTest::addColumn<QStringList>("args");
+        QTest::addColumn<QString>("expect");
+        QTest::newRow("--all with --quant") << QStringList{"--all", "--quant", "q8_0"} << "excludes";
+        QTest::newRow("--csv without --all") << QStringList{"--csv", "/tmp/x.csv"} << "requires --all";
+        QTest::newRow("missing model") << QStringList{"--all", "-m", "/no/such/model.gguf"} << "/no/such/model.gguf";
+        QTest::newRow("unreadable calibration")
+            << QStringList{"--all", "--calib", "/no/such/calib.txt"} << "/no/such/calib.txt";
+        QTest::newRow("text shorter than a chunk")
+            << QStringList{"--all", "--ctx", "100000", "--max-tokens", "100000"} << "fewer than one chunk";
+        QTest::newRow("unwritable json")
+            << QStringList{"--all",          "--json", "/no/such/dir/t.json", "--max-tokens", "64", "--ctx", "32",
+                           "--calib-tokens", "32"}
+            << "/no/such/dir/t.json";
+    }
+    void badInput() {
+        QFETCH(QStringList, args);
+        QFETCH(QString, expect);
+        QTemporaryDir dir;
+        const QString gguf = dir.filePath("tiny.gguf"), text = writeText(dir.filePath("text.txt"));
+        QVERIFY(kvs::test::write_tiny_gguf(gguf.toStdString(), kvs::test::TinyModelSpec{}).is_ok());
+        QStringList a{"eval", "--no-speed", "--text", text};
+        if (!args.contains("-m")) a << "-m" << gguf;
+        if (!args.contains("--calib")) a << "--calib" << text;
+        const Run r = run_kvscope(a + args, 600000);
+        QCOMPARE(r.status, QProcess::NormalExit);
+        QVERIFY2(r.exit_code != 0, qPrintable(r.out));
+        QVERIFY2(r.err.contains(expect), qPrintable(r.err));
+    }
+};
+
+QTEST_GUILESS_MAIN(TestEvalTableCli)
+#include "tst_eval_table_cli.moc"
