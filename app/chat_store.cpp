@@ -31,6 +31,7 @@ QJsonObject settings_json(const ChatSettings& s) {
         o.insert("length_penalty", s.lengthPenalty);
     }
     if (s.minNewTokens > 0) o.insert("min_new_tokens", s.minNewTokens);
+    if (!s.kvEviction.isEmpty()) o.insert("kv_eviction", s.kvEviction);
     if (!s.adapter.isEmpty()) {  // the LoRA adapter the chat runs with, and where to load it from
         o.insert("adapter", s.adapter);
         o.insert("adapter_path", s.adapterPath);
@@ -55,6 +56,7 @@ ChatSettings settings_from(const QJsonObject& o) {
     s.beams = std::clamp(o.value("beams").toInt(1), 1, 8);
     s.lengthPenalty = std::clamp(o.value("length_penalty").toDouble(1.0), -5.0, 5.0);
     s.minNewTokens = std::clamp(o.value("min_new_tokens").toInt(0), 0, 4096);
+    s.kvEviction = o.value("kv_eviction").toString();
     s.adapter = o.value("adapter").toString();
     s.adapterPath = s.adapter.isEmpty() ? QString() : o.value("adapter_path").toString();
     return s;

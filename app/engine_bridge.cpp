@@ -271,6 +271,11 @@ SubmitResult EngineBridge::submitChat(const QList<ChatTurn>& turns, const ChatSe
     req.params.min_p = static_cast<float>(s.minP);
     req.params.repeat_penalty = static_cast<float>(s.repeatPenalty);
     req.params.max_tokens = s.maxTokens;
+    if (!s.kvEviction.isEmpty()) {
+        auto ev = parse_kv_eviction(s.kvEviction.toStdString());
+        if (!ev) return {0, tr("KV eviction: %1").arg(qs(ev.message()))};
+        req.kv_eviction = *ev;
+    }
     req.params.min_new_tokens = std::min(s.minNewTokens, s.maxTokens);
     req.params.length_penalty = static_cast<float>(s.lengthPenalty);
     req.beam_width = std::clamp(s.beams, 1, 8);

@@ -64,6 +64,9 @@ struct ChatSettings {
     int beams = 1;
     double lengthPenalty = 1.0;
     int minNewTokens = 0;
+    // KV eviction of the replies (engine/kv_cache/kv_eviction.h): "POLICY:BUDGET" such as
+    // "h2o:512" or "streaming:0.5" (a fraction of prompt + max tokens); "" : off.
+    QString kvEviction;
 };
 
 // The KV tiers below the device pool for the window's engine (engine/kv_cache/kv_tiers.h;

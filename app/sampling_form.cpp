@@ -6,6 +6,7 @@
 #include <QSpinBox>
 
 #include "app/adapter_form.h"
+#include "app/kv_eviction_form.h"
 #include "app/beam_search_form.h"
 #include "app/speculative_form.h"
 
@@ -51,6 +52,8 @@ SamplingForm::SamplingForm(QWidget* parent) : QWidget(parent) {
     f->addRow(tr("Beam search"), m_beamForm);
     f->addRow(tr("Speculative"), m_specForm);
     f->addRow(tr("LoRA adapter"), m_adapterForm);
+    m_evictForm = new KvEvictionForm(this);
+    f->addRow(tr("KV eviction"), m_evictForm);
     f->addRow(m_system);
 }
 
@@ -65,6 +68,7 @@ void SamplingForm::load(const ChatSettings& s) {
     m_system->setPlainText(s.systemPrompt);
     m_specForm->load(s);
     m_adapterForm->load(s);
+    m_evictForm->load(s);
     m_beamForm->load(s);
 }
 
@@ -79,6 +83,7 @@ void SamplingForm::store(ChatSettings* s) const {
     s->systemPrompt = m_system->toPlainText();
     m_specForm->store(s);
     m_adapterForm->store(s);
+    m_evictForm->store(s);
     m_beamForm->store(s);
 }
 

@@ -13,6 +13,7 @@ class QSpinBox;
 namespace kvs::app {
 
 class AdapterForm;
+class KvEvictionForm;
 class BeamSearchForm;
 class SpeculativeForm;
 
@@ -39,6 +40,7 @@ private:
     QPlainTextEdit* m_system;
     SpeculativeForm* m_specForm;
     AdapterForm* m_adapterForm;
+    KvEvictionForm* m_evictForm;
     BeamSearchForm* m_beamForm;
 };
 

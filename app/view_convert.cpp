@@ -66,6 +66,13 @@ QVector<ui::RequestRow> to_request_rows(const EngineSnapshot& s, const std::func
         if (!row.adapter.isEmpty()) row.label += QStringLiteral(" · ") + row.adapter;  // every view names it
         for (const ChunkView& c : s.chunks)
             if (c.id == r.id) row.scheduledTokens += c.num_tokens;
+        row.kvEviction = QString::fromStdString(r.kv_evict_policy);
+        row.kvBudget = r.kv_budget;
+        row.kvEntries = static_cast<int>(r.kv_entry_pos.size());
+        row.kvEvicted = r.kv_evicted_tokens;
+        row.kvFreedBlocks = r.kv_freed_blocks;
+        for (int32_t p : r.kv_entry_pos) row.kvEntryPos.push_back(p);
+        if (!row.kvEviction.isEmpty()) row.label += QStringLiteral(" · evict ") + row.kvEviction;
         rows.push_back(std::move(row));
     }
     return rows;
@@ -101,6 +108,7 @@ ui::EngineFrame to_frame(const EngineSnapshot& s, const std::function<QString(Re
         c.state = b.state == BlockSlotState::used      ? ui::BlockState::Used
                   : b.state == BlockSlotState::cached  ? ui::BlockState::Cached
                   : b.state == BlockSlotState::swapped ? ui::BlockState::Swapped
+                  : b.state == BlockSlotState::freed   ? ui::BlockState::Freed
                                                        : ui::BlockState::Free;
         c.refCount = b.ref_cnt;
         for (RequestId o : b.owners) c.owners.push_back(o);

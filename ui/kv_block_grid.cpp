@@ -167,7 +167,7 @@ void KvBlockGrid::rememberOwners() {
         if (!b.owners.isEmpty()) {
             m_lastOwner[i] = b.owners.first();
             m_lastIndex[i] = -1;
-        } else if (b.state != BlockState::Cached) {  // a cached block keeps its last owner
+        } else if (b.state != BlockState::Cached && b.state != BlockState::Freed) {  // keeps its last owner
             m_lastOwner[i] = kNoRequest;
             m_lastIndex[i] = -1;
         }
@@ -177,7 +177,7 @@ void KvBlockGrid::rememberOwners() {
 quint64 KvBlockGrid::cellKey(int i) const {
     const BlockCell& b = m_frame.blocks[i];
     const qint64 owner = !b.owners.isEmpty()             ? b.owners.first()
-                         : b.state == BlockState::Cached ? m_lastOwner[i]
+                         : b.state == BlockState::Cached || b.state == BlockState::Freed ? m_lastOwner[i]
                                                          : kNoRequest;
     const quint64 filled = b.state == BlockState::Used ? quint64(std::clamp(b.filled, 0, 4095)) : 0;
     const quint64 refs = quint64(std::clamp(b.refCount, 0, 255));
@@ -262,6 +262,7 @@ QString KvBlockGrid::tooltipForBlock(int block) const {
         case BlockState::Used: state = b.refCount > 1 ? tr("used, shared") : tr("used"); break;
         case BlockState::Cached: state = tr("cached (free, reusable by prefix)"); break;
         case BlockState::Swapped: state = tr("swapped"); break;
+        case BlockState::Freed: state = tr("freed (given back by a request that goes on)"); break;
     }
     QStringList lines{tr("<b>Block %1</b> · %2").arg(block).arg(state)};
     if (b.state == BlockState::Used) {
@@ -278,10 +279,43 @@ QString KvBlockGrid::tooltipForBlock(int block) const {
         if (!owners.isEmpty())
             lines << (b.owners.size() > 1 ? tr("owners: %1") : tr("owner: %1")).arg(owners.join(", "));
         lines << tr("filled %1 / %2 tokens").arg(b.filled).arg(bs);
+        if (const auto it = b.owners.isEmpty() ? m_rowOf.cend() : m_rowOf.constFind(b.owners.first());
+            it != m_rowOf.cend() && !m_frame.requests[*it].kvEviction.isEmpty()) {
+            const RequestRow& r = m_frame.requests[*it];
+            const int idx = int(r.blockIds.indexOf(block));
+            QStringList runs;  // the logical positions this block's entries stand for, as runs
+            for (int e = idx * bs; idx >= 0 && e < std::min<int>((idx + 1) * bs, r.kvEntryPos.size());) {
+                int e1 = e + 1;
+                while (e1 < std::min<int>((idx + 1) * bs, r.kvEntryPos.size()) && r.kvEntryPos[e1] == r.kvEntryPos[e1 - 1] + 1)
+                    ++e1;
+                runs << (e1 - e > 1 ? QStringLiteral("%1–%2").arg(r.kvEntryPos[e]).arg(r.kvEntryPos[e1 - 1])
+                                    : QString::number(r.kvEntryPos[e]));
+                e = e1;
+            }
+            lines << tr("KV eviction %1: positions %2").arg(r.kvEviction, runs.join(", "));
+            lines << tr("%1 of %2 tokens cached (budget %3), %4 evicted so far, %5 blocks given back")
+                         .arg(r.kvEntries)
+                         .arg(r.computedTokens)
+                         .arg(r.kvBudget)
+                         .arg(r.kvEvicted)
+                         .arg(r.kvFreedBlocks);
+        }
     } else if (b.state == BlockState::Cached) {
         lines << tr("filled %1 / %2 tokens").arg(b.filled).arg(bs);
         if (m_lastOwner[block] != kNoRequest)
             lines << tr("last held by %1").arg(ownerName(m_lastOwner[block]).toHtmlEscaped());
+    } else if (b.state == BlockState::Freed && m_lastOwner[block] != kNoRequest) {
+        lines << tr("given back by %1").arg(ownerName(m_lastOwner[block]).toHtmlEscaped());
+        if (const auto it = m_rowOf.constFind(m_lastOwner[block]); it != m_rowOf.cend()) {
+            const RequestRow& r = m_frame.requests[*it];
+            if (!r.kvEviction.isEmpty())
+                lines << tr("KV eviction %1: %2 cached of %3 tokens, %4 evicted, %5 blocks given back")
+                             .arg(r.kvEviction)
+                             .arg(r.kvEntries)
+                             .arg(r.computedTokens)
+                             .arg(r.kvEvicted)
+                             .arg(r.kvFreedBlocks);
+        }
     }
     if (b.hashed) lines << tr("in the prefix cache (hashed)");
     if (m_tokenText && b.state != BlockState::Free && m_lastOwner[block] != kNoRequest) {

@@ -25,7 +25,7 @@ using namespace blockpaint;
 
 namespace {
 
-enum class LegendSwatch { Free, Used, Cached, Shared, Swapped, Reserved, Selected };
+enum class LegendSwatch { Free, Used, Cached, Shared, Swapped, Freed, Reserved, Selected };
 
 struct LegendEntry {
     LegendSwatch swatch;
@@ -38,6 +38,7 @@ constexpr LegendEntry kLegend[] = {
     {LegendSwatch::Cached, QT_TRANSLATE_NOOP("KvBlockLegend", "cached (free, reusable prefix)")},
     {LegendSwatch::Shared, QT_TRANSLATE_NOOP("KvBlockLegend", "shared (refs > 1)")},
     {LegendSwatch::Swapped, QT_TRANSLATE_NOOP("KvBlockLegend", "swapped out (CPU tier)")},
+    {LegendSwatch::Freed, QT_TRANSLATE_NOOP("KvBlockLegend", "freed (evicted / out of window)")},
     {LegendSwatch::Reserved, QT_TRANSLATE_NOOP("KvBlockLegend", "reserved, unused (contiguous)")},
     {LegendSwatch::Selected, QT_TRANSLATE_NOOP("KvBlockLegend", "selected request, table order")},
 };
@@ -97,6 +98,7 @@ void KvBlockLegend::paintEvent(QPaintEvent*) {
             case LegendSwatch::Free: break;
             case LegendSwatch::Used: b.state = BlockState::Used, b.refCount = 1, b.owners = {0}, b.filled = 10; break;
             case LegendSwatch::Cached: b.state = BlockState::Cached; break;
+            case LegendSwatch::Freed: b.state = BlockState::Freed; break;
             case LegendSwatch::Shared:
                 b.state = BlockState::Used, b.refCount = 2, b.owners = {1, 2}, b.filled = 16;
                 break;
@@ -119,7 +121,8 @@ void KvBlockLegend::paintEvent(QPaintEvent*) {
             p.drawEllipse(QRectF(sr).center(), sw * 0.2, sw * 0.2);
             p.setRenderHint(QPainter::Antialiasing, false);
         } else {
-            drawBlockCell(p, sr, b, 16, kLegend[i].swatch == LegendSwatch::Cached ? 3 : kNoRequest, st, hatch, fm);
+            const bool owned = kLegend[i].swatch == LegendSwatch::Cached || kLegend[i].swatch == LegendSwatch::Freed;
+            drawBlockCell(p, sr, b, 16, owned ? 3 : kNoRequest, st, hatch, fm);
         }
         p.setPen(palette().color(QPalette::WindowText));
         p.drawText(rects[i].adjusted(sw + sw / 4, 0, 0, 0), Qt::AlignLeft | Qt::AlignVCenter, tr(kLegend[i].text));

@@ -51,6 +51,21 @@ void drawBlockCell(QPainter& p, const QRect& r, const BlockCell& b, int blockSiz
             p.fillRect(r, st.freeFill);
             drawHatch(p, r, hatch);
             return;
+        case BlockState::Freed: {  // free, with a dashed outline and a cross in the colour of who gave it back
+            p.fillRect(r, st.freeFill);
+            const QColor oc = lastOwner != kNoRequest ? requestColor(lastOwner) : st.secondaryText;
+            if (r.width() >= 4) {
+                p.save();
+                p.setPen(QPen(oc, r.width() >= 14 ? 2 : 1, Qt::DashLine));
+                p.drawRect(r.adjusted(0, 0, -1, -1));
+                p.setPen(QPen(oc, 1));
+                const int m = std::max(1, r.width() / 4);
+                p.drawLine(r.left() + m, r.top() + m, r.right() - m, r.bottom() - m);
+                p.drawLine(r.left() + m, r.bottom() - m, r.right() - m, r.top() + m);
+                p.restore();
+            }
+            return;
+        }
         case BlockState::Used: break;
     }
     const qint64 owner = !b.owners.isEmpty() ? b.owners.first() : lastOwner;

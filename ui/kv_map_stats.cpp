@@ -20,7 +20,8 @@ KvMapStats KvMapStats::compute(const EngineFrame& f) {
                 s.tokensInKv += std::clamp(b.filled, 0, bs);
                 break;
             case BlockState::Cached: ++s.cached; break;
-            case BlockState::Free: ++s.free; break;
+            case BlockState::Free:
+            case BlockState::Freed: ++s.free; break;
             case BlockState::Swapped: break;  // host-tier state; not a device block's
         }
     }

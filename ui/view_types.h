@@ -13,7 +13,9 @@ namespace kvs::ui {
 
 // ---- KV block map ---------------------------------------------------------------------
 
-enum class BlockState { Free, Used, Cached, Swapped };  // Cached: free but findable by prefix hash
+// Cached: free but findable by prefix hash. Freed: free again because a request that goes on
+// gave it back (KV eviction compacted its cache; the sliding window moved past it).
+enum class BlockState { Free, Used, Cached, Swapped, Freed };
 
 struct BlockCell {
     int id = 0;
@@ -50,6 +52,14 @@ struct RequestRow {
     int preemptions = 0;
     int scheduledTokens = 0;  // tokens run for it this step
     QString adapter;          // the LoRA adapter it runs with ("": the base model)
+    // KV eviction ("h2o:512", "" : none): cache entries now (of computedTokens), dropped or
+    // merged so far, blocks given back; the logical position of each cache entry, in cache order.
+    QString kvEviction;
+    int kvBudget = 0;
+    int kvEntries = 0;
+    qint64 kvEvicted = 0;
+    qint64 kvFreedBlocks = 0;
+    QVector<int> kvEntryPos;
 };
 
 // ---- one engine step ----------------------------------------------------------------

@@ -50,6 +50,9 @@ int run_main(int argc, char** argv) {
     add_sampling_options(g, gen.sampling);
     add_runner_options(g, gen.runner);
     add_kv_tier_options(g, gen.tiers);
+    g->add_option("--kv-evict", gen.kv_evict,
+                  "KV eviction through the batching engine: POLICY[:BUDGET], policies streaming, h2o, snapkv, merge; "
+                  "BUDGET in tokens (512) or a fraction of prompt + max tokens (0.5)");
 
     InspectOptions ins;
     ins.model = kDefaultModel;

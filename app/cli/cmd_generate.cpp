@@ -92,6 +92,14 @@ int generate_with_engine(const GenerateOptions& o, Session& session, const std::
     else if (!o.quiet_stats)
         std::fprintf(stderr, "%s\n", e.backend_note().c_str());
     GenerationRequest g;
+    if (!o.kv_evict.empty()) {
+        auto ev = parse_kv_eviction(o.kv_evict);
+        if (!ev) {
+            std::fprintf(stderr, "error: --kv-evict: %s\n", ev.message().c_str());
+            return 1;
+        }
+        g.kv_eviction = *ev;
+    }
     g.prompt = prompt;
     g.params = o.sampling;
     g.adapter = adapter;
@@ -139,6 +147,10 @@ int generate_with_engine(const GenerateOptions& o, Session& session, const std::
                      static_cast<long long>(s.cpu_hit_tokens + s.disk_hit_tokens),
                      static_cast<long long>(s.cpu_hit_tokens), static_cast<long long>(s.disk_hit_tokens));
     }
+    if (const KvEvictionState* ev = e.kv_eviction(*id))
+        std::fprintf(stderr, "KV eviction %s: budget %d tokens | %d cached at the end, at most %d | %lld evicted | %lld blocks given back\n",
+                     ev->setting.describe().c_str(), ev->budget, ev->n_entries(), ev->peak_entries,
+                     static_cast<long long>(ev->n_evicted), static_cast<long long>(ev->n_freed_blocks));
     if (o.spec.empty()) return 0;
     const SpecStats& s = e.spec_totals();
     std::fprintf(stderr,
@@ -167,7 +179,8 @@ int cmd_generate(const GenerateOptions& o) {
         text = ss.str();
     }
     const std::vector<int32_t> prompt = o.chat ? session->encode_user(text, o.system) : session->encode_text(text);
-    if (!o.spec.empty() || !o.lora.empty() || o.beams > 1 || o.sampling.min_new_tokens > 0 || o.tiers.any())
+    if (!o.spec.empty() || !o.lora.empty() || o.beams > 1 || o.sampling.min_new_tokens > 0 || o.tiers.any() ||
+        !o.kv_evict.empty())
         return generate_with_engine(o, *session, prompt);
 
     auto runner = session->make_runner(o.runner);

@@ -385,7 +385,10 @@ std::vector<BlockInfo> KVCacheManager::block_map() const {
         info.block_id = i;
         info.ref_cnt = b.ref_cnt;
         info.hashed = b.block_hash.has_value();
-        info.state = b.ref_cnt > 0 ? BlockState::used : (info.hashed ? BlockState::cached : BlockState::free);
+        const bool evicted = !m_evict_freed.empty() && m_evict_freed[static_cast<size_t>(i)];
+        info.state = b.ref_cnt > 0 ? BlockState::used
+                     : evicted     ? BlockState::freed
+                                   : (info.hashed ? BlockState::cached : BlockState::free);
         if (info.state == BlockState::cached) info.n_filled = m_block_size;
     }
     for (RequestId id : request_ids()) {
