@@ -101,16 +101,21 @@ void EngineBridge::loadModelAt(const QString& nameOrPath, int contextTokens, int
         eo.kv_blocks = es.kvBlocks;
         eo = (*session)->engine_options(eo);
         const qint64 kv = qint64(eo.kv_blocks) * eo.block_size * (*session)->kv_bytes_per_token(eo.kv_type);
-        const qint64 ram = Session::machine_ram_bytes();
-        if (ram > 0 && m.weight_bytes + kv > ram) {
+        // The weights and KV go to the GPU's memory with the CUDA backend, else to RAM.
+        const Session::ComputeMemory mem = Session::compute_memory();
+        const qint64 avail = mem.gpu ? mem.free_bytes : mem.total_bytes;
+        if (avail > 0 && m.weight_bytes + kv > avail) {
             loadCancelled(ticket);
-            Q_EMIT modelLoadFailed(tr("%1 needs %2 MiB (weights %3 MiB + KV cache %4 MiB) but this machine has %5 MiB "
-                                      "of RAM; choose a smaller context or batch")
+            const QString has =
+                mem.gpu ? tr("the GPU (%1) has %2 MiB free").arg(QString::fromStdString(mem.device)).arg(avail >> 20)
+                        : tr("this machine has %1 MiB of RAM").arg(avail >> 20);
+            Q_EMIT modelLoadFailed(tr("%1 needs %2 MiB (weights %3 MiB + KV cache %4 MiB) but %5; choose a smaller "
+                                      "context or batch")
                                        .arg(nameOrPath)
                                        .arg((m.weight_bytes + kv) >> 20)
                                        .arg(m.weight_bytes >> 20)
                                        .arg(kv >> 20)
-                                       .arg(ram >> 20));
+                                       .arg(has));
             return;
         }
     }

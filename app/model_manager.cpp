@@ -86,7 +86,8 @@ ModelManagerDialog::ModelManagerDialog(QWidget* parent) : QDialog(parent) {
     m_memory->setWordWrap(true);
     m_planner = new ui::MemoryPlannerView(this);
     m_planner->setKvBytesPerTokenFn(&EngineBridge::kvBytesPerToken);
-    if (const int64_t ram = Session::machine_ram_bytes(); ram > 0) m_planner->setAvailableMemory(ram);
+    if (const Session::ComputeMemory mem = Session::compute_memory(); mem.free_bytes > 0)
+        m_planner->setAvailableMemory(mem.gpu ? mem.free_bytes : mem.total_bytes);
     auto* buttons = new QDialogButtonBox(QDialogButtonBox::Close, this);
     m_load = buttons->addButton(tr("Load"), QDialogButtonBox::AcceptRole);
     m_load->setObjectName("loadModelButton");
@@ -269,7 +270,11 @@ void ModelManagerDialog::updateMemory() {
     const ui::MemoryPlan p = m_planner->currentPlan();
     const ui::MemoryInputs in = m_planner->inputs();
     const ModelFacts f = m_facts.value(m_path);
-    const qint64 ram = Session::machine_ram_bytes();
+    // CUDA when the default backend finds it (weights and KV then go to the GPU's memory), else RAM.
+    const Session::ComputeMemory mem = Session::compute_memory();
+    const qint64 avail = mem.gpu ? mem.free_bytes : mem.total_bytes;
+    const QString where = ui::MemorySizing::memoryTargetText(mem.gpu, QString::fromStdString(mem.device),
+                                                             mem.free_bytes, mem.total_bytes);
     // The weights as the file has them (the planner's box rounds to 0.1 MiB), the KV as the
     // engine will allocate it: whole blocks of the engine's bytes per token.
     const qint64 weights = f.weightBytes;
@@ -278,18 +283,18 @@ void ModelManagerDialog::updateMemory() {
     if (!p.valid) why = p.error;
     else if (f.ctxTrain > 0 && in.context > f.ctxTrain)
         why = tr("a context of %1 tokens is more than the %2 this model was trained on").arg(in.context).arg(f.ctxTrain);
-    else if (ram > 0 && need > ram)
-        why = tr("it will not fit: %1 is more than this machine's %2 of RAM").arg(mib(need), mib(ram));
+    else if (avail > 0 && need > avail)
+        why = mem.gpu ? tr("it will not fit: %1 is more than the %2 free on the GPU").arg(mib(need), mib(avail))
+                      : tr("it will not fit: %1 is more than this machine's %2 of RAM").arg(mib(need), mib(avail));
     m_fits = p.valid && why.isEmpty();
     const QString line = tr("Needs %1: weights %2 + KV cache %3 (context %4 × batch %5 × %6 bytes per token, in "
-                            "whole blocks of %7). This machine has %8 of RAM. (On a GPU backend the same bytes go to "
-                            "its VRAM, which this dialog does not measure.)")
+                            "whole blocks of %7), in %8.")
                              .arg(mib(need), mib(weights), mib(p.kvBytes))
                              .arg(in.context)
                              .arg(in.batch)
                              .arg(p.bytesPerToken)
                              .arg(in.blockSize)
-                             .arg(ram > 0 ? mib(ram) : tr("an unknown amount"));
+                             .arg(where.toHtmlEscaped());
     m_memory->setText(why.isEmpty() ? line
                                     : line + "<br><span style='color:#c0392b'><b>Warning:</b> " + why.toHtmlEscaped() +
                                           tr(" — choose a smaller context or batch below.") + "</span>");

@@ -19,6 +19,9 @@ namespace {
 constexpr const char* kCudaLibrary = "libkvscope_cuda.so";
 constexpr const char* kCudaEntry = "kvscope_create_cuda_backend";
 using CreateCudaBackendFn = Backend* (*)(char* err, size_t err_len);
+constexpr const char* kCudaMemoryEntry = "kvscope_cuda_device_memory";
+using CudaMemoryFn = int (*)(int64_t* free_bytes, int64_t* total_bytes, char* text, size_t text_len);
+void* g_cuda_lib = nullptr;  // the loaded libkvscope_cuda.so (load_cuda_entry), never closed
 
 // Directory of the running executable ("" when /proc is unavailable).
 std::string exe_dir() {
@@ -82,7 +85,7 @@ CreateCudaBackendFn load_cuda_entry(std::string* why) {
             } else {
                 fail = "cannot load " + path + ": " + err;
             }
-        } else if (!(fn = reinterpret_cast<CreateCudaBackendFn>(dlsym(lib, kCudaEntry)))) {
+        } else if (g_cuda_lib = lib; !(fn = reinterpret_cast<CreateCudaBackendFn>(dlsym(lib, kCudaEntry)))) {
             fail = path + " has no " + kCudaEntry + " (a library from another KV Scope version?)";
         } else if (!nvidia_driver_present()) {
             fn = nullptr;
@@ -105,6 +108,25 @@ std::unique_ptr<Backend> make_cuda_backend(std::string* why) {
     }
     if (why) *why = reason;
     return nullptr;
+}
+
+DeviceMemory cuda_device_memory() {
+    DeviceMemory m;
+    if (!load_cuda_entry(&m.why)) return m;
+    const auto fn = reinterpret_cast<CudaMemoryFn>(dlsym(g_cuda_lib, kCudaMemoryEntry));
+    if (!fn) {
+        m.why =
+            std::string(kCudaLibrary) + " has no " + kCudaMemoryEntry + " (a library from another KV Scope version?)";
+        return m;
+    }
+    std::array<char, 512> text{};
+    if (fn(&m.free_bytes, &m.total_bytes, text.data(), text.size()) != 0) {
+        m.why = text[0] ? std::string(text.data()) : std::string("the CUDA device did not answer");
+        return m;
+    }
+    m.device = text.data();
+    m.ok = true;
+    return m;
 }
 
 std::unique_ptr<Backend> make_backend(const std::string& requested, int n_threads, std::string* note,

@@ -176,6 +176,18 @@ std::unique_ptr<Backend> make_cpu_backend(int n_threads = 0, const std::string& 
 // the driver or a GPU is missing, so the program starts on machines without NVIDIA drivers.
 std::unique_ptr<Backend> make_cuda_backend(std::string* why);
 
+// The memory of the GPU the CUDA backend runs on (device 0), asked through
+// libkvscope_cuda.so (cudaMemGetInfo) without creating a backend: its name, free and total
+// bytes. ok false and `why` when the library, the driver or a GPU is missing.
+struct DeviceMemory {
+    bool ok = false;
+    std::string device;
+    int64_t free_bytes = 0;
+    int64_t total_bytes = 0;
+    std::string why;
+};
+DeviceMemory cuda_device_memory();
+
 // "cuda" when it loads, else the CPU backend; *note says which was picked and why. An
 // unknown backend or SIMD level gives nullptr, and *note says what was expected.
 std::unique_ptr<Backend> make_backend(const std::string& requested, int n_threads, std::string* note,

@@ -224,6 +224,12 @@ private Q_SLOTS:
         QCOMPARE(d.chosenContext(), 300);
         QCOMPARE(d.chosenBatch(), 3);
         QVERIFY2(d.memoryText().contains("context 300 × batch 3"), qPrintable(d.memoryText()));
+        // Where it goes: the GPU's VRAM when the CUDA backend loads, this machine's RAM otherwise.
+        const kvs::Session::ComputeMemory mem = kvs::Session::compute_memory();
+        const QString where = kvs::ui::MemorySizing::memoryTargetText(mem.gpu, QString::fromStdString(mem.device),
+                                                                      mem.free_bytes, mem.total_bytes);
+        QVERIFY2(d.memoryText().contains("in " + where.toHtmlEscaped() + "."), qPrintable(d.memoryText()));
+        QVERIFY(where.startsWith(mem.gpu ? "GPU VRAM (" : "CPU RAM ("));
         QVERIFY(!d.memoryText().contains("Warning"));
         QVERIFY(d.selectedFits());
         QVERIFY(d.findChild<QPushButton*>("loadModelButton")->isEnabled());

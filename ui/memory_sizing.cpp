@@ -100,6 +100,15 @@ QString MemorySizing::formatDecimalBytes(qint64 bytes) {
            QString::number(v, 'f', u == 0 ? 0 : v >= 100 ? 0 : v >= 10 ? 1 : 2) + " " + units[u];
 }
 
+QString MemorySizing::memoryTargetText(bool gpu, const QString& device, qint64 freeBytes, qint64 totalBytes) {
+    if (gpu)
+        return QStringLiteral("GPU VRAM (%1: %2 free of %3)")
+            .arg(device.isEmpty() ? QStringLiteral("CUDA device 0") : device, formatBytes(freeBytes),
+                 formatBytes(totalBytes));
+    return totalBytes > 0 ? QStringLiteral("CPU RAM (%1)").arg(formatBytes(totalBytes))
+                          : QStringLiteral("CPU RAM (size unknown)");
+}
+
 ParallelPlan MemorySizing::parallel(const MemoryInputs& in, const ParallelInputs& p,
                                     const KvBytesPerTokenFn& kvBytesPerToken) {
     ParallelPlan r;

@@ -126,6 +126,10 @@ struct MemorySizing {
     static qint64 addSaturated(qint64 a, qint64 b);  // non-negative sizes
     static QString formatBytes(qint64 bytes);        // "92 MiB", "22.5 KiB", "1.3 GiB"
     static QString formatDecimalBytes(qint64 bytes);  // "1.07 GB", "512 kB" (powers of 1000)
+    // Where the weights and KV go, as the memory estimate names it: "GPU VRAM (NVIDIA H100 80GB HBM3:
+    // 70.1 GiB free of 79.6 GiB)" on a GPU, "CPU RAM (23.5 GiB)" otherwise ("CPU RAM (size unknown)"
+    // for 0 bytes).
+    static QString memoryTargetText(bool gpu, const QString& device, qint64 freeBytes, qint64 totalBytes);
     // MHA / GQA / MQA and the tensor-parallel split for in's layers, head dim, context,
     // batch, block size, KV type and weights; bytes per token from kvBytesPerToken (the
     // engine's definition). Invalid when heads < 1, the group does not divide the heads, tp < 1.

@@ -47,6 +47,21 @@ std::string Session::models_dir() { return kvs::models_dir(); }
 
 int64_t Session::machine_ram_bytes() { return physical_ram_bytes(); }
 
+Session::ComputeMemory Session::compute_memory() {
+    ComputeMemory m;
+    const DeviceMemory d = cuda_device_memory();
+    if (d.ok) {
+        m.gpu = true;
+        m.device = d.device;
+        m.free_bytes = d.free_bytes;
+        m.total_bytes = d.total_bytes;
+        return m;
+    }
+    m.free_bytes = m.total_bytes = machine_ram_bytes();
+    m.note = d.why;
+    return m;
+}
+
 void Session::make_self_drafts(const SessionOptions& opt) {
     const int n_layer = m_model->config.n_layer;
     if (n_layer >= 2) {

@@ -61,6 +61,17 @@ public:
     static std::string default_model_name();  // what `kvscope` and every command open by default
     static std::string models_dir();
     static int64_t machine_ram_bytes();  // physical RAM, what the KV pool policy sizes against (0: unknown)
+    // Where a model's weights and KV cache go with the default ("auto") backend: the CUDA GPU's
+    // memory (its name, free and total bytes) when the CUDA backend is available, else this
+    // machine's RAM (free = total = machine_ram_bytes()); `note` says why CUDA is not used.
+    struct ComputeMemory {
+        bool gpu = false;
+        std::string device;  // the GPU's name ("" for RAM)
+        int64_t free_bytes = 0;
+        int64_t total_bytes = 0;
+        std::string note;
+    };
+    static ComputeMemory compute_memory();
 
     const Model& model() const { return *m_model; }
     const std::shared_ptr<const Model>& model_ptr() const { return m_model; }

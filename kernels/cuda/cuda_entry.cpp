@@ -87,6 +87,30 @@ void write_error(const std::string& message, char* err, size_t err_len) {
 }  // namespace
 }  // namespace kvs::cuda
 
+// The GPU's name (in text) and its free and total memory; 0, or 1 with the reason in text.
+extern "C" __attribute__((visibility("default"))) int kvscope_cuda_device_memory(int64_t* free_bytes,
+                                                                                 int64_t* total_bytes, char* text,
+                                                                                 size_t text_len) {
+    int n = 0;
+    if (const cudaError_t e = cudaGetDeviceCount(&n); e != cudaSuccess || n == 0) {
+        kvs::cuda::write_error(e != cudaSuccess ? kvs::cuda::device_count_error(e) : "no CUDA device", text, text_len);
+        return 1;
+    }
+    cudaDeviceProp prop{};
+    size_t free_b = 0, total_b = 0;
+    cudaError_t e = cudaGetDeviceProperties(&prop, kvs::cuda::kDevice);
+    if (e == cudaSuccess) e = cudaSetDevice(kvs::cuda::kDevice);
+    if (e == cudaSuccess) e = cudaMemGetInfo(&free_b, &total_b);
+    if (e != cudaSuccess) {
+        kvs::cuda::write_error("cannot read the GPU's memory: " + kvs::cuda::error_text(e), text, text_len);
+        return 1;
+    }
+    *free_bytes = static_cast<int64_t>(free_b);
+    *total_bytes = static_cast<int64_t>(total_b);
+    kvs::cuda::write_error(prop.name, text, text_len);
+    return 0;
+}
+
 // The backend, or nullptr with a one-line reason in err (NUL-terminated, cut to err_len).
 extern "C" __attribute__((visibility("default"))) kvs::Backend* kvscope_create_cuda_backend(char* err, size_t err_len) {
     try {
