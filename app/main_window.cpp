@@ -31,6 +31,7 @@
 #include "app/chat_target_bar.h"
 #include "app/engine_bridge.h"
 #include "app/engine_panel.h"
+#include "app/kv_tiers_dialog.h"
 #include "app/lesson_player.h"
 #include "app/machine_roof_feed.h"
 #include "app/local_server_control.h"
@@ -90,6 +91,13 @@ MainWindow::MainWindow(const QString& modelNameOrPath, QWidget* parent, const QS
         d->activateWindow();
     });
     fitAction->setObjectName("quantFitAction");
+    // Tools ▸ KV tiers… (app/kv_tiers_dialog), as the Engine dock's button does.
+    auto* tiersAction = qobject_cast<QMenu*>(fitAction->parent())->addAction(tr("&KV tiers…"), this, [this] {
+        auto* d = new KvTiersDialog(m_bridge, this);
+        d->setAttribute(Qt::WA_DeleteOnClose);
+        d->show();
+    });
+    tiersAction->setObjectName("kvTiersAction");
     m_localServer = new LocalServerControl(m_bridge, this);
     m_localServer->addMenu(menuBar());
     statusBar()->addPermanentWidget(m_localServer->indicator());

@@ -5,6 +5,7 @@
 // block map's tier data, EngineFrame::tiers, has the CPU and disk limits and the folder);
 // Save alone changes the next engine only, and the dialog says what the running one has; a
 // new window starts its engine with the saved tiers.
+#include <QAction>
 #include <QLabel>
 #include <QLineEdit>
 #include <QPlainTextEdit>
@@ -106,6 +107,14 @@ private Q_SLOTS:
             QCOMPARE(w.bridge()->kvTiers().cpuMiB, qint64(4));
             QCOMPARE(w.bridge()->runningKvTiers().cpuMiB, qint64(8));
             QVERIFY(w.grab().save(QString::fromStdString(kvs::test::output_path("kv_tiers_gui.png"))));
+            // Tools ▸ KV tiers… opens the same dialog, with the next engine's values.
+            w.findChild<QAction*>("kvTiersAction")->trigger();
+            QPointer<KvTiersDialog> fromMenu;
+            for (auto* c : w.findChildren<KvTiersDialog*>())
+                if (c->isVisible()) fromMenu = c;
+            QVERIFY(fromMenu);
+            QCOMPARE(fromMenu->findChild<QSpinBox*>("kvCpuMiB")->value(), 4);
+            fromMenu->reject();
         }
         // A new window: its engine starts with the saved tiers.
         kvs::app::MainWindow w(m_model, nullptr, m_dir.filePath("chats.json"));
