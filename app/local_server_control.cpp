@@ -7,6 +7,7 @@
 #include <QMenuBar>
 #include <QMessageBox>
 #include <QPointer>
+#include <QSettings>
 #include <QSignalBlocker>
 #include <QStatusBar>
 
@@ -14,6 +15,13 @@
 #include "app/local_server_dialog.h"
 
 namespace kvs::app {
+
+namespace {
+const char kEnabledKey[] = "server/enabled";
+void remember(bool on) { QSettings().setValue(kEnabledKey, on); }
+}  // namespace
+
+bool LocalServerControl::rememberedOn() { return QSettings().value(kEnabledKey, false).toBool(); }
 
 LocalServerControl::LocalServerControl(EngineBridge* bridge, QMainWindow* window)
     : QObject(window), m_bridge(bridge), m_window(window) {
@@ -25,6 +33,13 @@ LocalServerControl::LocalServerControl(EngineBridge* bridge, QMainWindow* window
     // A new engine (another model, a lesson) restarts the server on it; this is when it could not.
     connect(m_bridge, &EngineBridge::serverStopped, this, [this](const QString& why) {
         if (m_switch && m_switch->isChecked()) fail(why);
+    });
+    // On at the last quit: on again with the first model this launch loads.
+    m_resume = rememberedOn();
+    connect(m_bridge, &EngineBridge::modelLoaded, this, [this] {
+        if (!m_resume) return;
+        m_resume = false;
+        if (!m_switch || !m_switch->isChecked()) setServing(true);
     });
 }
 
@@ -42,6 +57,8 @@ void LocalServerControl::addMenu(QMenuBar* bar) {
 }
 
 void LocalServerControl::setServing(bool on) {
+    remember(on);
+    if (!on) m_resume = false;  // switched off before the model came: stays off
     if (m_switch && m_switch->isChecked() != on) {
         const QSignalBlocker block(m_switch);
         m_switch->setChecked(on);
@@ -98,6 +115,7 @@ void LocalServerControl::onStopped() {
 
 void LocalServerControl::fail(const QString& message) {
     m_busy = false;
+    remember(false);  // what the switch shows now
     m_lastError = message;
     if (m_switch) {
         const QSignalBlocker block(m_switch);

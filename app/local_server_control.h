@@ -4,6 +4,10 @@
 // and the errors (a port in use: the switch goes back off and the message names the
 // address). The server runs in app/engine_bridge on the engine the chats use; starting and
 // stopping happen on the bridge's thread, so the window never waits for replies to end.
+// The switch is remembered (QSettings "server/enabled"): on at the last quit, the next launch
+// turns it on again once its first model is loaded, at the saved address (host and port in the
+// settings file, the API key in the key store: LocalServerSettings). A start that fails leaves
+// it off, and remembered off.
 #include <QObject>
 #include <QString>
 #include <QTimer>
@@ -30,6 +34,8 @@ public:
     // Turns the server on (with the saved settings) or off, as the menu's switch does. The
     // outcome comes later: started / failed / stopped.
     void setServing(bool on);
+    // The switch as the settings remember it (what the next launch starts with).
+    static bool rememberedOn();
     bool busy() const { return m_busy; }  // a start or stop is under way on the bridge's thread
     LocalServerState state() const;
     QString lastError() const { return m_lastError; }
@@ -53,6 +59,7 @@ private:
     QLabel* m_indicator;
     QTimer m_timer;  // refreshes the indicator while the switch is on
     bool m_busy = false;
+    bool m_resume = false;  // turn the server on once a model is loaded (remembered on)
     QString m_lastError;
 };
 

@@ -5,7 +5,9 @@
 // address - and pause, single step, selection and Cancel request act on the HTTP request as
 // on a chat's; the status bar says where the server listens and how many clients it serves;
 // a port in use turns the switch back off with a message naming the address; a new model
-// restarts the server; switching off closes the port. The client is cpp-httplib over
+// restarts the server; switching off closes the port; the switch and its address are
+// remembered across launches (on at quit: on again at the next launch, at the saved host and
+// port, once the model is loaded; off at quit: stays off). The client is cpp-httplib over
 // loopback on a thread of the test; its stream is read as Server-Sent Events.
 #include <httplib.h>
 #include <netinet/in.h>
@@ -115,6 +117,23 @@ class TestLocalServerGui : public QObject {
         st.setValue("server/host", "127.0.0.1");
         st.setValue("server/port", port);
         st.setValue("server/hasKey", false);
+        st.setValue("server/enabled", false);  // each test starts with the switch off
+    }
+
+    // A port nothing listens on now (bound, read, closed).
+    static int freePort() {
+        const int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+        sockaddr_in a{};
+        a.sin_family = AF_INET;
+        a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+        a.sin_port = 0;
+        socklen_t len = sizeof(a);
+        int port = 0;
+        if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof(a)) == 0 &&
+            ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) == 0)
+            port = ntohs(a.sin_port);
+        ::close(fd);
+        return port;
     }
 
     static bool switchOn(MainWindow& w) {
@@ -399,6 +418,53 @@ private Q_SLOTS:
 
     // Loading a model again restarts the server on the new engine; closing the window with a
     // stream in flight ends it with "abort" and closes the port.
+    // The switch survives a restart of the program: on at quit -> on at the next launch, at the
+    // saved address and port, once the model is loaded (the status bar says so); switched off ->
+    // the launch after that serves nothing. The settings file holds host, port and the switch,
+    // never the key.
+    void switchRememberedAcrossLaunches() {
+        const int port = freePort();
+        QVERIFY(port > 0);
+        useServerSettings(port);
+        QVERIFY(!kvs::app::LocalServerControl::rememberedOn());
+        {
+            MainWindow w(m_model, nullptr, chats("remember"));
+            w.show();
+            waitReady(w);
+            QVERIFY(!w.localServer()->state().running);  // off: nothing starts by itself
+            QVERIFY(switchOn(w));
+            QCOMPARE(portOf(w.localServer()->state().url), port);
+        }  // quit with the switch on
+        QVERIFY(kvs::app::LocalServerControl::rememberedOn());
+        QTRY_VERIFY_WITH_TIMEOUT(!portOpen(port), 10000);
+        {
+            MainWindow w(m_model, nullptr, chats("remember"));
+            w.show();
+            auto* ctl = w.localServer();
+            QTRY_VERIFY_WITH_TIMEOUT(ctl->state().running && !ctl->busy(), 30000);  // on again, by itself
+            QVERIFY(ctl->switchAction()->isChecked());
+            QCOMPARE(ctl->state().url, QString("http://127.0.0.1:%1").arg(port));
+            QVERIFY(portOpen(port));
+            QTRY_VERIFY_WITH_TIMEOUT(ctl->indicator()->text().contains(QString(":%1").arg(port)), 5000);
+            ctl->switchAction()->trigger();  // off
+            QTRY_VERIFY_WITH_TIMEOUT(!ctl->state().running && !ctl->busy(), 20000);
+            QVERIFY(!kvs::app::LocalServerControl::rememberedOn());
+        }
+        {
+            MainWindow w(m_model, nullptr, chats("remember"));
+            w.show();
+            waitReady(w);
+            QTest::qWait(500);  // a start would be queued by now (it follows the model's load)
+            QVERIFY(!w.localServer()->switchAction()->isChecked());
+            QVERIFY(!w.localServer()->state().running);
+            QVERIFY(!portOpen(port));
+        }
+        const QSettings st;
+        QCOMPARE(st.value("server/port").toInt(), port);
+        QCOMPARE(st.value("server/host").toString(), QString("127.0.0.1"));
+        for (const QString& k : st.allKeys()) QVERIFY2(!k.contains("apiKey", Qt::CaseInsensitive), qPrintable(k));
+    }
+
     void modelSwitchAndQuit() {
         useServerSettings(0);
         HttpCall stream;
