@@ -305,7 +305,7 @@ SavedTurn* ChatController::liveTurn(const QString& convId) {
     return t.role == "assistant" ? &t : nullptr;
 }
 
-void ChatController::onToken(qint64 id, const QString& piece) {
+void ChatController::onToken(qint64 id, const QString& piece, int green) {
     const QString conv = m_requestConv.value(id);
     if (conv.isEmpty()) return;
     Live& live = m_live[conv];
@@ -314,7 +314,7 @@ void ChatController::onToken(qint64 id, const QString& piece) {
     ++live.pieces;
     if (!m_flushTimer.isActive()) m_flushTimer.start();
     auto* v = viewFor(conv);
-    v->appendAssistantText(piece);
+    v->appendAssistantText(piece, green);
     if (auto* g = v->contextGauge(); g->limit() > 0) g->setUsage(live.promptTokens + live.pieces, g->limit());
 }
 

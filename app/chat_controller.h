@@ -138,7 +138,7 @@ private:
     int fitStart(const Conversation& c, int keep, const QString& text) const;
     void updateGauge(const QString& convId);
     void setContextPolicy(const QString& convId, const QString& policy);
-    void onToken(qint64 id, const QString& piece);
+    void onToken(qint64 id, const QString& piece, int green = -1);  // green: EngineBridge::tokenText
     void onFinished(qint64 id, const QString& summary);
     void onFailed(qint64 id, const QString& message);
     void onRemoteFailed(qint64 id, const QString& message);  // id: the client's, negated

@@ -26,6 +26,7 @@ QJsonObject settings_json(const ChatSettings& s) {
                   {"spec_k", s.specK},
                   {"spec_adaptive", s.specAdaptive},
                   {"context_policy", s.contextPolicy}};
+    if (s.watermark) o.insert("watermark", true);
     if (s.beams > 1) {
         o.insert("beams", s.beams);
         o.insert("length_penalty", s.lengthPenalty);
@@ -53,6 +54,7 @@ ChatSettings settings_from(const QJsonObject& o) {
     s.specK = std::clamp(o.value("spec_k").toInt(s.specK), 1, 8);
     s.specAdaptive = o.value("spec_adaptive").toBool(false);
     s.contextPolicy = o.value("context_policy").toString() == "drop-oldest" ? "drop-oldest" : "stop";
+    s.watermark = o.value("watermark").toBool(false);
     s.beams = std::clamp(o.value("beams").toInt(1), 1, 8);
     s.lengthPenalty = std::clamp(o.value("length_penalty").toDouble(1.0), -5.0, 5.0);
     s.minNewTokens = std::clamp(o.value("min_new_tokens").toInt(0), 0, 4096);

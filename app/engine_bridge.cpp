@@ -6,6 +6,7 @@
 #include <random>
 
 #include "engine/runtime/session.h"
+#include "engine/sampling/watermark.h"
 
 namespace kvs::app {
 
@@ -276,6 +277,7 @@ SubmitResult EngineBridge::submitChat(const QList<ChatTurn>& turns, const ChatSe
     req.params.min_p = static_cast<float>(s.minP);
     req.params.repeat_penalty = static_cast<float>(s.repeatPenalty);
     req.params.max_tokens = s.maxTokens;
+    req.params.watermark = s.watermark;
     if (!s.kvEviction.isEmpty()) {
         auto ev = parse_kv_eviction(s.kvEviction.toStdString());
         if (!ev) return {0, tr("KV eviction: %1").arg(qs(ev.message()))};
@@ -321,8 +323,11 @@ qint64 EngineBridge::submitLocked(GenerationRequest req, bool chatReply) {
     // Runs on the engine thread; the signals are queued to the GUI thread. Timings come
     // from the engine's RequestMetrics, the same numbers bench and the metrics view report.
     const quint64 seed = req.params.seed;
-    req.on_event = [this, chatReply, seed](const TokenEvent& ev) {
-        if (chatReply && !ev.text.empty()) Q_EMIT tokenText(ev.id, qs(ev.text));
+    const double gamma = req.params.watermark ? req.params.watermark_gamma : -1.0;
+    auto green = std::make_shared<std::pair<int, int>>(0, 0);  // watermarked reply: green and scored tokens
+    req.on_event = [this, chatReply, seed, gamma, green](const TokenEvent& ev) {
+        if (ev.green >= 0) green->first += ev.green, ++green->second;
+        if (chatReply && !ev.text.empty()) Q_EMIT tokenText(ev.id, qs(ev.text), ev.green);
         if (!ev.finished) return;
         forget(ev.id);
         if (ev.finish_reason == FinishReason::rejected) {
@@ -334,12 +339,18 @@ qint64 EngineBridge::submitLocked(GenerationRequest req, bool chatReply) {
         recordLatency(m);
         if (!chatReply) return;
         const double tpot = m.tpot_ms();
-        Q_EMIT requestFinished(ev.id, QString("%1 tokens · %2 tok/s · TTFT %3 ms · %4 · seed %5")
-                                          .arg(m.n_output)
-                                          .arg(tpot > 0 ? 1000.0 / tpot : 0.0, 0, 'f', 1)
-                                          .arg(std::max(0.0, m.ttft_ms()), 0, 'f', 0)
-                                          .arg(QString::fromLatin1(finishWord(ev.finish_reason)))
-                                          .arg(seed));
+        QString summary = QString("%1 tokens · %2 tok/s · TTFT %3 ms · %4 · seed %5")
+                              .arg(m.n_output)
+                              .arg(tpot > 0 ? 1000.0 / tpot : 0.0, 0, 'f', 1)
+                              .arg(std::max(0.0, m.ttft_ms()), 0, 'f', 0)
+                              .arg(QString::fromLatin1(finishWord(ev.finish_reason)))
+                              .arg(seed);
+        if (gamma > 0 && green->second > 0)  // the detector's z-score (engine/sampling/watermark.h)
+            summary += tr(" · watermark: %1 of %2 tokens green, z = %3")
+                           .arg(green->first)
+                           .arg(green->second)
+                           .arg(watermark_z(green->first, green->second, gamma), 0, 'f', 1);
+        Q_EMIT requestFinished(ev.id, summary);
     };
     const qint64 id = m_loop->submit(std::move(req));
     m_inFlight.insert(id);

@@ -64,6 +64,9 @@ struct ChatSettings {
     int beams = 1;
     double lengthPenalty = 1.0;
     int minNewTokens = 0;
+    // TGI's green-list watermark on the replies (engine/sampling/watermark.h, gamma 0.5,
+    // delta 2): each token's green or red list shows in the chat and the slot timeline.
+    bool watermark = false;
     // KV eviction of the replies (engine/kv_cache/kv_eviction.h): "POLICY:BUDGET" such as
     // "h2o:512" or "streaming:0.5" (a fraction of prompt + max tokens); "" : off.
     QString kvEviction;
@@ -221,7 +224,9 @@ Q_SIGNALS:
     void engineConfigured(const QString& description);
     void modelWarning(const QString& message);  // loaded, but something is not applied (see Model::warnings)
     void modelShape(const QString& name, int layers, int kvHeads, int headDim, qint64 weightBytes, int heads);
-    void tokenText(qint64 requestId, const QString& piece);
+    // green: the piece's token is in the watermark's green list (1) or not (0); -1 when the
+    // reply is not watermarked (ChatSettings::watermark).
+    void tokenText(qint64 requestId, const QString& piece, int green = -1);
     void requestFinished(qint64 requestId, const QString& summary);
     void requestFailed(qint64 requestId, const QString& message);
     void serverStopped(const QString& why);  // the Local server could not go on with a new engine

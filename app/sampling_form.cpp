@@ -1,5 +1,6 @@
 #include "app/sampling_form.h"
 
+#include <QCheckBox>
 #include <QDoubleSpinBox>
 #include <QFormLayout>
 #include <QPlainTextEdit>
@@ -35,6 +36,12 @@ SamplingForm::SamplingForm(QWidget* parent) : QWidget(parent) {
     m_seed = new QSpinBox(this);
     m_seed->setRange(-1, 2147483647);
     m_seed->setSpecialValueText(tr("default"));
+    m_watermark = new QCheckBox(tr("Green-list watermark"), this);
+    m_watermark->setObjectName("watermark");
+    m_watermark->setToolTip(
+        tr("TGI's watermark (Kirchenbauer et al.): before each token, the previous token seeds a green half of the "
+           "vocabulary whose logits get +2. The reply shows each token's list (green or red) and the detector's "
+           "z-score; the slot timeline marks each step's new tokens"));
     m_system = new QPlainTextEdit(this);
     m_system->setObjectName("systemPrompt");
     m_system->setPlaceholderText(tr("System prompt (empty: the model's default)"));
@@ -50,6 +57,7 @@ SamplingForm::SamplingForm(QWidget* parent) : QWidget(parent) {
     f->addRow(tr("Seed"), m_seed);
     m_beamForm = new BeamSearchForm(this);
     f->addRow(tr("Beam search"), m_beamForm);
+    f->addRow(tr("Watermark"), m_watermark);
     f->addRow(tr("Speculative"), m_specForm);
     f->addRow(tr("LoRA adapter"), m_adapterForm);
     m_evictForm = new KvEvictionForm(this);
@@ -65,6 +73,7 @@ void SamplingForm::load(const ChatSettings& s) {
     m_repeat->setValue(s.repeatPenalty);
     m_maxTokens->setValue(s.maxTokens);
     m_seed->setValue(static_cast<int>(s.seed));
+    m_watermark->setChecked(s.watermark);
     m_system->setPlainText(s.systemPrompt);
     m_specForm->load(s);
     m_adapterForm->load(s);
@@ -80,6 +89,7 @@ void SamplingForm::store(ChatSettings* s) const {
     s->repeatPenalty = m_repeat->value();
     s->maxTokens = m_maxTokens->value();
     s->seed = m_seed->value();
+    s->watermark = m_watermark->isChecked();
     s->systemPrompt = m_system->toPlainText();
     m_specForm->store(s);
     m_adapterForm->store(s);

@@ -6,6 +6,7 @@
 
 #include "app/engine_bridge.h"
 
+class QCheckBox;
 class QDoubleSpinBox;
 class QPlainTextEdit;
 class QSpinBox;
@@ -37,6 +38,7 @@ private:
     QDoubleSpinBox* m_repeat;
     QSpinBox* m_maxTokens;
     QSpinBox* m_seed;
+    QCheckBox* m_watermark;
     QPlainTextEdit* m_system;
     SpeculativeForm* m_specForm;
     AdapterForm* m_adapterForm;

@@ -1,5 +1,7 @@
 #include "app/view_convert.h"
 
+#include <algorithm>
+
 namespace kvs::app {
 
 ui::StepPoint to_step_point(const StepRecord& r) {
@@ -62,6 +64,7 @@ QVector<ui::RequestRow> to_request_rows(const EngineSnapshot& s, const std::func
         for (int32_t b : r.block_ids) row.blockIds.push_back(b);
         row.hostBlocks = r.n_host_blocks;
         row.preemptions = r.num_preemptions;
+        row.greenTokens = r.n_green < 0 ? -1 : std::min(r.n_green, std::max(0, r.n_output));
         row.adapter = QString::fromStdString(r.adapter);
         if (!row.adapter.isEmpty()) row.label += QStringLiteral(" · ") + row.adapter;  // every view names it
         for (const ChunkView& c : s.chunks)

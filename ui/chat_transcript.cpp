@@ -141,6 +141,7 @@ void ChatTranscript::beginReply(bool streaming) {
         m_split.reset();
         m_rendered = 0;
         m_parts = 0;
+        m_tokens = false;
         m_replyPos = m_tailPos = c.position();
         m_codeAtReply = m_codeAtTail = int(m_code.size());
         m_lastRole = "assistant";
@@ -159,9 +160,26 @@ QTextCursor ChatTranscript::truncate(int pos, int firstCode) {
     return c;
 }
 
-void ChatTranscript::appendReply(const QString& piece) {
+QColor ChatTranscript::watermarkColor(bool green) {
+    return green ? QColor(0x2E, 0xB8, 0x4E, 0x70) : QColor(0xB0, 0x2A, 0x6F, 0x50);
+}
+
+void ChatTranscript::appendReply(const QString& piece, int green) {
     if (!m_open) beginReply();
     if (piece.isEmpty()) return;
+    if (green >= 0 && m_reply.isEmpty()) m_tokens = true;  // a watermarked reply, from its first piece
+    if (m_tokens) {
+        edit([&] {
+            m_reply += piece;
+            QTextCursor c(m_doc);
+            c.movePosition(QTextCursor::End);
+            QTextCharFormat f;
+            if (green >= 0) f.setBackground(watermarkColor(green == 1));
+            f.setProperty(QTextFormat::UserProperty, green);  // the list, for tests and copy-outs
+            c.insertText(piece, f);
+        });
+        return;
+    }
     edit([&] {
         m_reply += piece;
         const qsizetype stable = m_split.update(m_reply);
@@ -191,7 +209,7 @@ void ChatTranscript::endReply(const QString& footer) {
     edit([&] {
         if (m_open) {
             m_open = false;
-            if (m_parts > 0) {  // streamed in parts: once whole, as the importer makes it
+            if (m_parts > 0 && !m_tokens) {  // streamed in parts: once whole, as the importer makes it
                 QTextCursor c = truncate(m_replyPos, m_codeAtReply);
                 insertMarkdown(c, m_reply, style(), &m_code);
             }

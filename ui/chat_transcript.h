@@ -5,10 +5,14 @@
 // tail after it again for each piece; the finished reply is rendered whole once more when
 // it was streamed in parts (so lists and numbering come out exactly as Qt's importer makes
 // them). Your messages and notices are plain text.
+// A watermarked reply (pieces that come with their watermark list) is drawn as plain text,
+// each piece on the colour of its list (green or red, watermarkColor), and stays so when it
+// ends: the point of it is to see which tokens the green lists took.
 // Qt paints a rich-text document by walking all of it, so the cost of a repaint grows with
 // the transcript (tables most): when a reply begins, a transcript holding more than
 // kShownTurns turns keeps only the newest, under a first line "N earlier turns are not shown
 // — Show them" (its link: kEarlierScheme) that the chat answers by drawing them all again.
+#include <QColor>
 #include <QList>
 #include <QString>
 #include <QStringList>
@@ -37,11 +41,14 @@ public:
     void clear();
     void appendUser(const QString& text);
     void beginReply();
-    void appendReply(const QString& piece);                             // begins a reply when none is open
+    // Begins a reply when none is open. green >= 0 (1 green list, 0 red list): a watermarked
+    // reply's piece, drawn on its list's colour (the reply is then plain text, not Markdown).
+    void appendReply(const QString& piece, int green = -1);
     void endReply(const QString& footer);                               // the stats line under it (may be empty)
     void appendReplyWhole(const QString& text, const QString& footer);  // a finished reply, rendered once
     void appendNotice(const QString& text);                             // closes an open reply first
     bool replyOpen() const { return m_open; }
+    static QColor watermarkColor(bool green);  // a piece's background in a watermarked reply
     // The text of the transcript's i-th code block (its Copy link's number); empty when none.
     QString codeBlock(int i) const { return m_code.value(i); }
     int codeBlockCount() const { return int(m_code.size()); }
@@ -78,6 +85,7 @@ private:
     int m_codeAtReply = 0;     // m_code's size when the reply began
     int m_codeAtTail = 0;      // … and when its tail began
     int m_parts = 0;           // stable parts rendered so far
+    bool m_tokens = false;     // a watermarked reply: pieces on their lists' colours
 };
 
 }  // namespace kvs::ui

@@ -156,7 +156,7 @@ void ChatView::updateButtons() {
 
 void ChatView::appendUserMessage(const QString& text) { m_doc->appendUser(text); }
 void ChatView::beginAssistantMessage() { m_doc->beginReply(); }
-void ChatView::appendAssistantText(const QString& piece) { m_doc->appendReply(piece); }
+void ChatView::appendAssistantText(const QString& piece, int green) { m_doc->appendReply(piece, green); }
 void ChatView::endAssistantMessage(const QString& footer) { m_doc->endReply(footer); }
 void ChatView::appendAssistantMessage(const QString& text, const QString& footer) {
     m_doc->appendReplyWhole(text, footer);

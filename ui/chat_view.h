@@ -27,7 +27,8 @@ public:
     void setGenerating(bool generating);
     void appendUserMessage(const QString& text);
     void beginAssistantMessage();
-    void appendAssistantText(const QString& piece);
+    // green: the piece's watermark list (1 green, 0 red; -1: the reply is not watermarked).
+    void appendAssistantText(const QString& piece, int green = -1);
     void endAssistantMessage(const QString& footer);
     void appendAssistantMessage(const QString& text, const QString& footer);  // a finished reply, at once
     void appendNotice(const QString& text);  // errors and status lines in the transcript

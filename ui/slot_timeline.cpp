@@ -7,7 +7,7 @@ namespace kvs::ui {
 namespace {
 class StateLegend : public QWidget {
 public:
-    explicit StateLegend(QWidget* parent) : QWidget(parent) {
+    explicit StateLegend(SlotTimelineView* parent) : QWidget(parent), m_view(parent) {
         setObjectName("slotTimelineLegend");
         setAccessibleName(tr("Slot state colours"));
         setSizePolicy(QSizePolicy::Preferred, QSizePolicy::Fixed);
@@ -16,6 +16,8 @@ public:
         const QFontMetrics fm(smallFont(font()));
         int w = 0;
         for (SlotState s : order()) w += fm.height() + 4 + fm.horizontalAdvance(SlotTimelineView::stateName(s)) + 12;
+        if (m_view->model().hasWatermark())
+            for (bool g : {true, false}) w += fm.height() + 4 + fm.horizontalAdvance(watermarkName(g)) + 12;
         return {w, fm.height() + 4};
     }
     QSize minimumSizeHint() const override { return {40, sizeHint().height()}; }
@@ -40,9 +42,23 @@ protected:
             p.drawText(QRectF(x, 0, fm.horizontalAdvance(name) + 2, height()), Qt::AlignVCenter, name);
             x += fm.horizontalAdvance(name) + 12;
         }
+        if (!m_view->model().hasWatermark()) return;
+        // A watermarked request's decode cells carry a strip: its new tokens, green or red list.
+        for (bool g : {true, false}) {
+            const QString name = watermarkName(g);
+            if (x + sw + 4 + fm.horizontalAdvance(name) > width()) break;
+            p.fillRect(QRectF(x, y, sw, sw), SlotTimelineView::stateColor(SlotState::Decode, palette()));
+            p.fillRect(QRectF(x, y + sw * 0.6, sw, sw * 0.4), SlotTimelineView::watermarkColor(g));
+            p.setPen(palette().color(QPalette::Text));
+            x += sw + 4;
+            p.drawText(QRectF(x, 0, fm.horizontalAdvance(name) + 2, height()), Qt::AlignVCenter, name);
+            x += fm.horizontalAdvance(name) + 12;
+        }
     }
 
 private:
+    static QString watermarkName(bool green) { return green ? tr("green token") : tr("red token"); }
+    SlotTimelineView* m_view;
     static std::initializer_list<SlotState> order() {
         static const auto o = {SlotState::Prefill,   SlotState::Decode,  SlotState::Padding, SlotState::Waiting,
                                SlotState::Preempted, SlotState::Swapped, SlotState::Finished};
@@ -146,6 +162,11 @@ QSize SlotTimelineView::minimumSizeHint() const {
     return {fm.averageCharWidth() * 40, fm.height() * 18};
 }
 
+QColor SlotTimelineView::watermarkColor(bool green) {
+    // The red list in crimson: not preemption's red.
+    return green ? QColor(0x2E, 0xB8, 0x4E) : QColor(0xB0, 0x2A, 0x6F);
+}
+
 QColor SlotTimelineView::stateColor(SlotState s, const QPalette& pal) {
     switch (s) {
         case SlotState::Waiting: return mixColors(pal.color(QPalette::Base), pal.color(QPalette::Text), 0.17);
@@ -179,7 +200,13 @@ QColor SlotTimelineView::requestColor(qint64 id) { return kvs::ui::requestColor(
 void SlotTimelineView::appendStep(const StepPoint& sp, const QVector<RequestRow>& requests) {
     SlotTimelineModel& m = d->model;
     if (!m.isEmpty() && sp.step <= m.newestStep()) clear();  // the engine restarted
+    const bool hadWatermark = m.hasWatermark();
     const SlotTimelineModel::AppendResult res = m.append(sp, requests);
+    if (m.hasWatermark() != hadWatermark)  // the legend names the watermark strips from now on
+        if (auto* legend = findChild<QWidget*>(QStringLiteral("slotTimelineLegend"))) {
+            legend->updateGeometry();
+            legend->update();
+        }
     appendPlotPoint(m.columns().back());
     if (res.trimmed) trimPlots();
     m_appending = true;
@@ -355,7 +382,13 @@ QString SlotTimelineView::toolTipAt(const QPoint& pos) const {
                                             .arg(r.outputTokens)
                                             .arg(r.maxTokens);
             if (r.preemptions) text += tr(" · preempted %1×").arg(r.preemptions);
+            if (r.greenTokens >= 0)
+                text += QLatin1Char('\n') +
+                        tr("Watermarked: %1 of %2 output tokens green").arg(r.greenTokens).arg(r.outputTokens);
         }
+        if (const Cell* cell = d->model.cellAt(hit.step, hit.row, m_mode);
+            cell && cell->green >= 0 && cell->sampled > 0)
+            text += QLatin1Char('\n') + tr("This step: %1 of %2 new tokens green").arg(cell->green).arg(cell->sampled);
         text += QLatin1Char('\n');
     }
     return text + stepSummary(c->point);

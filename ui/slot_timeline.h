@@ -98,6 +98,8 @@ public:
     int fullCacheRedraws() const;  // full re-renders of the cell cache (tests)
 
     static QColor stateColor(SlotState s, const QPalette& pal);
+    // The strip a watermarked request's cells carry: its new tokens in the green list, or not.
+    static QColor watermarkColor(bool green);
     static QString stateName(SlotState s);
     static QColor requestColor(qint64 id);  // the block map's colours (ui/request_colors.h)
 

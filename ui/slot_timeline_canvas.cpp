@@ -76,6 +76,8 @@ void TimelineCanvas::drawColumns(const Layout& L, qint64 from, qint64 to) {
     for (int s = 0; s < 7; ++s) colors[s] = opaque(SlotTimelineView::stateColor(SlotState(s), pal));
     const QRgb hatch = opaque(SlotTimelineView::stateColor(SlotState::Padding, pal).darker(150));
     const int hatchPeriod = std::max(3, int(std::lround(4 * L.dpr)));
+    const QRgb greenList = opaque(SlotTimelineView::watermarkColor(true));
+    const QRgb redList = opaque(SlotTimelineView::watermarkColor(false));
     const SlotTimelineModel& m = v->d->model;
     for (auto it = m.firstColumnFrom(from); it != m.columns().end() && it->point.step <= to; ++it) {
         const int x = int(L.wDev - (v->m_viewLast - it->point.step + 1) * qint64(L.cw));
@@ -98,6 +100,12 @@ void TimelineCanvas::drawColumns(const Layout& L, qint64 from, qint64 to) {
                 const QRect r(left, y, std::max(1, w), std::max(1, L.rh - gapY));
                 fillRaw(r, colors[c.state]);
                 if (c.state == quint8(SlotState::Padding)) hatchRaw(r, hatch, hatchPeriod);
+                if (c.green >= 0 && c.sampled > 0) {  // watermark: the new tokens' lists, green part first
+                    const int sh = std::max(px, r.height() * 2 / 5);
+                    const int gw = r.width() * c.green / c.sampled;
+                    fillRaw(QRect(r.left(), r.bottom() - sh + 1, gw, sh), greenList);
+                    fillRaw(QRect(r.left() + gw, r.bottom() - sh + 1, r.width() - gw, sh), redList);
+                }
             }
         }
     }

@@ -17,12 +17,20 @@ SlotTimelineModel::AppendResult SlotTimelineModel::append(const StepPoint& sp, c
         const int ri = rowFor(r, &res.rowsMoved);
         if (ri < 0) continue;
         TimelineRow& row = m_rows[ri];
+        TimelineCell c;
+        if (r.greenTokens >= 0) {  // the tokens since its last cell, and the green ones among them
+            const bool seen = row.latest.id == r.id;
+            const int before = seen ? row.latest.outputTokens : 0;
+            const int greenBefore = seen ? std::max(0, row.latest.greenTokens) : 0;
+            c.sampled = qint8(std::clamp(r.outputTokens - before, 0, 127));
+            c.green = qint8(std::clamp(r.greenTokens - greenBefore, 0, int(c.sampled)));
+            m_watermark = true;
+        }
         row.label = r.label;
         row.lastStep = sp.step;
         row.latest = r;
         row.finished = r.slot == SlotState::Finished;
 
-        TimelineCell c;
         c.id = r.id;
         c.state = quint8(r.slot);
         c.tokens = quint16(std::clamp(r.scheduledTokens, 0, 65535));
@@ -140,6 +148,7 @@ void SlotTimelineModel::clear() {
     m_seatOf.clear();
     m_lastSeat.clear();
     m_seatRows = 0;
+    m_watermark = false;
     ++m_layoutVersion;
 }
 

@@ -28,6 +28,10 @@ struct TimelineCell {
     quint8 state = 0;         // SlotState
     qint16 seat = -1;         // batch seat (seats mode), -1: none
     bool seatChange = false;  // another request held this seat in the step before
+    // A watermarked request: output tokens it got since its previous cell, and how many of
+    // them are green (RequestRow::greenTokens); green -1 when it is not watermarked.
+    qint8 sampled = 0;
+    qint8 green = -1;
 };
 
 // One kept step.
@@ -88,6 +92,8 @@ public:
     // The cell drawn at (step, row): in seats mode the seat's holder wins over a request
     // shown in the seat it just left. nullptr when there is none.
     const TimelineCell* cellAt(qint64 step, int row, TimelineRowMode mode) const;
+    // Some request seen since the last clear was watermarked (the view's legend names the marks).
+    bool hasWatermark() const { return m_watermark; }
 
     // Per-step numbers; -1 for a step that is not kept.
     static double utilization(const StepPoint& s);  // nSeqs / maxSeqs in % (0 without seats)
@@ -125,6 +131,7 @@ private:
     int m_layoutVersion = 0;
     int m_maxSteps = 512;
     int m_tputWindow = 16;
+    bool m_watermark = false;
 };
 
 }  // namespace kvs::ui

@@ -52,6 +52,9 @@ struct RequestRow {
     int preemptions = 0;
     int scheduledTokens = 0;  // tokens run for it this step
     QString adapter;          // the LoRA adapter it runs with ("": the base model)
+    // A watermarked request (TGI's green-list watermark): its output tokens that are in the
+    // green list their predecessor seeds, of outputTokens; -1 when it is not watermarked.
+    int greenTokens = -1;
     // KV eviction ("h2o:512", "" : none): cache entries now (of computedTokens), dropped or
     // merged so far, blocks given back; the logical position of each cache entry, in cache order.
     QString kvEviction;
