@@ -62,6 +62,7 @@ QVector<ui::RequestRow> to_request_rows(const EngineSnapshot& s, const std::func
         row.computedTokens = r.num_computed_tokens;
         row.cachedTokens = r.num_cached_tokens;
         for (int32_t b : r.block_ids) row.blockIds.push_back(b);
+        for (int32_t b : r.local_block_ids) row.localBlockIds.push_back(b);
         row.hostBlocks = r.n_host_blocks;
         row.preemptions = r.num_preemptions;
         row.greenTokens = r.n_green < 0 ? -1 : std::min(r.n_green, std::max(0, r.n_output));
@@ -120,6 +121,24 @@ ui::EngineFrame to_frame(const EngineSnapshot& s, const std::function<QString(Re
         f.blocks.push_back(std::move(c));
     }
     for (const HostBlockView& h : s.host_blocks) f.hostBlocks.push_back({h.host_block, h.owner});
+    f.localBlocks.reserve(static_cast<int>(s.local_blocks.size()));
+    for (const BlockView& b : s.local_blocks) {  // the sliding-window layers' pool: used, cached, freed or free
+        ui::BlockCell c;
+        c.id = b.block_id;
+        c.state = b.state == BlockSlotState::used     ? ui::BlockState::Used
+                  : b.state == BlockSlotState::cached ? ui::BlockState::Cached
+                  : b.state == BlockSlotState::freed  ? ui::BlockState::Freed
+                                                      : ui::BlockState::Free;
+        c.refCount = b.ref_cnt;
+        for (RequestId o : b.owners) c.owners.push_back(o);
+        c.filled = b.n_filled;
+        c.hashed = b.hashed;
+        f.localBlocks.push_back(std::move(c));
+    }
+    f.slidingWindow = s.sliding_window;
+    f.nLocalLayers = s.n_local_layers;
+    f.nLayers = s.n_layers;
+    f.freedBlocksTotal = s.total_freed_blocks;
     f.requests = to_request_rows(s, label);
     for (const OpStepRecord& r : s.op_steps) {
         ui::RooflineStep st{r.step, r.prefill, r.n_tokens, r.n_seqs, r.decode_tokens, {}};

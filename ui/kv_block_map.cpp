@@ -156,6 +156,19 @@ KvBlockMapView::KvBlockMapView(QWidget* parent) : QWidget(parent) {
     m_scroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
     m_scroll->setFrameShape(QFrame::StyledPanel);
     m_scroll->viewport()->installEventFilter(this);
+    m_localTitle = label("kvLocalTitle");
+    m_localGrid = new KvBlockGrid;
+    m_localGrid->setObjectName("kvLocalBlockGrid");
+    m_localGrid->setAccessibleName(tr("KV blocks of the sliding-window layers"));
+    m_localScroll = new QScrollArea(this);
+    m_localScroll->setObjectName("kvLocalGridScroll");
+    m_localScroll->setWidget(m_localGrid);
+    m_localScroll->setWidgetResizable(false);
+    m_localScroll->setHorizontalScrollBarPolicy(Qt::ScrollBarAlwaysOff);
+    m_localScroll->setFrameShape(QFrame::StyledPanel);
+    m_localScroll->viewport()->installEventFilter(this);
+    m_localTitle->hide();
+    m_localScroll->hide();
     m_baseline = new ContiguousBaselineView(this);
     m_legend = new KvBlockLegend(this);
     m_tierStrip = new KvTierStrip(this);
@@ -165,8 +178,10 @@ KvBlockMapView::KvBlockMapView(QWidget* parent) : QWidget(parent) {
     auto* ll = new QVBoxLayout(left);
     ll->setContentsMargins(0, 0, 0, 0);
     ll->addWidget(m_pagedTitle);
-    ll->addWidget(m_scroll, 1);
+    ll->addWidget(m_scroll, 3);
     ll->addWidget(m_pagedFooter);
+    ll->addWidget(m_localTitle);
+    ll->addWidget(m_localScroll, 2);
     auto* right = new QWidget(this);
     auto* rl = new QVBoxLayout(right);
     rl->setContentsMargins(0, 0, 0, 0);
@@ -196,6 +211,7 @@ KvBlockMapView::KvBlockMapView(QWidget* parent) : QWidget(parent) {
     connect(m_grid, &KvBlockGrid::requestClicked, this, &KvBlockMapView::onCellClicked);
     connect(m_baseline, &ContiguousBaselineView::requestClicked, this, &KvBlockMapView::onCellClicked);
     connect(m_grid, &KvBlockGrid::blockHovered, this, &KvBlockMapView::blockHovered);
+    connect(m_localGrid, &KvBlockGrid::requestClicked, this, &KvBlockMapView::onCellClicked);
     m_textTimer = new QTimer(this);
     m_textTimer->setSingleShot(true);
     connect(m_textTimer, &QTimer::timeout, this, &KvBlockMapView::updateTexts);
@@ -209,13 +225,32 @@ QSize KvBlockMapView::sizeHint() const {
 
 QColor KvBlockMapView::colorForRequest(qint64 id) { return requestColor(id); }
 
-void KvBlockMapView::setTokenText(BlockTextProvider fn) { m_grid->setTokenText(std::move(fn)); }
+void KvBlockMapView::setTokenText(BlockTextProvider fn) {
+    m_localGrid->setTokenText(fn);  // a local table's entry i holds the same positions as block i
+    m_grid->setTokenText(std::move(fn));
+}
+
+EngineFrame KvBlockMapView::localPoolFrame(const EngineFrame& f) {
+    EngineFrame local;
+    local.step = f.step;
+    local.blockSize = f.blockSize;
+    local.maxModelLen = f.maxModelLen;
+    local.blocks = f.localBlocks;
+    local.requests = f.requests;
+    for (RequestRow& r : local.requests) r.blockIds = r.localBlockIds;
+    return local;
+}
 
 void KvBlockMapView::setFrame(const EngineFrame& frame) {
-    const bool shape = frame.blocks.size() != m_frame.blocks.size() || frame.nHostBlocks != m_frame.nHostBlocks;
+    const bool shape = frame.blocks.size() != m_frame.blocks.size() || frame.nHostBlocks != m_frame.nHostBlocks ||
+                       frame.localBlocks.size() != m_frame.localBlocks.size();
     m_frame = frame;
     m_stats = KvMapStats::compute(m_frame);
     m_grid->setFrame(m_frame);
+    const bool local = !m_frame.localBlocks.isEmpty();
+    if (local || !m_localScroll->isHidden()) m_localGrid->setFrame(localPoolFrame(m_frame));
+    m_localTitle->setVisible(local);
+    m_localScroll->setVisible(local);
     m_tierStrip->setFrame(m_frame);
     m_adapterLegend->setFrame(m_frame);
     if (shape) refit();
@@ -227,6 +262,7 @@ void KvBlockMapView::setSelectedRequest(qint64 id) {
     if (id == m_selected) return;
     m_selected = id;
     m_grid->setSelectedRequest(id);
+    m_localGrid->setSelectedRequest(id);
     m_baseline->setSelectedRequest(id);
     const QVector<int> order = selectedBlockOrder();
     if (!order.isEmpty()) {
@@ -261,13 +297,14 @@ QRect KvBlockMapView::blockRect(int block) const {
 QString KvBlockMapView::tooltipForBlock(int block) const { return m_grid->tooltipForBlock(block); }
 
 bool KvBlockMapView::eventFilter(QObject* obj, QEvent* e) {
-    if (obj == m_scroll->viewport() && e->type() == QEvent::Resize) refit();
+    if ((obj == m_scroll->viewport() || obj == m_localScroll->viewport()) && e->type() == QEvent::Resize) refit();
     return QWidget::eventFilter(obj, e);
 }
 
 void KvBlockMapView::refit() {
     const int sb = style()->pixelMetric(QStyle::PM_ScrollBarExtent, nullptr, m_scroll->verticalScrollBar());
     m_grid->fitTo(m_scroll->maximumViewportSize(), sb);
+    m_localGrid->fitTo(m_localScroll->maximumViewportSize(), sb);
 }
 
 QString KvBlockMapView::summaryText() const {
@@ -275,6 +312,10 @@ QString KvBlockMapView::summaryText() const {
     QString summary = tr("<b>%1 / %2</b> blocks used · %3 cached · %4 shared")
                           .arg(numberText(s.used), numberText(s.nBlocks), numberText(s.cached), numberText(s.shared));
     if (s.nHostBlocks > 0) summary += tr(" · %1 swapped out").arg(numberText(s.hostUsed));
+    if (s.freed > 0) summary += tr(" · %1 freed").arg(numberText(s.freed));
+    if (s.nLocalBlocks > 0)
+        summary += tr(" · sliding-window layers <b>%1 / %2</b> blocks, <b>%3 freed</b> out of the window so far")
+                       .arg(numberText(s.localUsed), numberText(s.nLocalBlocks), numberText(s.freedTotal));
     summary += tr(" · waste <b>%1</b>").arg(percentText(s.pagedWaste));
     if (s.maxModelLen > 0 && !s.holders.isEmpty())
         summary += tr(" (contiguous: %1)").arg(percentText(s.contiguousWaste));
@@ -290,6 +331,17 @@ QString KvBlockMapView::summaryText() const {
            (blocks == 1
                 ? tr("<br>Selected <b>%1</b>: 1 block, marked with a dot").arg(name)
                 : tr("<br>Selected <b>%1</b>: %2 blocks, drawn in table order from the dot").arg(name).arg(blocks));
+}
+
+QString KvBlockMapView::localTitleText() const {
+    const KvMapStats& s = m_stats;
+    if (s.nLocalBlocks == 0) return {};
+    return tr("<b>Sliding-window layers</b> (%1 of %2, window %3 tokens) — their own pool: %4 of %5 blocks in use; "
+              "%6 request blocks freed out of the window, %7 since start (crossed cells: freed, free again)")
+        .arg(m_frame.nLocalLayers)
+        .arg(m_frame.nLayers)
+        .arg(numberText(m_frame.slidingWindow), numberText(s.localUsed), numberText(s.nLocalBlocks),
+             numberText(s.freedEntries), numberText(s.freedTotal));
 }
 
 QString KvBlockMapView::pagedFooterText() const {
@@ -332,7 +384,13 @@ void KvBlockMapView::updateTexts() {
         if (l->text() != t) l->setText(t);
     };
     set(m_summary, summaryText());
-    set(m_pagedTitle, tr("<b>Paged</b> — %1-token blocks, taken as needed").arg(m_frame.blockSize));
+    set(m_pagedTitle, m_stats.nLocalBlocks > 0
+                          ? tr("<b>Paged</b> — global layers (%1 of %2), %3-token blocks, taken as needed")
+                                .arg(m_frame.nLayers - m_frame.nLocalLayers)
+                                .arg(m_frame.nLayers)
+                                .arg(m_frame.blockSize)
+                          : tr("<b>Paged</b> — %1-token blocks, taken as needed").arg(m_frame.blockSize));
+    set(m_localTitle, localTitleText());
     set(m_pagedFooter, pagedFooterText());
     set(m_contigTitle,
         m_stats.maxModelLen > 0

@@ -8,7 +8,9 @@
 //   ├─ summary line             QLabel "kvBlockMapSummary"
 //   ├─ QSplitter "kvBlockMapSplitter"
 //   │  ├─ paged pool            KvBlockGrid "kvBlockGrid" in QScrollArea "kvBlockGridScroll",
-//   │  │                        titles/footers "kvPagedTitle", "kvPagedFooter"
+//   │  │                        titles/footers "kvPagedTitle", "kvPagedFooter"; with sliding-window
+//   │  │                        layers in a pool of their own (gemma3) their pool below it:
+//   │  │                        "kvLocalTitle", KvBlockGrid "kvLocalBlockGrid" in "kvLocalGridScroll"
 //   │  └─ contiguous baseline   ContiguousBaselineView "contiguousBaseline",
 //   │                           "kvContiguousTitle", "kvContiguousFooter"
 //   ├─ KV tiers                 KvTierStrip "kvTierStrip" (device pool, CPU tier, disk; hidden without tiers)
@@ -75,6 +77,11 @@ public:
     static constexpr int kTextIntervalMs = 150;
 
     KvBlockGrid* grid() const { return m_grid; }
+    // The sliding-window layers' pool (hidden without one), drawn from localPoolFrame().
+    KvBlockGrid* localGrid() const { return m_localGrid; }
+    QString localTitleText() const;
+    // The frame the local grid draws: the local pool's blocks, each request's local table.
+    static EngineFrame localPoolFrame(const EngineFrame& frame);
     KvTierStrip* tierStrip() const { return m_tierStrip; }
     ContiguousBaselineView* baseline() const { return m_baseline; }
 
@@ -110,6 +117,9 @@ private:
     QLabel* m_contigFooter;
     QScrollArea* m_scroll;
     KvBlockGrid* m_grid;
+    QLabel* m_localTitle;
+    QScrollArea* m_localScroll;
+    KvBlockGrid* m_localGrid;  // the sliding-window layers' own pool
     ContiguousBaselineView* m_baseline;
     KvBlockLegend* m_legend;
     KvTierStrip* m_tierStrip;  // the three KV tiers, while the engine has tiers

@@ -42,6 +42,14 @@ KvMapStats KvMapStats::compute(const EngineFrame& f) {
     const qint64 capacity = static_cast<qint64>(s.nBlocks) * bs;
     const qint64 holders = s.holders.size();
     s.contiguousFit = f.maxModelLen > 0 ? static_cast<int>(std::min(holders, capacity / f.maxModelLen)) : int(holders);
+    for (const BlockCell& b : f.blocks) s.freed += b.state == BlockState::Freed ? 1 : 0;
+    s.nLocalBlocks = static_cast<int>(f.localBlocks.size());
+    for (const BlockCell& b : f.localBlocks) {
+        s.localUsed += b.state == BlockState::Used ? 1 : 0;
+        s.localFreed += b.state == BlockState::Freed ? 1 : 0;
+    }
+    for (const RequestRow& r : f.requests) s.freedEntries += static_cast<int>(r.localBlockIds.count(-1));
+    s.freedTotal = f.freedBlocksTotal;
     return s;
 }
 }  // namespace kvs::ui

@@ -19,7 +19,8 @@ struct KvMapStats {
     int used = 0;      // device blocks held by some request
     int cached = 0;    // free, but still findable by prefix hash
     int shared = 0;    // used with refCount > 1
-    int free = 0;      // free and not cached
+    int free = 0;      // free and not cached (freed ones included)
+    int freed = 0;     // of those, given back by a request that goes on (KV eviction, the sliding window)
     int hostUsed = 0;  // occupied host (swap tier) blocks
     int nHostBlocks = 0;
     qint64 tokensInKv = 0;  // written slots of used blocks; a shared block counts once
@@ -33,6 +34,12 @@ struct KvMapStats {
     qint64 contiguousReserved = 0;  // holders * maxModelLen
     double contiguousWaste = 0;     // 1 - totalHolderTokens / contiguousReserved
     int contiguousFit = 0;          // holders that fit in nBlocks * blockSize slots contiguously
+    // The sliding-window layers' own pool (EngineFrame::localBlocks; all 0 without one).
+    int nLocalBlocks = 0;
+    int localUsed = 0;
+    int localFreed = 0;     // free blocks a request gave back as its window moved on
+    int freedEntries = 0;   // entries of the requests' local tables that were freed (-1)
+    qint64 freedTotal = 0;  // local blocks freed out of the window since the engine started
 
     static KvMapStats compute(const EngineFrame& frame);
 };

@@ -52,6 +52,9 @@ struct RequestRow {
     int preemptions = 0;
     int scheduledTokens = 0;  // tokens run for it this step
     QString adapter;          // the LoRA adapter it runs with ("": the base model)
+    // The sliding-window layers' table beside it, entry for entry (-1: the block fell out of
+    // the window and was freed); empty when one pool holds every layer.
+    QVector<int> localBlockIds;
     // A watermarked request (TGI's green-list watermark): its output tokens that are in the
     // green list their predecessor seeds, of outputTokens; -1 when it is not watermarked.
     int greenTokens = -1;
@@ -117,6 +120,14 @@ struct EngineFrame {
     qint64 totalGeneratedTokens = 0;
     KvTierRow tiers;  // the CPU tier and disk store under the pool
     RooflineFrame roofline;  // the engine's timed steps, per op (ui/roofline_types.h)
+    // Sliding-window layers in a pool of their own (gemma3's local layers): that pool's blocks
+    // by id (owners from RequestRow::localBlockIds; `blocks` then holds the global layers),
+    // the window, the model's local and total layers, and the local blocks freed out of the
+    // window since the engine started. Empty / 0 when one pool holds every layer.
+    QVector<BlockCell> localBlocks;
+    int slidingWindow = 0;
+    int nLocalLayers = 0, nLayers = 0;
+    qint64 freedBlocksTotal = 0;
 };
 
 // ---- metrics over time ----------------------------------------------------------------
