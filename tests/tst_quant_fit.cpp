@@ -155,13 +155,13 @@ private Q_SLOTS:
             QVERIFY(!row(*r, "q4_k")->applies);  // rows of 576 are not whole Q4_K blocks of 256
             QVERIFY2(row(*r, "q4_k")->why.find("576") != std::string::npos, row(*r, "q4_k")->why.c_str());
         }
-        {  // edge CPU: within +10%, fastest measured decode first; beyond it after; scalar-only last
+        {  // edge CPU: within +10%, fastest measured decode first; beyond it after, the same way
             auto r = quant_fit(smol_request(FitGoal::EdgeCpu));
             QVERIFY(r);
             const std::vector<std::string> want{"int4-awq", "q8_0", "f16", "q4_0", "int4-rtn", "nf4"};
             QCOMPARE(ranked(*r), want);
             QVERIFY2(row(*r, "q4_0")->why.find("quality floor") != std::string::npos, row(*r, "q4_0")->why.c_str());
-            QVERIFY2(row(*r, "nf4")->why.find("scalar") != std::string::npos, row(*r, "nf4")->why.c_str());
+            QVERIFY2(row(*r, "nf4")->why.find("quality floor") != std::string::npos, row(*r, "nf4")->why.c_str());
         }
         {  // throughput: within +5%, the most sequences in the room (smaller weights) first
             auto r = quant_fit(smol_request(FitGoal::Throughput));

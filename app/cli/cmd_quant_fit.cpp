@@ -140,7 +140,8 @@ void print_table(const FitRequest& rq, const FitResult& r) {
                     x.applies ? gib(x.room_bytes).c_str() : "-", x.fits ? "yes" : "no", (long long)x.max_batch,
                     (long long)x.max_context, q, x.why.c_str());
     }
-    std::printf("\nquality sources:\n");
+    if (std::any_of(r.rows.begin(), r.rows.end(), [](const FitRow& x) { return x.ppl_increase_pct.has_value(); }))
+        std::printf("\nquality sources:\n");
     for (const FitRow& x : r.rows)
         if (x.ppl_increase_pct) std::printf("  %-14s %s\n", x.scheme.c_str(), x.quality_source.c_str());
     std::printf("\n");

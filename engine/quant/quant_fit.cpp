@@ -86,9 +86,9 @@ const char* scheme_label(const std::string& s) {
     return it == labels.end() ? nullptr : it->second;
 }
 
-// bitsandbytes' formats and LLM.int8() run on the scalar CPU path only (no AVX2 kernels,
-// and the CUDA backend refuses them): kernels/cpu/quant_formats_bnb.cpp, _llm_int8.cpp.
-bool scalar_only(const QuantScheme& s) {
+// bitsandbytes' formats and LLM.int8(): CPU kernels (scalar and AVX2) only; KV Scope's CUDA
+// backend refuses them by name.
+bool cpu_only(const QuantScheme& s) {
     return s.kind == QuantScheme::Kind::Bnb4 || s.kind == QuantScheme::Kind::LlmInt8;
 }
 
@@ -419,8 +419,7 @@ Result<FitResult> quant_fit(const FitRequest& rq) {
             case FitGoal::Quality: return {known ? 0 : 1, 0, known ? inc : -r.bits_per_weight, 0.0};
             case FitGoal::EdgeCpu: {
                 const bool speed = r.decode_tok_s.has_value();
-                return {scalar_only(s) ? 1 : 0, below_floor, speed ? 0.0 : 1.0,
-                        speed ? -*r.decode_tok_s : double(r.weight_bytes)};
+                return {0, below_floor, speed ? 0.0 : 1.0, speed ? -*r.decode_tok_s : double(r.weight_bytes)};
             }
             case FitGoal::Throughput: return {0, below_floor, -double(r.max_batch), known ? inc : -r.bits_per_weight};
         }
@@ -447,7 +446,6 @@ Result<FitResult> quant_fit(const FitRequest& rq) {
                 why = r.decode_tok_s ? fmt("%.1f tok/s decode measured", *r.decode_tok_s)
                                      : gib(r.weight_bytes) + " of weights read per token";
                 why += ", " + quality;
-                if (scalar_only(s)) why += "; scalar kernels only on this engine's CPU path: slow";
                 break;
             case FitGoal::Throughput:
                 why = std::to_string(r.max_batch) + " sequences of " + std::to_string(rq.context) + " tokens in " +
@@ -456,7 +454,7 @@ Result<FitResult> quant_fit(const FitRequest& rq) {
         }
         if (r.ppl_increase_pct && *r.ppl_increase_pct > floor_pct)
             why += fmt("; beyond the goal's quality floor of +%.0f%%", floor_pct);
-        if (!cpu && scalar_only(s)) why += "; KV Scope's CUDA backend has no kernel for it (bitsandbytes' own does)";
+        if (!cpu && cpu_only(s)) why += "; KV Scope's CUDA backend has no kernel for it (bitsandbytes' own does)";
         r.why = why;
     }
 

@@ -37,10 +37,9 @@
 //
 // Goals (only rows that fit are ranked; the others follow, unranked, with the reason):
 //   quality     the least perplexity increase (more bits first where none is known);
-//   edge-cpu    a CPU with little memory: schemes whose kernels run SIMD on the CPU, within
-//               10% of the reference's perplexity, fastest decode first (measured tok/s;
-//               else the fewest weight bytes, since decode reads every weight once per
-//               token); bitsandbytes' formats run scalar-only here and go last;
+//   edge-cpu    a CPU with little memory: within 10% of the reference's perplexity, fastest
+//               decode first (measured tok/s; else the fewest weight bytes, since decode
+//               reads every weight once per token), then the rest the same way;
 //   throughput  the most concurrent sequences of `context` tokens in the KV room, within 5%
 //               of the reference's perplexity; ties: the better quality.
 #include <cstdint>
