@@ -73,7 +73,9 @@ struct QuantOptions {
     std::optional<GptqOptions> gptq;
 };
 
-// The settings int4-gptq / int4-gptq-act run with by default.
+// The settings int4-gptq / int4-gptq-act run with by default: asymmetric, 10 % dampening,
+// groups of 128 (64 where 128 does not divide the row), layers in sequence; int4-gptq-act
+// adds act-order (a permuted g_idx) and the MSE scale search.
 GptqOptions gptq_defaults(const QuantScheme& scheme);
 
 // The type a linear whose rows hold n_in weights becomes under `scheme`: the scheme's, except

@@ -241,7 +241,6 @@ Status write_gptq_config(const fs::path& src_dir, const fs::path& out, int group
                     {"static_groups", false},
                     {"sym", false},
                     {"true_sequential", false},
-                    {"damp_percent", 0.01},
                     {"checkpoint_format", v1 ? "gptq" : "gptq_v2"}};
     config["quantization_config"] = q;
     std::ofstream o(out / "config.json", std::ios::binary);
