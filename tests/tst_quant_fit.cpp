@@ -14,6 +14,7 @@
 
 #include "engine/kv_cache/kv_tensors.h"
 #include "engine/quant/quant_fit.h"
+#include "engine/quant/quant_fit_table.h"
 #include "engine/quant/quantize.h"
 #include "tests/support/test_paths.h"
 #include "tests/support/tiny_model.h"
@@ -173,6 +174,46 @@ private Q_SLOTS:
             for (size_t i = 3; i < order.size(); ++i)  // beyond the floor: by sequences, descending
                 QVERIFY(row(*r, order[i])->max_batch <= row(*r, order[i - 1])->max_batch);
         }
+    }
+
+    void tableFileFromTheEvalWriter() {
+        // A table written by quant_table's writer (what `kvscope eval --all --json` writes) read
+        // back for the chooser: measured rows only, and its ranking uses them.
+        QuantTable t;
+        t.model = "SmolLM2-135M-Instruct";
+        t.machine = "test";
+        auto add = [&](const char* s, std::optional<double> ppl, std::optional<double> decode) {
+            QuantTableRow r;
+            r.scheme = s;
+            r.label = s;
+            r.ppl = ppl;
+            r.ppl_err = ppl ? std::optional<double>(0.1) : std::nullopt;
+            r.decode_tok_s = decode;
+            if (!ppl) r.note = "cannot apply";
+            t.rows.push_back(r);
+        };
+        add("ref", 20.0, 30.0);
+        add("int4-awq", 21.0, 80.0);
+        add("int4-rtn", 23.0, 82.0);
+        add("q4_k", std::nullopt, std::nullopt);
+        const std::string path = test::output_path("fit_table.json");
+        QVERIFY(write_quant_table_json(t, path).is_ok());
+        auto m = read_fit_measurements(path);
+        QVERIFY2(m, m.message().c_str());
+        QCOMPARE(m->model, t.model);
+        QCOMPARE(int(m->rows.size()), 3);  // the unmeasured q4_k row is left out
+        FitRequest rq = smol_request(FitGoal::Quality);
+        rq.table = m.value();
+        rq.schemes = {"int4-rtn", "int4-awq", "f16"};
+        auto r = quant_fit(rq);
+        QVERIFY2(r, r.message().c_str());
+        const std::vector<std::string> want{"f16", "int4-awq", "int4-rtn"};
+        QCOMPARE(ranked(*r), want);
+        QCOMPARE(*row(*r, "int4-awq")->ppl_increase_pct, 5.0);
+        QCOMPARE(*row(*r, "int4-awq")->decode_tok_s, 80.0);  // the table is this model's: speeds used
+        auto bad = read_fit_measurements(test::output_path("no_such_table.json"));
+        QVERIFY(!bad);
+        QVERIFY2(bad.message().find("no_such_table.json") != std::string::npos, bad.message().c_str());
     }
 
     void badInputsNamed_data() {
