@@ -41,6 +41,7 @@
 #include "app/remote/secret_store.h"
 #include "app/quant_compare_dock.h"
 #include "app/quant_fit_dialog.h"
+#include "app/quant_table_dock.h"
 #include "app/sampling_form.h"
 #include "app/telemetry_feed.h"
 #include "engine/runtime/session.h"  // machine_ram_bytes
@@ -51,6 +52,7 @@
 #include "ui/memory_planner.h"
 #include "ui/metrics_view.h"
 #include "ui/quant_compare_view.h"
+#include "ui/quant_table_view.h"
 #include "ui/roofline_view.h"
 #include "ui/slot_timeline.h"
 
@@ -171,6 +173,9 @@ void MainWindow::buildDocks() {
                      addDock(tr("Draft acceptance"), "draftAcceptanceDock", m_draftView, Qt::RightDockWidgetArea));
     tabifyDockWidget(engineDock,
                      addDock(tr("Quantization compare"), "quantCompareDock", m_quantView, Qt::RightDockWidgetArea));
+    m_quantTableView = new ui::QuantTableView(this);
+    tabifyDockWidget(engineDock, addDock(tr("Quantization table"), "quantTableDock", m_quantTableView,
+                                         Qt::RightDockWidgetArea));
     m_roofline = new ui::RooflineView(this);
     m_roofFeed = new MachineRoofFeed(m_roofline, 0, this);
     tabifyDockWidget(engineDock, addDock(tr("Roofline"), "rooflineDock", m_roofline, Qt::RightDockWidgetArea));
@@ -188,6 +193,7 @@ void MainWindow::buildDocks() {
 
     m_feed = new TelemetryFeed(m_bridge, {m_blockMap, m_timeline, m_metrics, m_draftView}, this);
     m_quantDock = new QuantCompareDock(m_bridge, m_quantView, this);
+    m_quantTableDock = new QuantTableDock(m_bridge, m_quantTableView, this);
 }
 
 QDockWidget* MainWindow::addDock(const QString& title, const QString& name, QWidget* w, Qt::DockWidgetArea area) {

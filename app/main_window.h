@@ -27,6 +27,7 @@ class KvBlockMapView;
 class MemoryPlannerView;
 class MetricsView;
 class QuantCompareView;
+class QuantTableView;
 class RooflineView;
 class SlotTimelineView;
 }  // namespace kvs::ui
@@ -46,6 +47,7 @@ class LocalServerControl;
 class ModelLoadStatus;
 class ModelManagerDialog;
 class QuantCompareDock;
+class QuantTableDock;
 class SamplingForm;
 class TelemetryFeed;
 
@@ -96,6 +98,9 @@ public:
     // The Quantization compare dock: a reference and a quantized variant side by side.
     ui::QuantCompareView* quantView() const { return m_quantView; }
     QuantCompareDock* quantDock() const { return m_quantDock; }
+    // The Quantization table dock: every scheme of the loaded model measured, sortable, plotted.
+    ui::QuantTableView* quantTableView() const { return m_quantTableView; }
+    QuantTableDock* quantTableDock() const { return m_quantTableDock; }
     // Server ▸ Local server: the OpenAI-compatible server on this window's engine.
     LocalServerControl* localServer() const { return m_localServer; }
     EnginePanel* enginePanel() const { return m_enginePanel; }
@@ -169,6 +174,8 @@ private:
     ui::RooflineView* m_roofline = nullptr;
     MachineRoofFeed* m_roofFeed = nullptr;  // the roof: cached or measured on its worker
     QuantCompareDock* m_quantDock = nullptr;  // its worker thread
+    ui::QuantTableView* m_quantTableView = nullptr;
+    QuantTableDock* m_quantTableDock = nullptr;  // its worker thread
     // status bar
     QLabel* m_modelLabel = nullptr;
     QLabel* m_liveLabel = nullptr;

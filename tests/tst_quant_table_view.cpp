@@ -1,0 +1,211 @@
+// ctest-labels: ui model
+// The quantization table in the GUI (ui/quant_table_view, app/quant_table_dock / _worker):
+// a table fed by hand sorts numerically (missing values last) and plots one labelled point
+// per scheme with both values (the reference as a line on the log-KL axis, a point at ΔPPL 0
+// on the other); a run on a tiny model from the Run button fills every scheme with a
+// progress bar that ends full, Cancel stops a run, the CSV / JSON exports are the table's
+// format and read back, Load JSON shows a saved table and names a bad file.
+// Screenshots: tests/output/quant_table_view.png (hand-fed), quant_table_run.png (the run).
+#include <QPushButton>
+#include <QSignalSpy>
+#include <QTableWidget>
+#include <QTemporaryDir>
+#include <QtTest>
+
+#include "app/engine_bridge.h"
+#include "app/quant_table_dock.h"
+#include "app/quant_table_worker.h"
+#include "engine/quant/quant_table.h"
+#include "tests/support/test_paths.h"
+#include "tests/support/tiny_model.h"
+#include "ui/qcp.h"
+#include "ui/quant_table_view.h"
+
+using namespace kvs;
+
+namespace {
+
+ui::QuantTableRowInfo row(const char* scheme, const char* label, double bits, double ppl, double kl, double top1,
+                          double decode) {
+    ui::QuantTableRowInfo r;
+    r.scheme = scheme;
+    r.label = label;
+    r.bitsPerWeight = bits;
+    r.sizeBytes = qint64(bits * 1e6);
+    r.ppl = ppl;
+    r.pplErr = ppl * 0.02;
+    r.meanKl = kl;
+    r.top1 = top1;
+    r.firstDivergence = 20 * top1;
+    r.prefillTokS = decode * 8;
+    r.decodeTokS = decode;
+    return r;
+}
+
+ui::QuantTableInfo handTable() {
+    ui::QuantTableInfo t;
+    t.model = "hand-made";
+    t.nParams = 134515008;
+    t.machine = "Test CPU (cpu-avx2, 2 threads)";
+    t.rows = {row("ref", "reference", 32, 10.0, 0, 1, 20), row("int8", "INT8 RTN", 8.06, 10.02, 0.002, 0.98, 60),
+              row("nf4", "NF4", 4.5, 10.6, 0.05, 0.90, 70), row("int4-gptq", "GPTQ", 4.5, 10.4, 0.03, 0.93, 75),
+              row("q8_0", "Q8_0", 8.5, 10.01, 0.001, 0.99, 65)};
+    ui::QuantTableRowInfo na;
+    na.scheme = "q4_k";
+    na.label = "Q4_K_M-style GGUF";
+    na.note = "cannot be made for this model";
+    t.rows.push_back(na);
+    return t;
+}
+
+}  // namespace
+
+class TestQuantTableView : public QObject {
+    Q_OBJECT
+private Q_SLOTS:
+    void sortsAndPlots() {
+        ui::QuantTableView v;
+        v.resize(1100, 760);
+        v.setTable(handTable());
+        QTableWidget* tw = v.tableWidget();
+        QCOMPARE(tw->rowCount(), 6);
+        QCOMPARE(v.schemeOrder(), QStringList({"ref", "int8", "nf4", "int4-gptq", "q8_0", "q4_k"}));  // as given
+        // numbers sort as numbers; q4_k (no values) comes last in either order
+        tw->sortByColumn(ui::QuantTableView::ColDecode, Qt::DescendingOrder);
+        QCOMPARE(v.schemeOrder(), QStringList({"int4-gptq", "nf4", "q8_0", "int8", "ref", "q4_k"}));
+        tw->sortByColumn(ui::QuantTableView::ColKl, Qt::AscendingOrder);
+        QCOMPARE(v.schemeOrder(), QStringList({"ref", "q8_0", "int8", "int4-gptq", "nf4", "q4_k"}));
+        tw->sortByColumn(ui::QuantTableView::ColBits, Qt::AscendingOrder);  // 4.5 < 8.06 < 8.5 < 32, not as text
+        QCOMPARE(v.schemeOrder().mid(2), QStringList({"int8", "q8_0", "ref", "q4_k"}));
+        tw->sortByColumn(ui::QuantTableView::ColOrder, Qt::AscendingOrder);
+        QCOMPARE(v.schemeOrder().first(), QString("ref"));
+
+        // log KL across: the reference (KL 0) is the dashed line, not a point; q4_k has nothing
+        QCOMPARE(v.points().size(), 4);
+        for (const auto& p : v.points()) QVERIFY(p.x > 0 && p.y > 0 && !p.label.isEmpty());
+        QCOMPARE(v.plot()->xAxis->scaleType(), QCPAxis::stLogarithmic);
+        v.setQualityAxis(ui::QuantTableView::QualityAxis::DeltaPpl);
+        QCOMPARE(v.points().size(), 5);
+        for (const auto& p : v.points())
+            if (p.label == "reference") QCOMPARE(p.x, 0.0);
+            else if (p.label == "GPTQ")
+                QVERIFY(std::fabs(p.x - 0.4) < 1e-9 && p.y == 75);
+        v.setQualityAxis(ui::QuantTableView::QualityAxis::MeanKl);
+        v.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&v));
+        v.plot()->replot();
+        QVERIFY(v.savePng(QString::fromStdString(test::output_path("quant_table_view.png"))));
+    }
+
+    void runCancelExportLoad() {
+        QTemporaryDir dir;
+        const QString gguf = dir.filePath("tiny.gguf");
+        QVERIFY(test::write_tiny_gguf(gguf.toStdString(), test::TinyModelSpec{}).is_ok());
+        app::EngineBridge bridge;
+        QSignalSpy loaded(&bridge, &app::EngineBridge::modelLoaded);
+        bridge.loadModel(gguf);
+        QTRY_VERIFY_WITH_TIMEOUT(loaded.count() == 1, 60000);
+
+        ui::QuantTableView v;
+        v.resize(1100, 760);
+        app::QuantTableDock dock(&bridge, &v);
+        auto* run = v.findChild<QPushButton*>("quantTableRun");
+        auto* cancel = v.findChild<QPushButton*>("quantTableCancel");
+        QVERIFY(run && cancel);
+        QTRY_VERIFY(run->isEnabled());
+        v.findChild<QSpinBox*>("quantTableEvalTokens")->setValue(256);
+        v.findChild<QSpinBox*>("quantTableCalibTokens")->setValue(64);
+        QSignalSpy progress(dock.worker(), &app::QuantTableWorker::progress);
+        QSignalSpy finished(dock.worker(), &app::QuantTableWorker::finished);
+        QSignalSpy failed(dock.worker(), &app::QuantTableWorker::failed);
+
+        // Cancel at the first progress step: the run fails as cancelled, Run comes back.
+        run->click();
+        QVERIFY(!run->isEnabled() && cancel->isEnabled());
+        QTRY_VERIFY_WITH_TIMEOUT(progress.count() > 0 || failed.count() > 0, 60000);
+        cancel->click();
+        QTRY_VERIFY_WITH_TIMEOUT(failed.count() == 1, 120000);
+        QVERIFY2(failed.first().at(0).toString().contains("cancelled"), qPrintable(failed.first().at(0).toString()));
+        QVERIFY(finished.isEmpty());
+        // the spies hear the worker's thread; the view hears the queued signal a moment later
+        QTRY_VERIFY2(v.statusText().contains("cancelled"), qPrintable(v.statusText()));
+        QVERIFY(run->isEnabled() && !cancel->isEnabled());
+
+        // The whole run.
+        progress.clear();
+        run->click();
+        QTRY_VERIFY_WITH_TIMEOUT(finished.count() + failed.count() > 1, 600000);
+        QVERIFY2(failed.count() == 1, qPrintable(failed.last().at(0).toString()));
+        QTRY_VERIFY2(v.statusText().startsWith("Done"), qPrintable(v.statusText()));
+        QCOMPARE(v.progressBar()->value(), 1000);
+        QVERIFY(progress.count() > 11);
+        double last = -1;
+        for (const QList<QVariant>& p : progress) {
+            QVERIFY(p.at(1).toDouble() >= last);
+            last = p.at(1).toDouble();
+        }
+        const ui::QuantTableInfo& t = v.table();
+        QCOMPARE(t.rows.size(), int(quant_table_schemes().size()));
+        QCOMPARE(t.model, QString("tiny"));
+        QCOMPARE(v.tableWidget()->rowCount(), t.rows.size());
+        const ui::QuantTableRowInfo* ref = t.reference();
+        QVERIFY(ref && ref->meanKl && *ref->meanKl == 0 && ref->top1 && *ref->top1 == 1);
+        int measured = 0;
+        for (const auto& r : t.rows) measured += r.decodeTokS && r.meanKl ? 1 : 0;
+        QCOMPARE(measured, t.rows.size() - 1);      // all but Q4_K (64-wide rows)
+        QCOMPARE(v.points().size(), measured - 1);  // the reference is the line
+        v.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&v));
+        v.plot()->replot();
+        QVERIFY(v.savePng(QString::fromStdString(test::output_path("quant_table_run.png"))));
+
+        // Exports in the table's formats; the JSON loads back into another view unchanged.
+        const QString json = dir.filePath("t.json"), csv = dir.filePath("t.csv");
+        dock.exportJson(json);
+        QVERIFY2(v.statusText().contains("Saved"), qPrintable(v.statusText()));
+        dock.exportCsv(csv);
+        auto back = read_quant_table(json.toStdString());
+        QVERIFY2(back, back.message().c_str());
+        QCOMPARE(back->rows.size(), quant_table_schemes().size());
+        QFile c(csv);
+        QVERIFY(c.open(QIODevice::ReadOnly));
+        QCOMPARE(QString::fromUtf8(c.readAll()).toStdString(), quant_table_csv(back.value()));
+        ui::QuantTableView other;
+        app::QuantTableDock otherDock(nullptr, &other);
+        otherDock.loadJson(json);
+        QCOMPARE(other.tableWidget()->rowCount(), t.rows.size());
+        otherDock.exportJson(dir.filePath("again.json"));
+        auto again = read_quant_table(dir.filePath("again.json").toStdString());
+        QVERIFY(again);
+        QCOMPARE(quant_table_to_json(again.value()).dump(), quant_table_to_json(back.value()).dump());
+        QFile bad(dir.filePath("bad.json"));
+        QVERIFY(bad.open(QIODevice::WriteOnly));
+        bad.write(R"({"format": "kvscope-quant-table", "version": 1, "model": "m", "n_params": 1, "machine": "x",
+                      "rows": [{"scheme": "int8"}]})");
+        bad.close();
+        otherDock.loadJson(bad.fileName());
+        QVERIFY2(other.statusText().contains("rows[0]") && other.statusText().contains("\"label\""),
+                 qPrintable(other.statusText()));
+        QCOMPARE(other.tableWidget()->rowCount(), t.rows.size());  // the shown table stays
+    }
+
+    // The default model's table as `kvscope eval --all` measured it (docs/bench/), loaded from
+    // its JSON: tests/output/quant_table_default_model.png is docs/screenshots/quant_table.png.
+    void defaultModelTable() {
+        const QString json = QString::fromStdString(test::source_root() + "/docs/bench/quant_table_default_model.json");
+        if (!QFile::exists(json)) QSKIP("docs/bench/quant_table_default_model.json is not there");
+        ui::QuantTableView v;
+        v.resize(1100, 760);
+        app::QuantTableDock dock(nullptr, &v);
+        dock.loadJson(json);
+        QVERIFY2(v.statusText().startsWith("Loaded"), qPrintable(v.statusText()));
+        QCOMPARE(v.table().rows.size(), int(quant_table_schemes().size()));
+        v.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&v));
+        v.plot()->replot();
+        QVERIFY(v.savePng(QString::fromStdString(test::output_path("quant_table_default_model.png"))));
+    }
+};
+
+QTEST_MAIN(TestQuantTableView)
+#include "tst_quant_table_view.moc"
