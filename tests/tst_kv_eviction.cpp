@@ -74,8 +74,9 @@ class TestKvEviction : public QObject {
         return *id;
     }
 
-    std::vector<int32_t> run_alone(const std::vector<int32_t>& prompt, int n, KvEvictionSetting s = {}) {
-        auto e = make_engine();
+    std::vector<int32_t> run_alone(const std::vector<int32_t>& prompt, int n, KvEvictionSetting s = {},
+                                   int step_tokens = 24) {
+        auto e = make_engine(step_tokens);
         const RequestId id = submit(*e, prompt, n, s);
         const Status st = e->run_until_idle();
         if (!st) qFatal("run: %s", st.message().c_str());
@@ -353,6 +354,60 @@ private Q_SLOTS:
             rerotate_key(a.data(), c.n_kv_head, c.head_dim, c.n_rot, c.rope_freq_base, c.rope_style, d);
             for (int i = 0; i < kv_dim; ++i)
                 QVERIFY(std::abs(a[static_cast<size_t>(i)] - b[static_cast<size_t>(i)]) < 1e-4f);
+        }
+    }
+
+    // Preemption: by swap, an evicting request keeps its compacted entries on the host and
+    // comes back to the same tokens as alone; by recompute, it starts over with an empty cache
+    // (the scheduler's evicted count back to 0). Either way every step holds the budget.
+    void preemptionKeepsTheBudget_data() {
+        QTest::addColumn<bool>("swap");
+        QTest::newRow("swap") << true;
+        QTest::newRow("recompute") << false;
+    }
+    void preemptionKeepsTheBudget() {
+        QFETCH(bool, swap);
+        const int nv = m_model->config.n_vocab;
+        // A request without eviction that keeps growing, then three evicting ones: the growing
+        // one runs out of blocks and the latest running request is preempted.
+        std::vector<std::vector<int32_t>> prompts{test::random_tokens(50, nv, 29)};
+        for (uint32_t i = 0; i < 3; ++i)
+            prompts.push_back(test::random_tokens(40 + 5 * static_cast<int>(i), nv, 30 + i));
+        const KvEvictionSetting ev = setting(KvEvictPolicy::h2o, 24);
+        EngineOptions o;
+        o.n_threads = 2;
+        o.backend = test::test_backend();
+        o.block_size = 8;
+        o.kv_blocks = 16;  // the growing request's 7..15 blocks beside the others' 3-7: not all fit
+        o.max_model_len = 512;
+        o.scheduler.max_num_batched_tokens = 256;  // every prompt in one chunk, as alone
+        o.scheduler.preemption = swap ? PreemptionMode::swap : PreemptionMode::recompute;
+        o.scheduler.n_host_blocks = swap ? 64 : 0;
+        auto created = Engine::create(m_model, nullptr, o);
+        QVERIFY2(created.is_ok(), created.message().c_str());
+        Engine& e = **created;
+        std::vector<RequestId> ids{submit(e, prompts[0], 70)};
+        for (size_t i = 1; i < prompts.size(); ++i) ids.push_back(submit(e, prompts[i], 60, ev));
+        int64_t preempted = 0;
+        while (e.has_work()) {
+            auto step = e.step();
+            QVERIFY2(step.is_ok(), step.message().c_str());
+            for (RequestId p : step->out.preempted) preempted += p != ids[0] ? 1 : 0;
+            for (size_t i = 1; i < ids.size(); ++i) {
+                const SchedRequest* s = e.scheduler().request(ids[i]);
+                if (s->status != RequestStatus::running) continue;
+                QCOMPARE(e.kv_cache().num_tokens(ids[i]), e.kv_eviction(ids[i])->n_entries());
+                QCOMPARE(s->num_computed_tokens - s->num_evicted, e.kv_cache().num_tokens(ids[i]));
+                QVERIFY(e.kv_cache().num_tokens(ids[i]) <= 24);
+            }
+            const QString inv = test::kv_pool_invariants(e.kv_cache());
+            QVERIFY2(inv.isEmpty(), qPrintable(inv));
+        }
+        QVERIFY2(preempted > 0, "an evicting request was meant to be preempted");
+        QCOMPARE(static_cast<int>(e.output_tokens(ids[0]).size()), 70);
+        for (size_t i = 1; i < ids.size(); ++i) {
+            QCOMPARE(static_cast<int>(e.output_tokens(ids[i]).size()), 60);
+            if (swap) QCOMPARE(e.output_tokens(ids[i]), run_alone(prompts[i], 60, ev, 256));
         }
     }
 
