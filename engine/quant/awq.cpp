@@ -287,6 +287,7 @@ Result<std::shared_ptr<Model>> awq_quantize(std::shared_ptr<const Model> source,
     CalibrationOptions copt = opt.calibration;
     copt.n_threads = opt.n_threads;
     copt.progress = opt.progress.part(0.0, 0.1);
+    copt.stage = "AWQ: calibrating";
     const Progress search = opt.progress.part(0.1, 1.0);
     if (opt.loss == AwqLoss::Block &&
         (copt.skip_first != 0 || static_cast<int64_t>(calibration_tokens.size()) > copt.max_rows))

@@ -101,7 +101,7 @@ Result<CalibrationData> collect_activations(std::shared_ptr<const Model> model, 
                 options.progress.check("calibration at token " + std::to_string(start) + " of " + std::to_string(n)));
             Status st = forward.forward(b, &no_logits);
             if (!st) return R::error("calibration: " + st.message());
-            options.progress.report("calibrating on " + std::to_string(n) + " tokens", start + len, n);
+            options.progress.report(options.stage + " on " + std::to_string(n) + " tokens", start + len, n);
         }
     }
     return data;

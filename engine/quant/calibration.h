@@ -39,9 +39,10 @@ struct CalibrationOptions {
     // attention sink with activations orders of magnitude above the rest). 0 like AutoAWQ;
     // skipping it did not help AWQ on SmolLM2-135M.
     int skip_first = 0;
-    // Hears each chunk run (stage "calibrating"); cancelled: collect_activations returns
-    // Progress::cancelled_status before the next chunk.
+    // Hears each chunk run (stage: `stage` + " on N tokens"); cancelled: collect_activations
+    // returns Progress::cancelled_status before the next chunk.
     Progress progress;
+    std::string stage = "calibrating";
 };
 
 // Runs `tokens` through `model` as sequences of options.seq_len on the CPU backend and samples every

@@ -112,6 +112,7 @@ Result<std::shared_ptr<Model>> gptq_quantize(std::shared_ptr<const Model> source
     const Progress layers_progress = opt.sequential ? opt.progress : opt.progress.part(0.1, 1.0);
     if (!opt.sequential) {
         copt.progress = opt.progress.part(0.0, 0.1);
+        copt.stage = "GPTQ: calibrating";
         KVS_RETURN_IF_ERROR(calibrate(reference));
     }
 
@@ -126,6 +127,7 @@ Result<std::shared_ptr<Model>> gptq_quantize(std::shared_ptr<const Model> source
         layer_progress.report(stage, 0.0);
         if (opt.sequential) {
             copt.progress = layer_progress.part(0.0, 0.5);
+            copt.stage = stage + ", calibrating";
             auto upto = std::make_shared<Model>(*current);  // layers 0..l only
             upto->config.n_layer = l + 1;
             upto->layers.resize(size_t(l + 1));
