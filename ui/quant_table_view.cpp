@@ -334,13 +334,24 @@ void QuantTableView::rebuildPlot() {
     std::sort(sorted.begin(), sorted.end(), [](const Point& a, const Point& b) { return a.x < b.x; });
     for (const Point& p : sorted) g->addData(p.x, p.y);
     const QColor text = pal.color(QPalette::Text);
+    // A label goes right of its point, except where the next point is close (it goes left and
+    // the neighbour right) and for the last point (the axis ends there).
+    double ymax = 0;
+    for (const Point& p : sorted) ymax = std::max(ymax, p.y);
+    auto close = [&](const Point& a, const Point& b) {
+        const double dx = kl ? std::log10(b.x / a.x) : (b.x - a.x) / std::max(1e-9, sorted.back().x - sorted.front().x);
+        return std::fabs(dx) < (kl ? 0.25 : 0.12) && std::fabs(b.y - a.y) < 0.08 * std::max(1e-9, ymax);
+    };
+    QVector<bool> rightOf(sorted.size(), true);
+    for (int i = 0; i + 1 < sorted.size(); ++i)
+        if (close(sorted[i], sorted[i + 1])) rightOf[i] = false;
+    if (!sorted.isEmpty() && (sorted.size() < 2 || !close(sorted[sorted.size() - 2], sorted.back())))
+        rightOf.back() = false;
     for (int i = 0; i < sorted.size(); ++i) {
         auto* t = new QCPItemText(m_plot);
         t->position->setType(QCPItemPosition::ptPlotCoords);
         t->position->setCoords(sorted[i].x, sorted[i].y);
-        // right and left of the points in turn (the last one to the left: the axis ends there), so
-        // neighbours do not print over each other and no label falls under the axis
-        const bool right = i % 2 == 0 && i + 1 < sorted.size();
+        const bool right = rightOf[i];
         t->setPositionAlignment((right ? Qt::AlignLeft : Qt::AlignRight) | Qt::AlignVCenter);
         t->setPadding(QMargins(right ? 8 : 0, 0, right ? 0 : 8, 0));
         t->setText(sorted[i].label);
