@@ -148,7 +148,9 @@ int generate_with_engine(const GenerateOptions& o, Session& session, const std::
                      static_cast<long long>(s.cpu_hit_tokens), static_cast<long long>(s.disk_hit_tokens));
     }
     if (const KvEvictionState* ev = e.kv_eviction(*id))
-        std::fprintf(stderr, "KV eviction %s: budget %d tokens | %d cached at the end, at most %d | %lld evicted | %lld blocks given back\n",
+        std::fprintf(stderr,
+                     "KV eviction %s: budget %d tokens | %d cached in the last step (before its eviction), at most %d "
+                     "| %lld evicted | %lld blocks given back\n",
                      ev->setting.describe().c_str(), ev->budget, ev->n_entries(), ev->peak_entries,
                      static_cast<long long>(ev->n_evicted), static_cast<long long>(ev->n_freed_blocks));
     if (o.spec.empty()) return 0;
