@@ -122,7 +122,8 @@ Result<int> KVCacheManager::get_computed_blocks(RequestId id, const std::vector<
         const auto hit = m_pool.get_cached_block(h);
         std::optional<TierHit> tier_hit;
         if (!hit && m_tier)  // not in the device pool: the CPU tier, then the disk
-            tier_hit = m_tier->find(TierBlockKey{h, salt_of(id), std::vector<int32_t>(block_tokens, block_tokens + bs)});
+            tier_hit =
+                m_tier->find(TierBlockKey{h, salt_of(id), std::vector<int32_t>(block_tokens, block_tokens + bs)});
         if (!hit && !tier_hit) break;
         r.pending_hits.push_back(hit ? *hit : -1);
         r.pending_hashes.push_back(h);
@@ -164,8 +165,7 @@ Result<SlotAllocation> KVCacheManager::allocate_slots(RequestId id, const std::v
         }
     }
     const int n_pending = static_cast<int>(r.pending_hits.size());
-    const int n_pending_tier =
-        static_cast<int>(std::count(r.pending_hits.begin(), r.pending_hits.end(), int32_t{-1}));
+    const int n_pending_tier = static_cast<int>(std::count(r.pending_hits.begin(), r.pending_hits.end(), int32_t{-1}));
     const int computed = r.num_tokens + n_pending * bs;
     const int total = computed + num_new_tokens;
     if (static_cast<int>(token_ids_total.size()) < total)
@@ -399,6 +399,10 @@ std::vector<BlockInfo> KVCacheManager::block_map() const {
             const int filled = std::clamp(r.num_tokens - static_cast<int>(i) * m_block_size, 0, m_block_size);
             info.n_filled = std::max(info.n_filled, filled);
         }
+    }
+    return map;
+}
+
 Result<int> KVCacheManager::compact(RequestId id, int n_entries) {
     auto it = m_requests.find(id);
     if (it == m_requests.end()) return Result<int>::error("compact: unknown request " + std::to_string(id));
@@ -419,10 +423,6 @@ Result<int> KVCacheManager::compact(RequestId id, int n_entries) {
     r.block_hashes.clear();
     r.num_tokens = n_entries;
     return static_cast<int>(dropped.size());
-}
-
-    }
-    return map;
 }
 
 void KVCacheManager::enable_sliding_window(int window, int n_blocks) {

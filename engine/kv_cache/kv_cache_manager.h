@@ -16,8 +16,8 @@
 #include <memory>
 #include <optional>
 #include <unordered_map>
-#include <vector>
 #include <unordered_set>
+#include <vector>
 
 #include "engine/core/status.h"
 #include "engine/kv_cache/block_pool.h"
@@ -61,11 +61,11 @@ struct BlockInfo {
 };
 
 struct KVCacheStats {
-    int64_t query_tokens = 0;    // prompt tokens looked up in the prefix cache
-    int64_t hit_tokens = 0;      // of those, found cached (any tier: device pool, CPU, disk)
-    int64_t cpu_hit_tokens = 0;  // of the hits, from the CPU tier (KV tiers)
+    int64_t query_tokens = 0;     // prompt tokens looked up in the prefix cache
+    int64_t hit_tokens = 0;       // of those, found cached (any tier: device pool, CPU, disk)
+    int64_t cpu_hit_tokens = 0;   // of the hits, from the CPU tier (KV tiers)
     int64_t disk_hit_tokens = 0;  // of the hits, from the disk store
-    PrefixCacheCounters blocks;  // block-level queries, hits, evictions
+    PrefixCacheCounters blocks;   // block-level queries, hits, evictions
 };
 
 class KVCacheManager {
@@ -187,7 +187,7 @@ private:
         std::vector<int32_t> pending_hits;   // from get_computed_blocks, taken by allocate_slots (-1: a tier hit)
         std::vector<uint64_t> pending_hashes;
         std::vector<TierHit> pending_tier;  // [pending_hits.size()] the bytes of the tier hits
-        int pending_query_tokens = 0;  // prompt length looked up, counted when the hits are taken
+        int pending_query_tokens = 0;       // prompt length looked up, counted when the hits are taken
         // Sliding-window layers: [block_table.size()] local-layer blocks, -1 = freed; and
         // [pending_hits.size()] local prefix hits (-1: before the first query's window).
         std::vector<int32_t> swa_table;
@@ -216,8 +216,8 @@ private:
     std::vector<TierSpill> m_spills;
     std::unique_ptr<SlidingWindowBlocks> m_swa;  // enable_sliding_window, or null
     std::vector<std::pair<RequestId, CopyOp>> m_swa_copies;
+    std::unordered_set<RequestId> m_no_prefix;  // set_prefix_caching(id, false)
+    std::vector<char> m_evict_freed;            // [n_blocks] given back by compact() and not handed out since (lazy)
 };
 
 }  // namespace kvs
-    std::unordered_set<RequestId> m_no_prefix;        // set_prefix_caching(id, false)
-    std::vector<char> m_evict_freed;  // [n_blocks] given back by compact() and not handed out since (lazy)

@@ -210,9 +210,8 @@ Result<RequestId> Engine::submit(GenerationRequest req, RequestId want_id) {
     for (auto& c : req.choices) {
         SamplingParams p = req.params;
         p.seed = c.seed;
-        auto& cr =
-            *m_reqs.emplace(c.id, std::make_unique<Req>(c.id, p, m_tok.get(), std::move(c.on_event), req.prompt))
-                 .first->second;
+        auto& cr = *m_reqs.emplace(c.id, std::make_unique<Req>(c.id, p, m_tok.get(), std::move(c.on_event), req.prompt))
+                        .first->second;
         cr.sampler.set_prompt_len(static_cast<size_t>(n_prompt));
         cr.metrics.id = c.id;
         cr.metrics.arrival_ms = arrival;
@@ -237,14 +236,14 @@ Result<RequestId> Engine::submit(GenerationRequest req, RequestId want_id) {
     r.priority = req.priority;
     for (const auto& c : req.choices) r.forks.push_back(c.id);
     r.client = std::move(req.client);
+    r.evict = std::move(*evict);
+    if (r.evict) r.evict_policy = make_kv_eviction_policy(r.evict->setting.policy);
+    r.forced = std::move(req.forced_output);
     m_total_prompt_tokens += n_prompt;
     if (req.spec.enabled()) init_spec(r, req.spec, *runner);
     if (req.beam_width > 1) init_beam(r, req.beam_width, max_tokens, req.params.ignore_eos);
     return id;
 }
-    r.evict = std::move(*evict);
-    if (r.evict) r.evict_policy = make_kv_eviction_policy(r.evict->setting.policy);
-    r.forced = std::move(req.forced_output);
 
 void Engine::emit(Req& r, TokenEvent ev) {
     ev.id = r.id;
@@ -314,17 +313,17 @@ Result<StepResult> Engine::step() {
     StepTokens tokens;
     eviction_preempted(out);
     KVS_RETURN_IF_ERROR(build_batch(out, tokens));
+    eviction_batch(out);
     KVS_RETURN_IF_ERROR(m_forward->forward(m_buf->batch, &m_buf->logits));
+    eviction_collect_mass(out);
     collect_prompt_logprobs(out, tokens);
     const auto t_fwd = EngineClock::now();
     res.forward_ms = ms_between(t_kv, t_fwd);
     if (m_op_model) {  // the roofline: this pass's op groups, counted and timed
         std::vector<ChunkShape> shapes;
-    eviction_batch(out);
         for (const auto& ch : out.chunks) shapes.push_back({ch.start_pos, ch.num_tokens});
         OpStepRecord rec = op_costs(*m_op_model, shapes, static_cast<int>(m_buf->batch.logit_rows.size()));
         rec.step = out.step;
-    eviction_collect_mass(out);
         rec.prefill = out.num_prefill_tokens > 0;
         rec.decode_tokens = rec.n_tokens - out.num_prefill_tokens;
         for (size_t k = 0; k < rec.ops.size(); ++k) rec.ops[k].ms = m_forward->op_ms()[k];
@@ -667,6 +666,7 @@ EngineSnapshot Engine::snapshot(const StepRecord& step) const {
     for (const SchedRequest* r : m_sched->requests()) {
         const auto host = m_sched->host_blocks(r->id);
         s.requests.push_back(request_view(*r, *m_kv_mgr, static_cast<int>(host.size())));
+        eviction_view(s.requests.back());
         if (auto it = m_reqs.find(r->id); it != m_reqs.end()) {
             if (it->second->adapter) s.requests.back().adapter = it->second->adapter->name;
             s.requests.back().client = it->second->client;
@@ -721,7 +721,6 @@ void Engine::publish(StepResult& res, double t_start_ms) {
         fill_block_counts(snap.step, snap.blocks, snap.block_size);
         rec = snap.step;
         m_ring->publish(std::move(snap));
-        eviction_view(s.requests.back());
     } else {
         fill_block_counts(rec, block_views(*m_kv_mgr), m_kv_mgr->block_size());
         fill_local_counts(rec, *m_kv_mgr);

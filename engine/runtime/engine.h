@@ -259,6 +259,9 @@ public:
     std::vector<SpecTokenEvent> spec_events(RequestId id) const;
     std::vector<std::string> draft_names() const;
     DType kv_type() const;
+    // KV eviction of one request (GenerationRequest::kv_eviction): its cache entries'
+    // positions, budget and counters; null for unknown ids and requests without eviction.
+    const KvEvictionState* kv_eviction(RequestId id) const;
 
 private:
     // engine/runtime/engine_request.h defines these for the Engine's own files.
@@ -275,9 +278,6 @@ private:
     // May append a chunk per choice forked this step (GenerationRequest::choices): they go
     // through the update and the stream like the chunk they were forked from.
     void sample_chunks(SchedulerOutput& out, StepTokens& t, StepResult& res);
-    // KV eviction of one request (GenerationRequest::kv_eviction): its cache entries'
-    // positions, budget and counters; null for unknown ids and requests without eviction.
-    const KvEvictionState* kv_eviction(RequestId id) const;
     void fork_choices(Req& parent, const ScheduledChunk& ch, const float* raw, SchedulerOutput& out, StepTokens& t);
     void promote_choice(Req& parent);
     void cut_at_stops(const SchedulerOutput& out, StepTokens& t);
@@ -350,7 +350,7 @@ private:
     AcceptRule m_accept_rule = AcceptRule::exact;
     std::vector<int32_t> m_eog_ids;  // the tokenizer's end-of-generation ids (min_new_tokens)
     int64_t m_total_prompt_tokens = 0, m_total_generated = 0, m_total_finished = 0;
-    std::unique_ptr<StepBuffers> m_buf;  // reused by every step
+    std::unique_ptr<StepBuffers> m_buf;       // reused by every step
     std::unique_ptr<OpCostModel> m_op_model;  // the op timer's counts; null: not timed
     std::vector<OpStepRecord> m_op_steps;     // the roofline's steps (keep_op_step)
 };

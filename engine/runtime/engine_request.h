@@ -67,11 +67,11 @@ struct Engine::Req {
         fates.push_back(e);
         if (fates.size() > kMaxFates) fates.pop_front();
     }
-    Req(RequestId id_, const SamplingParams& p, const Tokenizer* tok, TokenCallback cb, std::vector<int32_t> prompt)
     // KV eviction (engine_eviction.cpp): the request's cache entries and its policy; null: none.
     std::unique_ptr<KvEvictionState> evict;
     std::unique_ptr<KvEvictionPolicyImpl> evict_policy;
     std::vector<int32_t> forced;  // GenerationRequest::forced_output
+    Req(RequestId id_, const SamplingParams& p, const Tokenizer* tok, TokenCallback cb, std::vector<int32_t> prompt)
         : id(id_), params(p), sampler(p), text(tok, p), on_event(std::move(cb)), history(std::move(prompt)) {}
 };
 
@@ -116,10 +116,10 @@ struct Engine::StepTokens {
 // Buffers every step reuses.
 struct Engine::StepBuffers {
     ForwardBatch batch;
-    std::vector<float> logits;  // [logit rows, n_vocab]
-    std::vector<float> raw;     // [rows of one chunk, n_vocab] its logits before any sampler edit
-    std::vector<float> scratch; // [n_vocab] a forked choice's copy of the first row
+    std::vector<float> logits;        // [logit rows, n_vocab]
+    std::vector<float> raw;           // [rows of one chunk, n_vocab] its logits before any sampler edit
+    std::vector<float> scratch;       // [n_vocab] a forked choice's copy of the first row
+    std::vector<int> evict_mass_row;  // [chunks] the chunk's attention-mass row, -1: none (KV eviction)
 };
 
 }  // namespace kvs
-    std::vector<int> evict_mass_row;  // [chunks] the chunk's attention-mass row, -1: none (KV eviction)

@@ -141,16 +141,16 @@ Status Scheduler::fork_request(RequestId parent, RequestId child) {
         return Status::error("fork_request: " + std::to_string(m_impl->running.size()) +
                              " requests are running, max_num_seqs is " + std::to_string(m_config.max_num_seqs));
     KVS_RETURN_IF_ERROR(m_kv.fork(parent, child));
-void Scheduler::note_evicted(RequestId id, int n) {
-    auto it = m_impl->reqs.find(id);
-    if (it != m_impl->reqs.end()) it->second.num_evicted += n;
-}
-
     SchedRequest c = it->second;  // same tokens, same place in line
     c.id = child;
     m_impl->reqs.emplace(child, std::move(c));
     m_impl->running.push_back(child);
     return Status::ok();
+}
+
+void Scheduler::note_evicted(RequestId id, int n) {
+    auto it = m_impl->reqs.find(id);
+    if (it != m_impl->reqs.end()) it->second.num_evicted += n;
 }
 
 bool Scheduler::remove_request(RequestId id) {
@@ -198,6 +198,7 @@ SchedulerOutput Scheduler::schedule() {
             v.status = RequestStatus::swapped;
         } else {  // recompute (also when the host tier is full)
             v.num_computed_tokens = 0;
+            v.num_evicted = 0;
             v.status = RequestStatus::waiting;
             ++m_counters.recomputes;
         }
@@ -208,7 +209,6 @@ SchedulerOutput Scheduler::schedule() {
         im.insert_waiting(victim);
     };
 
-            v.num_evicted = 0;
     // Static batching under memory pressure: a finished member's seat gives its blocks back
     // before anyone is preempted (it only held them to model the padded batch).
     auto release_seat = [&]() {
