@@ -192,11 +192,6 @@ Result<RequestId> Engine::submit(GenerationRequest req, RequestId want_id) {
             next = std::max(next, c.id + 1);
         }
     }
-    KVS_RETURN_IF_ERROR(m_sched->add_request(id, req.prompt, max_tokens, req.priority));
-    if (req.adapter) m_kv_mgr->set_cache_salt(id, req.adapter->cache_salt);  // its KV is its own
-    // Prompt log-probabilities need every position's logits: no prefix-cache hits.
-    if (req.params.prompt_logprobs >= 0 && req.beam_width == 1) m_sched->skip_prefix_cache(id);
-    m_next_id = std::max(m_next_id, id + 1);
     for (int32_t t : req.forced_output)
         if (t < 0 || t >= m_model->config.n_vocab || req.beam_width > 1 || req.spec.enabled())
             return R::error("forced output: token " + std::to_string(t) + " outside the vocabulary of " +
@@ -204,6 +199,11 @@ Result<RequestId> Engine::submit(GenerationRequest req, RequestId want_id) {
     auto evict = make_eviction(req.kv_eviction, n_prompt, max_tokens,
                                req.beam_width > 1 || req.spec.enabled() || !req.choices.empty());
     if (!evict) return evict.status();
+    KVS_RETURN_IF_ERROR(m_sched->add_request(id, req.prompt, max_tokens, req.priority));
+    if (req.adapter) m_kv_mgr->set_cache_salt(id, req.adapter->cache_salt);  // its KV is its own
+    // Prompt log-probabilities need every position's logits: no prefix-cache hits.
+    if (req.params.prompt_logprobs >= 0 && req.beam_width == 1) m_sched->skip_prefix_cache(id);
+    m_next_id = std::max(m_next_id, id + 1);
     const double arrival = req.arrival_ms >= 0 ? req.arrival_ms : ms_since_start();
     if (*evict) m_kv_mgr->set_prefix_caching(id, false);  // its blocks are compacted in place
     // Every choice waits with its own record (sampler, text, callback) until the fork.
