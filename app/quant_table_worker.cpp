@@ -57,7 +57,7 @@ void QuantTableWorker::run(const ui::QuantTableRequest& req) {
     o.speed = req.speed;
     o.runner.n_threads = m_nThreads;
     o.runner.backend = "cpu";  // beside the chat engine, never on its GPU
-    o.on_progress = m_progress.callback([this](const QString& stage, double f) { Q_EMIT progress(stage, f); });
+    o.progress = m_progress.progress([this](const QString& stage, double f) { Q_EMIT progress(stage, f); });
     auto table = measure_quant_table(model, o);
     if (!table) return Q_EMIT failed(QString::fromStdString(table.message()));
     const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

@@ -7,6 +7,7 @@
 #include <QTemporaryDir>
 #include <QtTest>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -200,10 +201,11 @@ private Q_SLOTS:
         o.n_gen = 8;
         o.runner.n_threads = 1;
         std::vector<double> fractions;
-        o.on_progress = [&](const std::string&, double f) {
+        std::vector<std::string> stages;
+        o.progress = Progress([&](const std::string& stage, double f) {
             fractions.push_back(f);
-            return true;
-        };
+            if (stages.empty() || stages.back() != stage) stages.push_back(stage);
+        });
         auto t = measure_quant_table(*m, o);
         QVERIFY2(t, t.message().c_str());
         QCOMPARE(t->rows.size(), quant_table_schemes().size());
@@ -234,6 +236,15 @@ private Q_SLOTS:
         QVERIFY(*t->find("int8")->mean_kl < *t->find("int4-rtn")->mean_kl);
         QVERIFY(std::is_sorted(fractions.begin(), fractions.end()));
         QCOMPARE(fractions.back(), 1.0);
+        // every phase is heard through the one Progress: quantizing (GPTQ per layer), scoring
+        // per chunk, timing per run
+        auto heard = [&](const std::string& words) {
+            return std::any_of(stages.begin(), stages.end(),
+                               [&](const std::string& s) { return s.find(words) != std::string::npos; });
+        };
+        for (const char* words : {"Quantizing to int4-gptq", "GPTQ: layer 1 / ", "evaluating chunk 1 / 4",
+                                  "Timing int8: pp32", "Timing int8: tg8"})
+            QVERIFY2(heard(words), words);
     }
 
     void cancelsAndRefusesBadInput() {
@@ -245,14 +256,25 @@ private Q_SLOTS:
         o.n_ctx = 64;
         o.speed = false;
         o.schemes = {"q8_0", "int8"};
-        int calls = 0;
-        o.on_progress = [&](const std::string&, double) { return ++calls < 3; };
+        int full_calls = 0;  // a whole run's reports
+        o.progress = Progress([&](const std::string&, double) { ++full_calls; });
+        QVERIFY(measure_quant_table(*m, o));
+        // the flag raised by the third report stops the run at its next check: no table
+        CancelFlag stop{false};
+        int calls = 0, calls_at_stop = 0;
+        o.progress = Progress(
+            [&](const std::string&, double) {
+                if (++calls == 3) stop = true, calls_at_stop = calls;
+            },
+            &stop);
         auto t = measure_quant_table(*m, o);
         QVERIFY(!t);
-        QVERIFY2(t.message().find("cancelled") != std::string::npos, t.message().c_str());
-        QCOMPARE(calls, 3);
+        QVERIFY2(Progress::is_cancelled(t.status()), t.message().c_str());
+        QVERIFY2(t.message().find("quantization table") != std::string::npos, t.message().c_str());
+        QCOMPARE(calls_at_stop, 3);
+        QVERIFY2(calls < full_calls, qPrintable(QString("%1 of %2").arg(calls).arg(full_calls)));
 
-        o.on_progress = nullptr;
+        o.progress = Progress();
         o.schemes = {"q8_0", "bogus"};
         auto u = measure_quant_table(*m, o);
         QVERIFY(!u);

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <string>
 
+#include "app/cli/progress_line.h"
 #include "engine/quant/quant_table.h"
 #include "engine/quant/quant_table_run.h"
 
@@ -56,17 +57,12 @@ int run_eval_table(const EvalCommandOptions& o, const Session& session, const Ev
     qo.speed = !o.no_speed;
     qo.repeat = o.repeat;
     qo.runner = o.runner;
-    std::string last_stage;
-    qo.on_progress = [&](const std::string& stage, double fraction) {  // a progress line on the terminal
-        if (stage == last_stage && fraction < 1.0) return true;
-        last_stage = stage;
-        std::fprintf(stderr, "\r\033[K[%3.0f%%] %s", 100 * fraction, stage.c_str());
-        if (fraction >= 1.0) std::fputc('\n', stderr);
-        return true;
-    };
+    ProgressLine line("table");  // in place on a terminal, plain lines elsewhere
+    qo.progress = line.progress();
     auto table = measure_quant_table(session.model_ptr(), qo);
+    line.finish();
     if (!table) {
-        std::fprintf(stderr, "\nerror: %s\n", table.message().c_str());
+        std::fprintf(stderr, "error: %s\n", table.message().c_str());
         return 1;
     }
     std::printf("text: %s (%zu tokens; %zu evaluated in chunks of %d, the second half of each scored)\n",

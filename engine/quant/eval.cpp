@@ -231,9 +231,6 @@ Result<QualityReport> compare_quality(std::shared_ptr<const Model> reference,
             }
             chunk_progress.report(stage, int64_t(v) + 2, n_models);
         }
-        if (opt.on_progress && !opt.on_progress(c + 1, plan->n_chunks))
-            return Progress::cancelled_status("evaluation after chunk " + std::to_string(c + 1) + " of " +
-                                              std::to_string(plan->n_chunks));
     }
     opt.progress.report("evaluated " + std::to_string(plan->n_chunks) + " chunks", 1.0);
     QualityReport rep;
@@ -273,7 +270,8 @@ Result<int> first_disagreement(SequenceRunner& var, const std::vector<int32_t>& 
 
 Result<std::vector<std::vector<DivergenceResult>>> first_greedy_divergence(
     std::shared_ptr<const Model> reference, const std::vector<std::shared_ptr<const Model>>& variants,
-    const Tokenizer& tok, const std::vector<std::vector<int32_t>>& prompts, int n_tokens, const RunnerOptions& runner) {
+    const Tokenizer& tok, const std::vector<std::vector<int32_t>>& prompts, int n_tokens, const RunnerOptions& runner,
+    const Progress& progress) {
     using R = Result<std::vector<std::vector<DivergenceResult>>>;
     if (n_tokens < 1) return R::error("first divergence: the number of tokens must be at least 1");
     if (!reference) return R::error("first divergence: no reference model");
@@ -302,16 +300,26 @@ Result<std::vector<std::vector<DivergenceResult>>> first_greedy_divergence(
     greedy.temperature = 0;
     greedy.max_tokens = n_tokens;
     std::vector<std::vector<DivergenceResult>> out(variants.size());
-    for (const auto& p : prompts) {
+    const int64_t n_prompts = int64_t(prompts.size()), n_steps = int64_t(vars.size()) + 1;
+    for (int64_t i = 0; i < n_prompts; ++i) {
+        const std::vector<int32_t>& p = prompts[size_t(i)];
+        const std::string what =
+            "first divergence at prompt " + std::to_string(i + 1) + " of " + std::to_string(n_prompts);
+        const Progress step = progress.step(i, n_prompts);
+        KVS_RETURN_IF_ERROR(progress.check(what));
         (*ref)->clear();
         auto g = generate(**ref, tok, p, greedy, nullptr);
         if (!g) return g.status();
+        step.report(what, 1, n_steps);
         for (size_t v = 0; v < vars.size(); ++v) {
+            KVS_RETURN_IF_ERROR(progress.check(what));
             auto first = first_disagreement(*vars[v], p, g->tokens);
             if (!first) return first.status();
             out[v].push_back({first.value(), int(g->tokens.size())});
+            step.report(what, int64_t(v) + 2, n_steps);
         }
     }
+    progress.report("first divergence on " + std::to_string(n_prompts) + " prompts", 1.0);
     return out;
 }
 
@@ -373,18 +381,24 @@ Result<SpeedResult> measure_speed(std::shared_ptr<const Model> model, const std:
     std::vector<float> logits;                                                      // [1, n_vocab]
     KVS_RETURN_IF_ERROR(r.eval(take(std::min(16, opt.n_prompt)), false, &logits));  // warm-up
     std::vector<double> pp, tg;
+    const int64_t n_runs = 2 * int64_t(opt.repeat);
     for (int k = 0; k < opt.repeat; ++k) {
+        KVS_RETURN_IF_ERROR(opt.progress.check("speed at pp run " + std::to_string(k + 1)));
+        opt.progress.report(opt.stage + ": pp" + std::to_string(opt.n_prompt), k, n_runs);
         r.clear();
         const auto t0 = std::chrono::steady_clock::now();
         KVS_RETURN_IF_ERROR(r.eval(prompt, false, &logits));
         pp.push_back(opt.n_prompt / seconds_since(t0));
     }
     for (int k = 0; k < opt.repeat; ++k) {
+        KVS_RETURN_IF_ERROR(opt.progress.check("speed at tg run " + std::to_string(k + 1)));
+        opt.progress.report(opt.stage + ": tg" + std::to_string(opt.n_gen), opt.repeat + k, n_runs);
         r.clear();
         const auto t0 = std::chrono::steady_clock::now();
         for (int32_t id : gen) KVS_RETURN_IF_ERROR(r.eval({id}, false, &logits));
         tg.push_back(opt.n_gen / seconds_since(t0));
     }
+    opt.progress.report(opt.stage + ": done", 1.0);
     SpeedResult out;
     out.n_prompt = opt.n_prompt;
     out.n_gen = opt.n_gen;

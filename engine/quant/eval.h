@@ -18,7 +18,6 @@
 // The reference's logits live one chunk at a time (n_vocab x n_ctx/2 floats), never all
 // at once; every variant is scored against them before the next chunk runs.
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -78,9 +77,6 @@ struct EvalOptions {
     // One step per chunk (the reference, then each variant); cancelled: the evaluation
     // returns Progress::cancelled_status before the next model runs a chunk.
     Progress progress;
-    // Legacy, until its last callers move to `progress`: called after each chunk with
-    // (chunks done, n_chunks); return false to cancel.
-    std::function<bool(int, int)> on_progress;
 };
 
 // Perplexity of one model over `tokens`.
@@ -108,10 +104,13 @@ struct DivergenceResult {
 // own greedy decode sees exactly that text, so the first position where its argmax
 // differs from the reference's token is where the two greedy decodes part (the variant's
 // logits come from a batched pass, not token by token: equal up to float rounding).
-// Result: [n_variants][n_prompts]. Everything runs on one shared backend.
+// Result: [n_variants][n_prompts]. Everything runs on one shared backend. `progress` hears
+// one step per prompt (the reference's decode, then each variant); cancelled: it returns
+// Progress::cancelled_status before the next decode or variant pass.
 Result<std::vector<std::vector<DivergenceResult>>> first_greedy_divergence(
     std::shared_ptr<const Model> reference, const std::vector<std::shared_ptr<const Model>>& variants,
-    const Tokenizer& tok, const std::vector<std::vector<int32_t>>& prompts, int n_tokens, const RunnerOptions& runner);
+    const Tokenizer& tok, const std::vector<std::vector<int32_t>>& prompts, int n_tokens, const RunnerOptions& runner,
+    const Progress& progress = {});
 
 // ---- memory and speed ----
 struct MemoryInfo {
@@ -130,6 +129,10 @@ struct SpeedOptions {
     int n_gen = 128;     // tg: this many single-token steps from an empty context
     int repeat = 1;
     RunnerOptions runner;
+    // One step per timed run (pp, then tg), heard as "<stage>: pp512" etc.; cancelled:
+    // measure_speed returns Progress::cancelled_status before the next run (never inside one).
+    Progress progress;
+    std::string stage = "speed";
 };
 struct SpeedResult {
     int n_prompt = 0, n_gen = 0;

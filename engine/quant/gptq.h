@@ -44,7 +44,6 @@
 // columns sorted by group (gptq_group_permutation) and that order as the weight's
 // WeightView::in_perm: the same 4-bit groups, the activations gathered before the matmul.
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <vector>
 
@@ -81,9 +80,6 @@ struct GptqOptions {
     // One step per layer (its calibration, then its seven linears); cancelled: gptq_quantize
     // returns Progress::cancelled_status at the next layer or calibration chunk.
     Progress progress;
-    // Legacy, until its last callers move to `progress`: called before each layer with
-    // (layer, n_layer); return false to cancel.
-    std::function<bool(int, int)> on_progress;
 };
 
 // One quantized matrix in checkpoint terms (AutoGPTQ's scales / zeros / g_idx).

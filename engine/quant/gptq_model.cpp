@@ -119,9 +119,6 @@ Result<std::shared_ptr<Model>> gptq_quantize(std::shared_ptr<const Model> source
     for (int l = 0; l < n_layer; ++l) {
         KVS_RETURN_IF_ERROR(
             opt.progress.check("GPTQ at layer " + std::to_string(l + 1) + " of " + std::to_string(n_layer)));
-        if (opt.on_progress && !opt.on_progress(l, n_layer))
-            return Progress::cancelled_status("GPTQ at layer " + std::to_string(l + 1) + " of " +
-                                              std::to_string(n_layer));
         const Progress layer_progress = layers_progress.step(l, n_layer);
         const std::string stage = "GPTQ: layer " + std::to_string(l + 1) + " / " + std::to_string(n_layer);
         layer_progress.report(stage, 0.0);

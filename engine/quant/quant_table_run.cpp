@@ -18,23 +18,8 @@ struct Phases {
 };
 Phases phases(bool speed) { return speed ? Phases{0.45, 0.8, 0.85} : Phases{0.5, 0.9, 1.0}; }
 
-// The progress callback with a memory of having been told to stop.
-class Reporter {
-public:
-    explicit Reporter(const QuantTableOptions& o) : m_cb(o.on_progress) {}
-    // false once the listener has asked to stop (and from then on).
-    bool operator()(const std::string& stage, double fraction) {
-        if (m_cancelled) return false;
-        if (m_cb && !m_cb(stage, std::clamp(fraction, 0.0, 1.0))) m_cancelled = true;
-        return !m_cancelled;
-    }
-    bool cancelled() const { return m_cancelled; }
-    static Status cancelled_status() { return Status::error("quantization table: cancelled"); }
-
-private:
-    std::function<bool(const std::string&, double)> m_cb;
-    bool m_cancelled = false;
-};
+// What a cancelled run says it stopped (Progress::cancelled_status adds ": cancelled").
+constexpr const char* kWhat = "quantization table";
 
 std::string model_name(const Model& m) {
     const std::filesystem::path p(m.path);
@@ -71,14 +56,15 @@ Result<std::vector<QuantScheme>> parse_schemes(const std::vector<std::string>& n
 
 // Makes every variant; a scheme that cannot be made gets its reason as the row's note.
 Status make_entries(const std::shared_ptr<const Model>& source, const std::vector<QuantScheme>& schemes,
-                    const QuantTableOptions& o, double end, Reporter& report, std::vector<Entry>& entries) {
+                    const QuantTableOptions& o, double end, std::vector<Entry>& entries) {
     double total = 0;
     for (const QuantScheme& s : schemes) total += s.calibrated() ? 8 : 1;  // GPTQ / AWQ take far longer
     double done = 0;
     for (const QuantScheme& s : schemes) {
         const double w = s.calibrated() ? 8 : 1;
-        const double from = end * done / total, to = end * (done + w) / total;
-        if (!report("Quantizing to " + s.name, from)) return Reporter::cancelled_status();
+        const Progress part = o.progress.part(end * done / total, end * (done + w) / total);
+        part.report("Quantizing to " + s.name, 0.0);
+        KVS_RETURN_IF_ERROR(part.check(kWhat));
         Entry e;
         e.row.scheme = s.name;
         e.row.label = quant_table_label(s.name);
@@ -87,12 +73,10 @@ Status make_entries(const std::shared_ptr<const Model>& source, const std::vecto
         } else {
             QuantOptions qo;
             if (s.calibrated()) qo.calibration_tokens = o.calibration_tokens;
-            qo.on_progress = [&](int layer, int n_layer) {
-                return report(s.name + ": layer " + std::to_string(layer + 1) + " / " + std::to_string(n_layer),
-                              from + (to - from) * layer / std::max(1, n_layer));
-            };
+            qo.progress = part;  // its layers (and AWQ / GPTQ calibration and search) within the part
             auto m = quantize_model(source, s, qo);
-            if (report.cancelled()) return Reporter::cancelled_status();
+            if (!m && Progress::is_cancelled(m.status()))
+                return Status::error(std::string(kWhat) + ", making " + s.name + ": " + m.message());
             if (m) e.model = std::move(m.value());
             else
                 e.row.note = "cannot be made for this model: " + m.message();
@@ -104,7 +88,7 @@ Status make_entries(const std::shared_ptr<const Model>& source, const std::vecto
 }
 
 // Quality and first divergence of every made model (the reference scored against itself too).
-Status measure_quality(std::vector<Entry>& entries, const QuantTableOptions& o, const Phases& ph, Reporter& report) {
+Status measure_quality(std::vector<Entry>& entries, const QuantTableOptions& o, const Phases& ph) {
     std::vector<Entry*> made;
     for (Entry& e : entries)
         if (e.model) made.push_back(&e);
@@ -114,12 +98,11 @@ Status measure_quality(std::vector<Entry>& entries, const QuantTableOptions& o, 
     eo.n_ctx = o.n_ctx;
     eo.bos = o.bos;
     eo.runner = o.runner;
-    eo.on_progress = [&](int done, int n) {
-        return report("Scoring chunk " + std::to_string(done) + " / " + std::to_string(n),
-                      ph.quantize_end + (ph.quality_end - ph.quantize_end) * done / std::max(1, n));
-    };
+    eo.progress = o.progress.part(ph.quantize_end, ph.quality_end);  // per chunk and model
+    KVS_RETURN_IF_ERROR(o.progress.check(kWhat));
     auto rep = compare_quality(entries[0].model, variants, o.eval_tokens, eo);
-    if (report.cancelled()) return Reporter::cancelled_status();
+    if (!rep && Progress::is_cancelled(rep.status()))
+        return Status::error(std::string(kWhat) + ", scoring: " + rep.message());
     if (!rep) return rep.status();
     for (size_t i = 0; i < made.size(); ++i) {
         const VariantQuality& q = rep->variants[i];
@@ -130,10 +113,13 @@ Status measure_quality(std::vector<Entry>& entries, const QuantTableOptions& o, 
         r.top1 = q.kl.top1_pct / 100.0;
     }
     if (o.prompts.empty()) return Status::ok();
-    if (!report("First greedy divergence on " + std::to_string(o.prompts.size()) + " prompts", ph.quality_end))
-        return Reporter::cancelled_status();
-    auto div =
-        first_greedy_divergence(entries[0].model, variants, *o.tokenizer, o.prompts, o.divergence_tokens, o.runner);
+    const Progress div_progress = o.progress.part(ph.quality_end, ph.divergence_end);  // per prompt and model
+    div_progress.report("First greedy divergence on " + std::to_string(o.prompts.size()) + " prompts", 0.0);
+    KVS_RETURN_IF_ERROR(o.progress.check(kWhat));
+    auto div = first_greedy_divergence(entries[0].model, variants, *o.tokenizer, o.prompts, o.divergence_tokens,
+                                       o.runner, div_progress);
+    if (!div && Progress::is_cancelled(div.status()))
+        return Status::error(std::string(kWhat) + ", first divergence: " + div.message());
     if (!div) return div.status();
     for (size_t i = 0; i < made.size(); ++i) {
         double sum = 0;
@@ -143,19 +129,20 @@ Status measure_quality(std::vector<Entry>& entries, const QuantTableOptions& o, 
     return Status::ok();
 }
 
-Status measure_speeds(std::vector<Entry>& entries, const QuantTableOptions& o, const Phases& ph, Reporter& report,
-                      std::string& machine) {
+Status measure_speeds(std::vector<Entry>& entries, const QuantTableOptions& o, const Phases& ph, std::string& machine) {
     SpeedOptions so;
     so.n_prompt = o.n_prompt;
     so.n_gen = o.n_gen;
     so.repeat = o.repeat;
     so.runner = o.runner;
+    const Progress speed_progress = o.progress.part(ph.divergence_end, 1.0);
     for (size_t i = 0; i < entries.size(); ++i) {
         Entry& e = entries[i];
-        if (!report(
-                "Timing " + e.row.scheme + " (pp" + std::to_string(o.n_prompt) + ", tg" + std::to_string(o.n_gen) + ")",
-                ph.divergence_end + (1.0 - ph.divergence_end) * double(i) / double(entries.size())))
-            return Reporter::cancelled_status();
+        so.progress = speed_progress.step(int64_t(i), int64_t(entries.size()));  // per timed run
+        so.stage = "Timing " + e.row.scheme;
+        so.progress.report(so.stage + " (pp" + std::to_string(o.n_prompt) + ", tg" + std::to_string(o.n_gen) + ")",
+                           0.0);
+        KVS_RETURN_IF_ERROR(o.progress.check(kWhat));
         if (!e.model) continue;
         auto sp = measure_speed(e.model, o.eval_tokens, so);
         if (!sp) return Status::error("timing " + e.row.scheme + ": " + sp.message());
@@ -192,7 +179,6 @@ Result<QuantTable> measure_quant_table(const std::shared_ptr<const Model>& sourc
     if (!plan) return plan.status();
     if (!o.prompts.empty() && !o.tokenizer)
         return Status::error("quantization table: prompts given without a tokenizer");
-    Reporter report(o);
     const Phases ph = phases(o.speed);
 
     const QuantScheme ref = QuantScheme::parse("ref").value();
@@ -202,14 +188,14 @@ Result<QuantTable> measure_quant_table(const std::shared_ptr<const Model>& sourc
     entries[0].row.scheme = ref.name;
     entries[0].row.label = quant_table_label(ref.name);
     entries[0].model = std::move(ref_model.value());
-    KVS_RETURN_IF_ERROR(make_entries(source, schemes.value(), o, ph.quantize_end, report, entries));
-    KVS_RETURN_IF_ERROR(measure_quality(entries, o, ph, report));
+    KVS_RETURN_IF_ERROR(make_entries(source, schemes.value(), o, ph.quantize_end, entries));
+    KVS_RETURN_IF_ERROR(measure_quality(entries, o, ph));
 
     QuantTable t;
     t.model = model_name(*source);
     t.n_params = source->n_params;
     t.machine = quant_table_machine("", 0);
-    if (o.speed) KVS_RETURN_IF_ERROR(measure_speeds(entries, o, ph, report, t.machine));
+    if (o.speed) KVS_RETURN_IF_ERROR(measure_speeds(entries, o, ph, t.machine));
     for (Entry& e : entries) {
         if (e.model) {
             const MemoryInfo mi = memory_info(*e.model);
@@ -218,7 +204,7 @@ Result<QuantTable> measure_quant_table(const std::shared_ptr<const Model>& sourc
         }
         t.rows.push_back(std::move(e.row));
     }
-    report("Done", 1.0);
+    o.progress.report("Done", 1.0);
     return t;
 }
 

@@ -10,11 +10,11 @@
 // A scheme that cannot be made for the model (a row width its blocks do not divide, no
 // calibration tokens) becomes a row with only scheme, label and a note saying why.
 #include <cstdint>
-#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
 
+#include "engine/core/progress.h"
 #include "engine/core/status.h"
 #include "engine/model/model.h"
 #include "engine/quant/quant_table.h"
@@ -38,9 +38,10 @@ struct QuantTableOptions {
     int n_prompt = 512, n_gen = 128, repeat = 1;
     RunnerOptions runner;  // backend and threads
     // Hears (what is being done, fraction of the whole run 0..1, monotone) at each step:
-    // every scheme made (and each GPTQ layer), every chunk, the divergence pass, every speed
-    // run. Returning false cancels: the run returns an error ending in ": cancelled".
-    std::function<bool(const std::string& stage, double fraction)> on_progress;
+    // every scheme made (each of its layers; AWQ / GPTQ calibration and search too), every
+    // chunk and model scored, the divergence pass, every speed run. Its cancel flag stops the
+    // run at the next of those steps: an error Progress::is_cancelled recognizes, no table.
+    Progress progress;
 };
 
 // The evaluation text of `kvscope eval` and the GUI's table: the GPL-3 every Debian system ships.

@@ -233,7 +233,6 @@ Result<std::shared_ptr<Model>> quantize_model(std::shared_ptr<const Model> sourc
     if (scheme.kind == QuantScheme::Kind::Int4Gptq || scheme.kind == QuantScheme::Kind::Int4GptqAct) {
         GptqOptions g = options.gptq ? *options.gptq : gptq_defaults(scheme);
         g.progress = progress;
-        g.on_progress = options.on_progress;
         auto m = gptq_quantize(source, options.calibration_tokens, g);
         if (m) {
             m.value()->format = "variant:" + scheme.name;

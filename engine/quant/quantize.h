@@ -30,7 +30,6 @@
 //               columns sorted by group and that order as each linear's WeightView::in_perm
 // Only the per-layer linears (q, k, v, o, gate, up, down) are re-encoded; the token
 // embedding and the output head stay as the reference stores them.
-#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -65,9 +64,6 @@ struct QuantOptions {
     // variant is made; cancelled: quantize_model returns Progress::cancelled_status
     // (Progress::is_cancelled tells it from other errors) and no variant.
     Progress progress;
-    // Legacy, until its last callers move to `progress`: called by GPTQ before each layer
-    // with (layer, n_layer); return false to cancel.
-    std::function<bool(int, int)> on_progress;
     // GPTQ's settings instead of gptq_defaults(scheme) (the variants docs/benchmarks.md's
     // issue 19 section measured); the progress above still applies.
     std::optional<GptqOptions> gptq;
