@@ -4,15 +4,23 @@
 // through engine/quant/quant_table's reader), --csv has the same numbers, the values are
 // within sane bounds, the reference row has KL 0 and top-1 100 %, a scheme that cannot
 // apply to the model (Q4_K on 64-wide rows) is a row saying why; bad input is a clear error.
+// Ctrl+C (SIGINT) once the table's progress has begun ends it with exit code 130,
+// "cancelled: ..." on stderr, no table printed and neither the --json nor the --csv file
+// (nor a temporary one) left behind.
+#include <QDir>
+#include <QElapsedTimer>
 #include <QFile>
 #include <QProcess>
+#include <QProcessEnvironment>
 #include <QTemporaryDir>
 #include <QtTest>
 
 #include <cmath>
+#include <csignal>
 
 #include "engine/quant/quant_table.h"
 #include "tests/support/run_kvscope.h"
+#include "tests/support/test_paths.h"
 #include "tests/support/tiny_model.h"
 
 using Run = kvs::test::KvscopeRun;
@@ -169,6 +177,74 @@ private Q_SLOTS:
                 QString("\\| %1 \\|[^\\n]*\\| %2 ± ").arg(s, QRegularExpression::escape(cell)));
             QVERIFY2(row.match(plain.out).hasMatch(), qPrintable(cell + "\n" + plain.out));
         }
+    }
+
+    // Ctrl+C once the progress line shows the table has begun: exit 130, nothing written.
+    void ctrlCWritesNothing() {
+        QTemporaryDir dir;
+        kvs::test::TinyModelSpec spec;  // big enough that GPTQ / AWQ take seconds, not milliseconds
+        spec.n_layer = 8;
+        spec.n_embd = 384;
+        spec.n_head = 6;
+        spec.n_kv_head = 2;
+        spec.n_ff = 1024;
+        spec.n_ctx_train = 2048;
+        const QString gguf = dir.filePath("tiny.gguf"), text = writeText(dir.filePath("text.txt")),
+                      jsonPath = dir.filePath("table.json"), csvPath = dir.filePath("table.csv");
+        QVERIFY(kvs::test::write_tiny_gguf(gguf.toStdString(), spec).is_ok());
+        QProcess p;
+        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
+        env.remove("DISPLAY");
+        env.remove("WAYLAND_DISPLAY");
+        env.remove("QT_QPA_PLATFORM");
+        p.setProcessEnvironment(env);
+        p.start(QString::fromStdString(kvs::test::kvscope_exe()), {"eval",
+                                                                   "-m",
+                                                                   gguf,
+                                                                   "--all",
+                                                                   "--text",
+                                                                   text,
+                                                                   "--calib",
+                                                                   text,
+                                                                   "--calib-tokens",
+                                                                   "512",
+                                                                   "--ctx",
+                                                                   "64",
+                                                                   "--max-tokens",
+                                                                   "256",
+                                                                   "--divergence-tokens",
+                                                                   "8",
+                                                                   "--threads",
+                                                                   "1",
+                                                                   "--json",
+                                                                   jsonPath,
+                                                                   "--csv",
+                                                                   csvPath});
+        QVERIFY(p.waitForStarted(30000));
+        QByteArray err;
+        QElapsedTimer t;
+        t.start();
+        // the progress line's first plain line (stderr is a pipe): the table is under way
+        while (!err.contains("Quantizing") && t.elapsed() < 120000 && p.state() == QProcess::Running) {
+            p.waitForReadyRead(200);
+            err += p.readAllStandardError();
+        }
+        QVERIFY2(p.state() == QProcess::Running, err.constData());
+        QVERIFY2(!err.contains('\r'), err.constData());  // a pipe gets plain lines
+        ::kill(pid_t(p.processId()), SIGINT);
+        QVERIFY(p.waitForFinished(300000));
+        err += p.readAllStandardError();
+        const QByteArray out = p.readAllStandardOutput();
+        QCOMPARE(p.exitStatus(), QProcess::NormalExit);
+        QVERIFY2(p.exitCode() == 130, err.constData());
+        QVERIFY2(err.contains("cancelled: "), err.constData());
+        QVERIFY2(!err.contains("error: "), err.constData());
+        QVERIFY2(!out.contains("| ref |"), out.constData());  // no table printed
+        QVERIFY(!QFile::exists(jsonPath));
+        QVERIFY(!QFile::exists(csvPath));
+        const QStringList left =
+            QDir(dir.path()).entryList({"table*"}, QDir::AllEntries | QDir::NoDotAndDotDot | QDir::Hidden);
+        QVERIFY2(left.isEmpty(), qPrintable(left.join(", ")));
     }
 
     void badInput_data() {

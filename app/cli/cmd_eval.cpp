@@ -30,7 +30,6 @@ using json = nlohmann::json;
 // Schemes tried when --quant is not given: those QuantScheme::parse accepts in this build.
 constexpr const char* kDefaultSchemes[] = {"int8", "int4-rtn", "int4-awq", "q8_0", "q4_k", "q4_0"};
 
-
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 Result<std::string> read_text(const std::string& path, const char* what) {
@@ -359,7 +358,9 @@ Result<QualityReport> measure(std::vector<Row>& rows, const Inputs& in, const To
     if (!rep) return rep.status();
     times.quality = seconds_since(t0);
     t0 = Clock::now();
-    auto div = first_greedy_divergence(rows[0].model, variants, tok, in.prompt_ids, o.divergence_tokens, o.runner);
+    const Progress stop({}, cancel);  // Ctrl+C between prompts and between speed runs too
+    auto div =
+        first_greedy_divergence(rows[0].model, variants, tok, in.prompt_ids, o.divergence_tokens, o.runner, stop);
     if (!div) return div.status();
     for (size_t i = 1; i < rows.size(); ++i) {
         rows[i].quality = rep->variants[i - 1];
@@ -372,6 +373,7 @@ Result<QualityReport> measure(std::vector<Row>& rows, const Inputs& in, const To
     SpeedOptions so;
     so.repeat = o.repeat;
     so.runner = o.runner;
+    so.progress = stop;
     for (Row& r : rows) {
         auto sp = measure_speed(r.model, in.tokens, so);
         if (!sp) return sp.status();

@@ -57,13 +57,24 @@ int run_eval_table(const EvalCommandOptions& o, const Session& session, const Ev
     qo.speed = !o.no_speed;
     qo.repeat = o.repeat;
     qo.runner = o.runner;
+    // Ctrl+C stops the table at its next progress check (a layer, a chunk, a prompt, a speed
+    // run); nothing is written then (the --json and --csv files only once the table is whole).
+    SigintCancel sigint;
     ProgressLine line("table");  // in place on a terminal, plain lines elsewhere
-    qo.progress = line.progress();
+    qo.progress = line.progress(sigint.flag());
     auto table = measure_quant_table(session.model_ptr(), qo);
     line.finish();
+    if (!table && Progress::is_cancelled(table.status())) {
+        std::fprintf(stderr, "cancelled: %s\n", table.message().c_str());
+        return kExitCancelled;
+    }
     if (!table) {
         std::fprintf(stderr, "error: %s\n", table.message().c_str());
         return 1;
+    }
+    if (sigint.cancelled()) {  // after the last check: still nothing written
+        std::fprintf(stderr, "cancelled: the quantization table was measured, but not printed or written\n");
+        return kExitCancelled;
     }
     std::printf("text: %s (%zu tokens; %zu evaluated in chunks of %d, the second half of each scored)\n",
                 o.text.c_str(), in.n_text_tokens, in.tokens.size(), o.ctx);
