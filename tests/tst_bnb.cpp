@@ -13,7 +13,9 @@
 // tensor written by hand decodes to (map[code] * scale2[group] + offset) * nf4[q] with groups
 // of 256 blocks over the flattened tensor, the encoder's choices match the definition
 // (offset = mean absmax, nearest map value, NF4 quants from the exact absmax), 4.127 bits per
-// weight against NF4's 4.5, and the nf4-dq scheme. The AVX2 kernels of all four formats are
+// weight against NF4's 4.5, engine/quant/rtn's dequantize_matrix of an encoded tensor (with
+// and without an input permutation) equal to the same decode done here byte by byte, and the
+// nf4-dq scheme, also as the source of other schemes. The AVX2 kernels of all four formats are
 // checked against their scalar references in tst_backend_ops (matmul_bnb).
 #include <QtTest>
 
@@ -23,6 +25,7 @@
 #include <random>
 
 #include "engine/quant/quantize.h"
+#include "engine/quant/rtn.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_features.h"
 #include "kernels/cpu/quant_formats.h"
@@ -85,6 +88,7 @@ private Q_SLOTS:
     void nf4_dq_layout_and_bits();
     void nf4_dq_decode_by_hand();
     void nf4_dq_encode_vs_definition();
+    void nf4_dq_dequantize_matrix();
     void nf4_dq_scheme();
 };
 
@@ -512,6 +516,55 @@ void TstBnb::nf4_dq_encode_vs_definition() {
     QVERIFY(worst_rel < 0.05);
 }
 
+// dequantize_matrix of an NF4_DQ tensor (its rows need the tensor's tail) equals the decode
+// done here from the bytes: block k's absmax = map[code] * scale2[k / 256] + offset (the
+// tail after the rows), element = absmax * nf4[nibble] (high nibble first); with in_perm,
+// stored column p lands in input column in_perm[p].
+void TstBnb::nf4_dq_dequantize_matrix() {
+    const int64_t n_in = 576, n_out = 40;  // 9 blocks a row, 360 blocks: group 1 starts inside row 28
+    std::mt19937 rng(5);
+    std::normal_distribution<float> nd(0.0f, 0.05f);
+    std::vector<float> w(size_t(n_in * n_out));
+    for (auto& v : w) v = nd(rng);
+    std::vector<uint8_t> t(tensor_bytes(DType::NF4_DQ, n_in, n_out));
+    cpu::quantize_nf4_dq(w.data(), n_in, n_out, t.data());
+
+    const size_t rb = row_bytes(DType::NF4_DQ, n_in);
+    const auto map = dynamic_map_reference();
+    float scale2[2], offset;
+    std::memcpy(scale2, &t[rb * size_t(n_out)], sizeof scale2);
+    std::memcpy(&offset, &t[rb * size_t(n_out) + 8], 4);
+    std::vector<double> want(w.size());  // [n_out, n_in] as stored
+    for (int64_t k = 0; k < n_out * n_in / 64; ++k) {
+        const uint8_t* blk = &t[size_t(k / 9) * rb + size_t(k % 9) * 33];
+        const double absmax = map[blk[0]] * scale2[k / 256] + offset;
+        for (int e = 0; e < 64; ++e) {
+            const uint8_t byte = blk[1 + e / 2];
+            want[size_t(k * 64 + e)] = absmax * kNf4[e % 2 == 0 ? byte >> 4 : byte & 15];
+        }
+    }
+    const WeightView view{DType::NF4_DQ, t.data(), n_in, n_out};
+    const std::vector<float> got = dequantize_matrix(view, 2);
+    QCOMPARE(got.size(), w.size());
+    double err = 0.0, norm = 0.0;
+    for (size_t i = 0; i < got.size(); ++i) {
+        QVERIFY2(std::fabs(got[i] - want[i]) <= 1e-6 * std::fabs(want[i]) + 1e-9,
+                 qPrintable(QString("element %1: %2 vs %3").arg(i).arg(got[i]).arg(want[i])));
+        err += (double(w[i]) - got[i]) * (double(w[i]) - got[i]);
+        norm += double(w[i]) * w[i];
+    }
+    qInfo("nf4-dq through dequantize_matrix: relative error to the source %.4f", std::sqrt(err / norm));
+    QVERIFY(std::sqrt(err / norm) < 0.15);  // NF4 of Gaussian weights: ~0.1
+
+    std::vector<int32_t> perm(static_cast<size_t>(n_in));  // stored column p is input column perm[p]
+    for (int64_t p = 0; p < n_in; ++p) perm[size_t(p)] = int32_t((p * 7 + 3) % n_in);  // 7 is prime to 576
+    WeightView permuted = view;
+    permuted.in_perm = perm.data();
+    const std::vector<float> un = dequantize_matrix(permuted, 1);
+    for (int64_t r = 0; r < n_out; ++r)
+        for (int64_t p = 0; p < n_in; ++p) QCOMPARE(un[size_t(r * n_in + perm[size_t(p)])], got[size_t(r * n_in + p)]);
+}
+
 void TstBnb::nf4_dq_scheme() {
     test::TinyModelSpec spec;
     spec.n_embd = 128;
@@ -547,6 +600,26 @@ void TstBnb::nf4_dq_scheme() {
     // the 8-bit absmax adds little to NF4's own error (a forward that mixed up the rows' absmax
     // - e.g. by packing q/k/v into one matrix without the tail - is off by more than NF4 itself)
     QVERIFY(dq_vs_nf4 < 0.25 * nf4_vs_ref);
+
+    // An nf4-dq variant as the source of other schemes (its linears decode whole): "ref" of it
+    // holds its decoded weights in float, so its logits are nf4-dq's own up to float rounding;
+    // int8 of it stays as close as int8 of anything.
+    auto back = quantize_model(v.value(), QuantScheme::parse("ref").value());
+    QVERIFY2(back, back.message().c_str());
+    QCOMPARE(int(back.value()->layers[0].wq.dtype), int(DType::F32));
+    const auto d = test::last_logits(back.value());
+    QCOMPARE(d.size(), a.size());
+    double diff_back = 0.0;
+    for (size_t i = 0; i < d.size(); ++i) diff_back += double(d[i] - a[i]) * (d[i] - a[i]);
+    const double back_vs_dq = std::sqrt(diff_back / norm);
+    qInfo("last logits, relative difference: ref-of-nf4-dq vs nf4-dq %.2e", back_vs_dq);
+    QVERIFY(std::isfinite(back_vs_dq) && back_vs_dq < 1e-4);
+    auto i8 = quantize_model(v.value(), QuantScheme::parse("int8").value());
+    QVERIFY2(i8, i8.message().c_str());
+    const auto e = test::last_logits(i8.value());
+    double diff_i8 = 0.0;
+    for (size_t i = 0; i < e.size(); ++i) diff_i8 += double(e[i] - a[i]) * (e[i] - a[i]);
+    QVERIFY(std::isfinite(diff_i8) && std::sqrt(diff_i8 / norm) < nf4_vs_ref);
 }
 
 QTEST_GUILESS_MAIN(TstBnb)

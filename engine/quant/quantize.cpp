@@ -38,6 +38,11 @@ struct VariantStorage {
 // w re-encoded as `to`, into a buffer owned by `storage`, in the input's column order (an
 // act-order weight's in_perm is undone). Rows are split over threads.
 WeightView reencode(const WeightView& w, DType to, VariantStorage& storage) {
+    if (w.dtype == DType::NF4_DQ) {  // its rows need the tensor's tail: through the whole-tensor decode
+        const std::vector<float> f = dequantize_matrix(w);  // [n_out, n_in], input column order
+        storage.buffers.push_back(quantize_matrix(f.data(), w.n_out, w.n_in, to));
+        return WeightView{to, storage.buffers.back().data(), w.n_in, w.n_out};
+    }
     const size_t src_row = row_bytes(w.dtype, w.n_in), dst_row = row_bytes(to, w.n_in);
     std::vector<uint8_t> out(dst_row * size_t(w.n_out));  // [n_out, row_bytes(to, n_in)]
     const auto* src = static_cast<const uint8_t*>(w.data);

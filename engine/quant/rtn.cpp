@@ -59,10 +59,14 @@ std::vector<float> dequantize_matrix(const WeightView& w, int n_threads) {
     std::vector<float> out(static_cast<size_t>(w.n_out * w.n_in));  // [n_out, n_in]
     const size_t src_row = row_bytes(w.dtype, w.n_in);
     const auto* src = static_cast<const uint8_t*>(w.data);
-    parallel_ranges(w.n_out, n_threads, [&](int64_t r0, int64_t r1) {
-        for (int64_t r = r0; r < r1; ++r)
-            cpu::dequantize_row(w.dtype, src + static_cast<size_t>(r) * src_row, out.data() + r * w.n_in, w.n_in);
-    });
+    if (w.dtype == DType::NF4_DQ) {  // a row's absmax codes need the tensor's tail: decode it whole
+        cpu::dequantize_nf4_dq(src, w.n_in, w.n_out, out.data());
+    } else {
+        parallel_ranges(w.n_out, n_threads, [&](int64_t r0, int64_t r1) {
+            for (int64_t r = r0; r < r1; ++r)
+                cpu::dequantize_row(w.dtype, src + static_cast<size_t>(r) * src_row, out.data() + r * w.n_in, w.n_in);
+        });
+    }
     if (w.in_perm) {  // stored column p is input column in_perm[p]
         parallel_ranges(w.n_out, n_threads, [&](int64_t r0, int64_t r1) {
             std::vector<float> row(static_cast<size_t>(w.n_in));  // [n_in] as stored

@@ -29,7 +29,9 @@ int int4_group_for(int64_t n_in, int preferred = kInt4Group);
 void fake_quant_int4(const float* w, float* out, int64_t n, int group = kInt4Group);
 
 // The whole matrix in float: [n_out, n_in] rows dequantized from any weight type, in the
-// input's column order (a weight with WeightView::in_perm is un-permuted).
+// input's column order (a weight with WeightView::in_perm is un-permuted). NF4_DQ, whose
+// rows cannot decode alone (their absmax codes need the tensor's tail), decodes as a whole
+// tensor (w.data holds tensor_bytes(NF4_DQ, n_in, n_out) bytes).
 std::vector<float> dequantize_matrix(const WeightView& w, int n_threads = 2);
 
 // Rows of a float matrix [n_out, n_in] quantized into `to` (round to nearest), rows split
