@@ -69,7 +69,7 @@ struct QuantOptions {
     std::optional<GptqOptions> gptq;
 };
 
-// The settings int4-gptq / int4-gptq-act run with by default: asymmetric, 10 % dampening,
+// The settings int4-gptq / int4-gptq-act run with by default: asymmetric, 30 % dampening,
 // groups of 128 (64 where 128 does not divide the row), layers in sequence; int4-gptq-act
 // adds act-order (a permuted g_idx) and the MSE scale search.
 GptqOptions gptq_defaults(const QuantScheme& scheme);
