@@ -51,8 +51,11 @@ if(KVSCOPE_WERROR)
 endif()
 
 # KVSCOPE_SANITIZER_TEST_ENV: the run-time options tests/CMakeLists.txt gives every test
-# (and the programs they start, which inherit the environment). allow_addr2line: file:line in
-# reports where llvm-symbolizer is not installed. ASan: an allocation over 16 GiB (a size read
+# (and the programs they start, which inherit the environment). Qt Test's per-function limit
+# (300 s by default) is raised to CTest's 900 s per test: a real-model function runs several
+# times slower under a sanitizer (tst_gemma3_engine_window's Gemma 3 chat ran past 300 s under
+# ASan on a loaded 2-core machine). allow_addr2line: file:line in reports where
+# llvm-symbolizer is not installed. ASan: an allocation over 16 GiB (a size read
 # from a corrupt file) fails as std::bad_alloc, as it would under the fuzz test's RLIMIT_AS,
 # instead of ending the process.
 set(_kvscope_sanitize_flags "")
@@ -60,11 +63,13 @@ set(KVSCOPE_SANITIZER_TEST_ENV "")
 if(KVSCOPE_SANITIZE STREQUAL "address")
   set(_kvscope_sanitize_flags -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer)
   set(KVSCOPE_SANITIZER_TEST_ENV
+    "QTEST_FUNCTION_TIMEOUT=900000"
     "ASAN_OPTIONS=detect_leaks=1:check_initialization_order=1:strict_string_checks=1:allocator_may_return_null=1:max_allocation_size_mb=16384:allow_addr2line=1"
     "UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1:allow_addr2line=1")
 elseif(KVSCOPE_SANITIZE STREQUAL "thread")
   set(_kvscope_sanitize_flags -fsanitize=thread -fno-omit-frame-pointer)
   set(KVSCOPE_SANITIZER_TEST_ENV
+    "QTEST_FUNCTION_TIMEOUT=900000"
     "TSAN_OPTIONS=suppressions=${PROJECT_SOURCE_DIR}/tests/tsan.supp:second_deadlock_stack=1:die_after_fork=0:allow_addr2line=1")
 endif()
 
