@@ -6,14 +6,18 @@
 // across reads at every byte, an event over the size limit (10 MB), a stream that stops
 // mid-event, invalid JSON, an HTTP error with an OpenAI error body, a server that accepts
 // and never answers (read timeout), cancellation from another thread (of a trickling stream
-// and of a silent server), nobody listening. Every wait is bounded in time.
+// and of a silent server), nobody listening; a write on a closed connection fails with EPIPE
+// instead of ending the process with SIGPIPE. Every wait is bounded in time.
 #include <httplib.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <QtTest>
 
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <csignal>
 #include <nlohmann/json.hpp>
 #include <thread>
 
@@ -342,6 +346,26 @@ private Q_SLOTS:
         CompletionRequest ok = chat_request("plain");
         ok.stream = false;
         QVERIFY(c.complete(ok));
+    }
+
+    // Debian's cpp-httplib writes with send(..., 0): a write on a connection the server has
+    // already closed raises SIGPIPE, which would end the whole program (it did, in
+    // tst_remote_llama_window against llama-server). A client makes the process ignore it, so
+    // such a write fails with EPIPE instead.
+    void client_ignores_sigpipe() {
+        OpenAIClient c(opts("http://127.0.0.1:1"));
+        struct sigaction sa {};
+        QVERIFY(::sigaction(SIGPIPE, nullptr, &sa) == 0);
+        QVERIFY(sa.sa_handler == SIG_IGN);
+        int sv[2];
+        QVERIFY(::socketpair(AF_UNIX, SOCK_STREAM, 0, sv) == 0);
+        ::close(sv[1]);  // the peer is gone
+        errno = 0;
+        const ssize_t n = ::send(sv[0], "x", 1, 0);  // as cpp-httplib writes
+        const int err = errno;
+        ::close(sv[0]);
+        QCOMPARE(n, ssize_t(-1));
+        QCOMPARE(err, EPIPE);
     }
 
     void silent_server_times_out() {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <csignal>
 #include <cstdio>
 
 #include "app/net/sse_parser.h"
@@ -116,6 +117,11 @@ Status OpenAIClient::check_url(const std::string& base_url) {
 }
 
 OpenAIClient::OpenAIClient(ClientOptions opt) : m_opt(std::move(opt)) {
+    // Debian's cpp-httplib (0.11) writes with send(..., 0), not MSG_NOSIGNAL: a server that
+    // closes the connection while a request is being written would end the whole program with
+    // SIGPIPE (seen: tst_remote_llama_window against llama-server). Ignored, the write fails
+    // with EPIPE and the request ends with an error like any other broken connection.
+    std::signal(SIGPIPE, SIG_IGN);
     auto p = parse_url(m_opt.base_url);
     if (p) {
         m_host = p->host;
