@@ -11,7 +11,6 @@
 #include <QElapsedTimer>
 #include <QFile>
 #include <QProcess>
-#include <QProcessEnvironment>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -193,33 +192,28 @@ private Q_SLOTS:
                       jsonPath = dir.filePath("table.json"), csvPath = dir.filePath("table.csv");
         QVERIFY(kvs::test::write_tiny_gguf(gguf.toStdString(), spec).is_ok());
         QProcess p;
-        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-        env.remove("DISPLAY");
-        env.remove("WAYLAND_DISPLAY");
-        env.remove("QT_QPA_PLATFORM");
-        p.setProcessEnvironment(env);
-        p.start(QString::fromStdString(kvs::test::kvscope_exe()), {"eval",
-                                                                   "-m",
-                                                                   gguf,
-                                                                   "--all",
-                                                                   "--text",
-                                                                   text,
-                                                                   "--calib",
-                                                                   text,
-                                                                   "--calib-tokens",
-                                                                   "512",
-                                                                   "--ctx",
-                                                                   "64",
-                                                                   "--max-tokens",
-                                                                   "256",
-                                                                   "--divergence-tokens",
-                                                                   "8",
-                                                                   "--threads",
-                                                                   "1",
-                                                                   "--json",
-                                                                   jsonPath,
-                                                                   "--csv",
-                                                                   csvPath});
+        kvs::test::start_kvscope(p, {"eval",
+                                     "-m",
+                                     gguf,
+                                     "--all",
+                                     "--text",
+                                     text,
+                                     "--calib",
+                                     text,
+                                     "--calib-tokens",
+                                     "512",
+                                     "--ctx",
+                                     "64",
+                                     "--max-tokens",
+                                     "256",
+                                     "--divergence-tokens",
+                                     "8",
+                                     "--threads",
+                                     "1",
+                                     "--json",
+                                     jsonPath,
+                                     "--csv",
+                                     csvPath});
         QVERIFY(p.waitForStarted(30000));
         QByteArray err;
         QElapsedTimer t;

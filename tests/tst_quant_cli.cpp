@@ -11,7 +11,6 @@
 #include <QJsonDocument>
 #include <QJsonObject>
 #include <QProcess>
-#include <QProcessEnvironment>
 #include <QTemporaryDir>
 #include <QtTest>
 
@@ -106,13 +105,8 @@ private Q_SLOTS:
 
         // Ctrl+C once GPTQ reports: cancelled, nothing written.
         QProcess p;
-        QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
-        env.remove("DISPLAY");
-        env.remove("QT_QPA_PLATFORM");
-        p.setProcessEnvironment(env);
         const QString out = dir.filePath("gptq.gguf");
-        p.start(QString::fromStdString(kvs::test::kvscope_exe()),
-                {"quantize", "-m", model, "-s", "int4-gptq", "-o", out, "--calib-tokens", "1024"});
+        kvs::test::start_kvscope(p, {"quantize", "-m", model, "-s", "int4-gptq", "-o", out, "--calib-tokens", "1024"});
         QVERIFY(p.waitForStarted(30000));
         QByteArray err;
         QElapsedTimer t;

@@ -6,14 +6,18 @@
 
 namespace kvs::test {
 
-KvscopeRun run_kvscope(const QStringList& args, int timeout_ms) {
-    QProcess p;
+void start_kvscope(QProcess& p, const QStringList& args) {
     QProcessEnvironment env = QProcessEnvironment::systemEnvironment();
     env.remove("DISPLAY");
     env.remove("WAYLAND_DISPLAY");
     env.remove("QT_QPA_PLATFORM");
     p.setProcessEnvironment(env);
     p.start(QString::fromStdString(kvscope_exe()), args);
+}
+
+KvscopeRun run_kvscope(const QStringList& args, int timeout_ms) {
+    QProcess p;
+    start_kvscope(p, args);
     KvscopeRun r;
     if (!p.waitForFinished(timeout_ms)) {
         p.kill();

@@ -2,7 +2,7 @@
 // Runs the kvscope program (test::kvscope_exe()) with arguments and waits for it: its exit
 // code, stdout and stderr. DISPLAY, WAYLAND_DISPLAY and QT_QPA_PLATFORM are removed from
 // its environment, so a subcommand that would open a window shows it cannot. Tests that
-// call this wait for the program to be built (tests/CMakeLists.txt looks for the call).
+// call these wait for the program to be built (tests/CMakeLists.txt looks for the calls).
 #include <QProcess>
 #include <QString>
 #include <QStringList>
@@ -16,5 +16,9 @@ struct KvscopeRun {
 };
 
 KvscopeRun run_kvscope(const QStringList& args, int timeout_ms = 120000);
+
+// Starts the program in `p` with the same environment and returns at once, for tests that
+// talk to it or signal it while it runs (e.g. a SIGINT mid-run).
+void start_kvscope(QProcess& p, const QStringList& args);
 
 }  // namespace kvs::test
