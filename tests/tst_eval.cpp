@@ -65,6 +65,7 @@ std::vector<NaiveRow> naive_rows(std::shared_ptr<const Model> m, const std::vect
 struct Naive {
     long double ppl = 0, ppl_err = 0, var_ppl = 0, mean_kl = 0, max_kl = 0, top1_pct = 0;
     int64_t n = 0;
+    std::vector<long double> var_token_nll;  // the variant's NLL per scored position, in order
 };
 // Scores rows first .. n_ctx-2 of every whole chunk (predicting tokens first+1 .. n_ctx-1)
 // when second_half, otherwise rows 0 .. n_ctx-2.
@@ -81,6 +82,7 @@ Naive naive_stats(std::shared_ptr<const Model> ref, std::shared_ptr<const Model>
             const long double x = -std::log(rr[size_t(j)].p[size_t(target)]);
             nll += x, nll2 += x * x;
             var_nll += -std::log(vr[size_t(j)].p[size_t(target)]);
+            out.var_token_nll.push_back(-std::log(vr[size_t(j)].p[size_t(target)]));
             long double k = 0;
             for (size_t i = 0; i < rr[size_t(j)].p.size(); ++i)
                 k += rr[size_t(j)].p[i] * std::log(rr[size_t(j)].p[i] / vr[size_t(j)].p[i]);
@@ -208,6 +210,11 @@ private Q_SLOTS:
         QVERIFY2(close(q.kl.mean, nv.mean_kl, 1e-3),
                  qPrintable(QString("%1 vs %2").arg(q.kl.mean).arg(double(nv.mean_kl))));
         QVERIFY(close(q.kl.max, nv.max_kl, 1e-3));
+        QCOMPARE(q.token_nll.size(), nv.var_token_nll.size());
+        for (size_t i = 0; i < q.token_nll.size(); ++i)
+            QVERIFY2(
+                std::fabs(q.token_nll[i] - double(nv.var_token_nll[i])) <= 1e-4 * (1.0 + q.token_nll[i]),
+                qPrintable(QString("token %1: %2 vs %3").arg(i).arg(q.token_nll[i]).arg(double(nv.var_token_nll[i]))));
         QVERIFY(q.kl.mean > 0 && q.kl.median > 0 && q.kl.median <= q.kl.p90 && q.kl.p90 <= q.kl.p95 &&
                 q.kl.p95 <= q.kl.p99 && q.kl.p99 <= q.kl.max);
         // Top-1 may differ by a position whose two best logits are a float rounding apart.
@@ -216,6 +223,40 @@ private Q_SLOTS:
         // The test can tell the documented positions from others: scoring every row differs.
         const Naive all_rows = naive_stats(m_model, var, tokens, n_ctx, false);
         QVERIFY(!close(rep->reference.ppl, all_rows.ppl, 1e-3));
+    }
+
+    // Two variants told apart token by token: the mean of the paired differences is the
+    // difference of their log perplexities; its error is the spread of the differences
+    // (computed here directly), smaller than either side's own when they move together.
+    void pairedDifference() {
+        const auto tokens = random_tokens(64, m_model->config.n_vocab, 17);
+        auto rep = compare_quality(m_model, {m_q4, m_q8}, tokens, eval_options(16));
+        QVERIFY2(rep.is_ok(), rep.message().c_str());
+        const auto& a = rep->variants[0].token_nll;
+        const auto& b = rep->variants[1].token_nll;
+        auto d = paired_difference(a, b);
+        QVERIFY2(d.is_ok(), d.message().c_str());
+        QCOMPARE(d->n, rep->reference.n_scored);
+        const double ln_ratio = rep->variants[0].ppl.mean_nll - rep->variants[1].ppl.mean_nll;
+        QVERIFY2(std::fabs(d->mean - ln_ratio) <= 1e-12 * (1.0 + std::fabs(ln_ratio)),
+                 qPrintable(QString("%1 vs %2").arg(d->mean).arg(ln_ratio)));
+        long double mean = 0, ss = 0;
+        for (size_t i = 0; i < a.size(); ++i) mean += (long double)(a[i]) - b[i];
+        mean /= a.size();
+        for (size_t i = 0; i < a.size(); ++i) ss += std::pow((long double)(a[i]) - b[i] - mean, 2);
+        const double err = double(std::sqrt(ss / (a.size() - 1) / a.size()));
+        QVERIFY2(std::fabs(d->err - err) <= 1e-9 * err, qPrintable(QString("%1 vs %2").arg(d->err).arg(err)));
+        QVERIFY(d->err > 0);
+        // The same variant against itself: no difference at all.
+        auto self = paired_difference(a, a);
+        QVERIFY(self.is_ok());
+        QCOMPARE(self->mean, 0.0);
+        QCOMPARE(self->err, 0.0);
+        // Unequal or empty inputs are refused by name.
+        auto bad = paired_difference(a, std::vector<double>(a.begin(), a.end() - 1));
+        QVERIFY(!bad.is_ok());
+        QVERIFY2(bad.message().find("different counts") != std::string::npos, bad.message().c_str());
+        QVERIFY(!paired_difference({}, {}).is_ok());
     }
 
     void perplexityAloneEqualsCompare() {

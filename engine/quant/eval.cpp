@@ -74,13 +74,15 @@ struct VariantAcc {
     Sums nll, kl;
     double nll_cross = 0;  // sum of nll_variant * nll_reference
     int64_t n_same_top = 0;
-    std::vector<double> kl_values;  // [n_scored] per-token KL
+    std::vector<double> kl_values;   // [n_scored] per-token KL
+    std::vector<double> nll_values;  // [n_scored] per-token NLL
 };
 
 VariantQuality finish_variant(VariantAcc& a, const Sums& ref_nll, const ChunkPlan& plan) {
     VariantQuality q;
     const int64_t n = plan.n_scored();
     q.ppl = make_ppl(a.nll, plan);
+    q.token_nll = std::move(a.nll_values);
     const PerplexityResult ref = make_ppl(ref_nll, plan);
     // Covariance of the two mean NLLs (llama.cpp's kl_divergence report).
     const double cov =
@@ -224,6 +226,7 @@ Result<QualityReport> compare_quality(std::shared_ptr<const Model> reference,
             VariantAcc& a = acc[v];
             for (int j = 0; j < n_rows; ++j) {
                 a.nll.add(vs[j].nll);
+                a.nll_values.push_back(vs[j].nll);
                 a.nll_cross += vs[j].nll * rs[j].nll;
                 a.kl.add(kl[j]);
                 a.kl_values.push_back(kl[j]);
@@ -238,6 +241,20 @@ Result<QualityReport> compare_quality(std::shared_ptr<const Model> reference,
     rep.reference = make_ppl(ref_nll, rep.plan);
     for (VariantAcc& a : acc) rep.variants.push_back(finish_variant(a, ref_nll, rep.plan));
     return rep;
+}
+
+Result<PairedDifference> paired_difference(const std::vector<double>& a, const std::vector<double>& b) {
+    using R = Result<PairedDifference>;
+    if (a.size() != b.size())
+        return R::error("paired values of different counts: " + std::to_string(a.size()) + " and " +
+                        std::to_string(b.size()));
+    if (a.empty()) return R::error("no paired values");
+    Sums d;
+    for (size_t i = 0; i < a.size(); ++i) d.add(a[i] - b[i]);
+    PairedDifference r;
+    r.n = int64_t(a.size());
+    std::tie(r.mean, r.err) = mean_err(d, r.n);
+    return r;
 }
 
 Result<PerplexityResult> perplexity(std::shared_ptr<const Model> model, const std::vector<int32_t>& tokens,

@@ -62,6 +62,7 @@ struct VariantQuality {
     KlStats kl;                                     // KL(reference || variant)
     double delta_ppl = 0, delta_ppl_err = 0;        // PPL(variant) - PPL(reference)
     double ln_ppl_ratio = 0, ln_ppl_ratio_err = 0;  // mean NLL(variant) - mean NLL(reference)
+    std::vector<double> token_nll;                  // [n_scored] each scored token's NLL, in scored_targets order
 };
 
 struct QualityReport {
@@ -69,6 +70,16 @@ struct QualityReport {
     PerplexityResult reference;
     std::vector<VariantQuality> variants;  // in the order given
 };
+
+// mean(a_i - b_i) and its standard error over paired per-token values (two variants'
+// token_nll: ln(PPL_a / PPL_b), with the error of the difference rather than of each side,
+// so two variants' perplexities can be told apart although each has a wide error bar).
+struct PairedDifference {
+    double mean = 0, err = 0;
+    int64_t n = 0;
+};
+// Errors when the sizes differ or are empty.
+Result<PairedDifference> paired_difference(const std::vector<double>& a, const std::vector<double>& b);
 
 struct EvalOptions {
     int n_ctx = 512;
