@@ -14,10 +14,15 @@
 //                     sink0  / sink1   AwqOptions::sink_skip 0 (before part 5: only the down
 //                                      loss leaves the sink row out) / 1 (every statistic,
 //                                      loss and clipping search leaves it out)
-//                     suffix -noclip   AwqOptions::clip = false
-//                     suffix -clipall  the clipping search keeps the sink rows (sink_skip_clip = false)
-//                     suffix -lin      AwqLoss::Linear instead of the block loss
-//                     suffix @eval     calibrate on the scored text (the bound above)
+//                     then any of these suffixes, in any order (e.g. sink0-seq-g40-c80):
+//                     -noclip   AwqOptions::clip = false
+//                     -clipall  the clipping search keeps the sink rows (sink_skip_clip = false)
+//                     -lin      AwqLoss::Linear instead of the block loss
+//                     -seq      AwqOptions::sequential (each layer calibrated on the variant's
+//                               earlier layers, as GPTQ)
+//                     -gN       alpha grid of N (AwqOptions::n_grid, default 20; also the clip grid)
+//                     -cN       clipping grid of N (AwqOptions::clip_grid)
+//                     and last  @eval     calibrate on the scored text (the bound above)
 //   KVS_AWQ_SIZES     calibration sizes (default "128,256,512")
 //   KVS_AWQ_SEEDS     calibration seeds (default "0,1")
 //   KVS_BENCH_OUT     JSON file name in the test output folder (default bench_awq_robust.json)
@@ -65,14 +70,35 @@ struct Setting {
 Setting parse_setting(std::string name) {
     Setting s;
     if (ends_with(name, "@eval")) s.on_eval_text = true, name.resize(name.size() - 5);
-    if (ends_with(name, "-lin")) s.opt.loss = AwqLoss::Linear, name.resize(name.size() - 4);
-    if (ends_with(name, "-noclip")) s.opt.clip = false, name.resize(name.size() - 7);
-    if (ends_with(name, "-clipall")) s.opt.sink_skip_clip = false, name.resize(name.size() - 8);
-    if (name == "sink0") s.opt.sink_skip = 0;
-    else if (name == "sink1")
+    std::stringstream parts(name);
+    std::string base;
+    std::getline(parts, base, '-');
+    if (base == "sink0") s.opt.sink_skip = 0;
+    else if (base == "sink1")
         s.opt.sink_skip = 1;
     else
-        qFatal("KVS_AWQ_SETTINGS: unknown setting '%s'", name.c_str());
+        qFatal("KVS_AWQ_SETTINGS: unknown setting '%s' (sink0 or sink1 first)", name.c_str());
+    auto number = [&](const std::string& part) {
+        const std::string digits = part.substr(1);
+        if (digits.empty() || digits.find_first_not_of("0123456789") != std::string::npos)
+            qFatal("KVS_AWQ_SETTINGS: '%s' in '%s' needs a number", part.c_str(), name.c_str());
+        return std::stoi(digits);
+    };
+    for (std::string part; std::getline(parts, part, '-');) {
+        if (part == "lin") s.opt.loss = AwqLoss::Linear;
+        else if (part == "noclip")
+            s.opt.clip = false;
+        else if (part == "clipall")
+            s.opt.sink_skip_clip = false;
+        else if (part == "seq")
+            s.opt.sequential = true;
+        else if (part[0] == 'g')
+            s.opt.n_grid = number(part);
+        else if (part[0] == 'c')
+            s.opt.clip_grid = number(part);
+        else
+            qFatal("KVS_AWQ_SETTINGS: unknown suffix '-%s' in '%s'", part.c_str(), name.c_str());
+    }
     return s;
 }
 
@@ -152,6 +178,9 @@ void BenchAwqRobust::grid() {
                     {{"setting", name},
                      {"sink_skip", st.opt.sink_skip},
                      {"clip", st.opt.clip},
+                     {"sequential", st.opt.sequential},
+                     {"n_grid", st.opt.n_grid},
+                     {"clip_grid", st.opt.clip_grid > 0 ? st.opt.clip_grid : st.opt.n_grid},
                      {"loss", st.opt.loss == AwqLoss::Block ? "block" : "linear"},
                      {"calibration_text", st.on_eval_text ? "GPL-3 (the scored text)" : "Apache-2.0"},
                      {"calibration_tokens", n},

@@ -204,13 +204,14 @@ void clip_layer(Backend& be, const ModelConfig& c, FloatLayer& f, const LayerAct
     const int64_t E = c.n_embd, F = c.n_ff, QD = int64_t(c.n_head) * c.head_dim, KV = int64_t(c.n_kv_head) * c.head_dim;
     const std::vector<int> keep = kept_rows(n_rows, seq_len, opt.sink_skip_clip ? opt.sink_skip : 0);
     const int n = int(keep.size());
+    const int grid = opt.clip_grid > 0 ? opt.clip_grid : opt.n_grid;
     const auto attn_in = gather_rows(a.attn_in.data(), E, keep), attn_out = gather_rows(a.attn_out.data(), QD, keep);
     const auto ffn_in = gather_rows(a.ffn_in.data(), E, keep), down_in = gather_rows(a.down_in.data(), F, keep);
-    awq_clip(be, f.wv.data(), KV, E, attn_in.data(), n, opt.n_grid, opt.max_shrink, group_of(opt, E));
-    awq_clip(be, f.wo.data(), E, QD, attn_out.data(), n, opt.n_grid, opt.max_shrink, group_of(opt, QD));
-    awq_clip(be, f.gate.data(), F, E, ffn_in.data(), n, opt.n_grid, opt.max_shrink, group_of(opt, E));
-    awq_clip(be, f.up.data(), F, E, ffn_in.data(), n, opt.n_grid, opt.max_shrink, group_of(opt, E));
-    awq_clip(be, f.down.data(), E, F, down_in.data(), n, opt.n_grid, opt.max_shrink, group_of(opt, F));
+    awq_clip(be, f.wv.data(), KV, E, attn_in.data(), n, grid, opt.max_shrink, group_of(opt, E));
+    awq_clip(be, f.wo.data(), E, QD, attn_out.data(), n, grid, opt.max_shrink, group_of(opt, QD));
+    awq_clip(be, f.gate.data(), F, E, ffn_in.data(), n, grid, opt.max_shrink, group_of(opt, E));
+    awq_clip(be, f.up.data(), F, E, ffn_in.data(), n, grid, opt.max_shrink, group_of(opt, E));
+    awq_clip(be, f.down.data(), E, F, down_in.data(), n, grid, opt.max_shrink, group_of(opt, F));
 }
 
 // Encodes one float matrix into the variant's storage.
@@ -238,6 +239,8 @@ Status check_awq_input(const Model& m, const std::vector<int32_t>& tokens, const
         return Status::error("AWQ: INT4 storage has groups of 128 (I4_G128) or 64 (I4_G64) weights, not " +
                              std::to_string(opt.group_size));
     if (opt.n_grid < 1) return Status::error("AWQ: n_grid must be at least 1, got " + std::to_string(opt.n_grid));
+    if (opt.clip_grid < 0)
+        return Status::error("AWQ: clip_grid must be at least 0 (0: n_grid), got " + std::to_string(opt.clip_grid));
     for (size_t l = 0; l < m.layers.size(); ++l) {
         const LayerWeights& L = m.layers[l];
         const std::pair<const WeightView*, const char*> ws[] = {
@@ -286,9 +289,6 @@ Result<std::shared_ptr<Model>> awq_quantize(std::shared_ptr<const Model> source,
     const auto t0 = clock::now();
     CalibrationOptions copt = opt.calibration;
     copt.n_threads = opt.n_threads;
-    copt.progress = opt.progress.part(0.0, 0.1);
-    copt.stage = "AWQ: calibrating";
-    const Progress search = opt.progress.part(0.1, 1.0);
     if (opt.loss == AwqLoss::Block &&
         (copt.skip_first != 0 || static_cast<int64_t>(calibration_tokens.size()) > copt.max_rows))
         return R::error("AWQ's block loss needs every calibration token's activations: give at most " +
@@ -302,10 +302,6 @@ Result<std::shared_ptr<Model>> awq_quantize(std::shared_ptr<const Model> source,
         if (!ref) return ref.status();
         calib_model = ref.value();
     }
-    auto calib = collect_activations(calib_model, calibration_tokens, copt);
-    calib_model.reset();
-    if (!calib) return calib.status();
-    const auto t1 = clock::now();
 
     auto storage = std::make_shared<AwqStorage>();
     storage->source = source;
@@ -313,34 +309,73 @@ Result<std::shared_ptr<Model>> awq_quantize(std::shared_ptr<const Model> source,
     storage->vectors.resize(source->layers.size() * 3);
     auto m = std::make_shared<Model>(*source);
     std::vector<AwqLayerStats> stats(source->layers.size());
-    const int n_rows = calib->n_rows;
-
-    std::atomic<int> next{0}, n_done{0};
+    // Layer l's search, clipping and encoding on its activations a (consumed).
+    auto run_layer = [&](Backend& be, int l, LayerActivations& a, int n_rows, int seq_len) {
+        const size_t li = static_cast<size_t>(l);
+        FloatLayer f = to_float(source->layers[li], c);
+        if (opt.search_scales) search_and_fold(be, c, f, a, n_rows, seq_len, opt, stats[li]);
+        if (opt.clip) clip_layer(be, c, f, a, n_rows, seq_len, opt);
+        a = LayerActivations{};  // done with this layer's activations
+        store_layer(f, li, opt, *storage, m->layers[li]);
+    };
+    int n_rows = 0;
+    double t_calib = 0.0;
+    std::atomic<int> n_done{0};
     std::atomic<bool> stopped{false};
-    search.report("AWQ: searching scales, layer 0 / " + std::to_string(c.n_layer), 0.0);
-    auto worker = [&]() {
-        auto be = make_cpu_backend(1);
-        for (int l = next++; l < c.n_layer; l = next++) {
-            if (search.cancelled()) {
+    if (opt.sequential) {
+        // Layer after layer, each calibrated on the variant's finished layers (GPTQ's loop).
+        SequentialCalibration sequential(calib_model, storage);
+        auto be = make_cpu_backend(opt.n_threads);
+        for (int l = 0; l < c.n_layer; ++l) {
+            if (opt.progress.cancelled()) {
                 stopped = true;
                 break;
             }
-            const size_t li = static_cast<size_t>(l);
-            FloatLayer f = to_float(source->layers[li], c);
-            LayerActivations& a = calib->layers[li];
-            if (opt.search_scales) search_and_fold(*be, c, f, a, n_rows, calib->seq_len, opt, stats[li]);
-            if (opt.clip) clip_layer(*be, c, f, a, n_rows, calib->seq_len, opt);
-            a = LayerActivations{};  // done with this layer's activations
-            store_layer(f, li, opt, *storage, m->layers[li]);
-            const int done = ++n_done;
-            search.report("AWQ: searching scales, layer " + std::to_string(done) + " / " + std::to_string(c.n_layer),
-                          done, c.n_layer);
+            const Progress layer_progress = opt.progress.step(l, c.n_layer);
+            const std::string stage = "AWQ: layer " + std::to_string(l + 1) + " / " + std::to_string(c.n_layer);
+            copt.progress = layer_progress.part(0.0, 0.5);
+            copt.stage = stage + ", calibrating";
+            const auto tc = clock::now();
+            auto calib = sequential.collect(l, calibration_tokens, copt);
+            if (!calib) return calib.status();
+            t_calib += std::chrono::duration<double>(clock::now() - tc).count();
+            n_rows = calib->n_rows;
+            layer_progress.report(stage + ", searching", 0.5);
+            run_layer(*be, l, calib->layers[size_t(l)], n_rows, calib->seq_len);
+            sequential.set_layer(l, m->layers[size_t(l)]);
+            layer_progress.report(stage, 1.0);
+            ++n_done;
         }
-    };
-    std::vector<std::thread> helpers;
-    for (int t = 1; t < opt.n_threads; ++t) helpers.emplace_back(worker);
-    worker();
-    for (auto& h : helpers) h.join();
+    } else {
+        copt.progress = opt.progress.part(0.0, 0.1);
+        copt.stage = "AWQ: calibrating";
+        const Progress search = opt.progress.part(0.1, 1.0);
+        auto calib = collect_activations(calib_model, calibration_tokens, copt);
+        calib_model.reset();
+        if (!calib) return calib.status();
+        t_calib = std::chrono::duration<double>(clock::now() - t0).count();
+        n_rows = calib->n_rows;
+        std::atomic<int> next{0};
+        search.report("AWQ: searching scales, layer 0 / " + std::to_string(c.n_layer), 0.0);
+        auto worker = [&]() {  // layers in parallel, one thread each
+            auto be = make_cpu_backend(1);
+            for (int l = next++; l < c.n_layer; l = next++) {
+                if (search.cancelled()) {
+                    stopped = true;
+                    break;
+                }
+                run_layer(*be, l, calib->layers[size_t(l)], n_rows, calib->seq_len);
+                const int done = ++n_done;
+                search.report(
+                    "AWQ: searching scales, layer " + std::to_string(done) + " / " + std::to_string(c.n_layer), done,
+                    c.n_layer);
+            }
+        };
+        std::vector<std::thread> helpers;
+        for (int t = 1; t < opt.n_threads; ++t) helpers.emplace_back(worker);
+        worker();
+        for (auto& h : helpers) h.join();
+    }
     if (stopped)
         return Progress::cancelled_status("AWQ after " + std::to_string(n_done.load()) + " of " +
                                           std::to_string(c.n_layer) + " layers");
@@ -352,8 +387,8 @@ Result<std::shared_ptr<Model>> awq_quantize(std::shared_ptr<const Model> source,
     if (report) {
         report->layers = std::move(stats);
         report->n_calibration_rows = n_rows;
-        report->seconds_calibration = std::chrono::duration<double>(t1 - t0).count();
-        report->seconds_search = std::chrono::duration<double>(t2 - t1).count();
+        report->seconds_calibration = t_calib;
+        report->seconds_search = std::chrono::duration<double>(t2 - t0).count() - t_calib;
     }
     return m;
 }

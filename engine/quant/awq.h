@@ -60,6 +60,7 @@ enum class AwqLoss {
 
 struct AwqOptions {
     int n_grid = 20;            // alpha grid size; also the clipping grid's step 1/n_grid
+    int clip_grid = 0;          // the clipping grid's step 1/clip_grid instead (0: n_grid)
     float max_shrink = 0.5f;    // clipping tries shrink ratios below this
     bool search_scales = true;  // false: s = 1 (RTN + clipping)
     bool clip = true;           // run the clipping search
@@ -78,6 +79,11 @@ struct AwqOptions {
     // 33.1 against RTN's 23.1 at 128 tokens): the sink token's weights must stay right.
     int sink_skip = 0;
     bool sink_skip_clip = true;  // sink_skip applies to the clipping search too
+    // Layers in sequence, each calibrated on the variant's earlier layers (scaled, clipped and
+    // quantized: SequentialCalibration, as GPTQ) instead of all on the reference's activations
+    // (AutoAWQ, llm-awq). One calibration pass per layer; the layers are no longer searched in
+    // parallel (n_threads goes to each search's matmuls).
+    bool sequential = false;
     AwqOutput output = AwqOutput::Int4;
     int group_size = 128;  // INT4 group; rows it does not divide use 64 (rows of 576)
     int n_threads = 2;     // layers are searched in parallel

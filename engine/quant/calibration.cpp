@@ -107,6 +107,34 @@ Result<CalibrationData> collect_activations(std::shared_ptr<const Model> model, 
     return data;
 }
 
+namespace {
+// What keeps SequentialCalibration's model alive: the reference and the quantized layers.
+struct SequentialStorage {
+    std::shared_ptr<const Model> reference;
+    std::shared_ptr<void> quantized;
+};
+}  // namespace
+
+SequentialCalibration::SequentialCalibration(std::shared_ptr<const Model> reference, std::shared_ptr<void> keep_alive)
+    : m_current(std::make_shared<Model>(*reference)) {
+    m_current->storage = std::make_shared<SequentialStorage>(SequentialStorage{reference, std::move(keep_alive)});
+}
+
+Result<CalibrationData> SequentialCalibration::collect(int layer, const std::vector<int32_t>& tokens,
+                                                       const CalibrationOptions& options) const {
+    if (layer < 0 || layer >= m_current->config.n_layer)
+        return Result<CalibrationData>::error("calibration: layer " + std::to_string(layer) + " out of range (" +
+                                              std::to_string(m_current->config.n_layer) + " layers)");
+    auto upto = std::make_shared<Model>(*m_current);  // layers 0..layer only
+    upto->config.n_layer = layer + 1;
+    upto->layers.resize(size_t(layer + 1));
+    return collect_activations(std::move(upto), tokens, options);
+}
+
+void SequentialCalibration::set_layer(int layer, const LayerWeights& quantized) {
+    m_current->layers.at(size_t(layer)) = quantized;
+}
+
 std::vector<int32_t> sample_calibration_tokens(const std::vector<int32_t>& text, int n, int seq_len, uint32_t seed) {
     if (n <= 0 || int64_t(text.size()) <= n) return text;
     if (seed == 0) return std::vector<int32_t>(text.begin(), text.begin() + n);

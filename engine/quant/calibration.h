@@ -51,6 +51,24 @@ struct CalibrationOptions {
 Result<CalibrationData> collect_activations(std::shared_ptr<const Model> model, const std::vector<int32_t>& tokens,
                                             const CalibrationOptions& options = {});
 
+// Sequential calibration (GPTQ's layer loop, AwqOptions::sequential): the reference model
+// with each layer swapped for its quantized version once that is done, so that layer l
+// calibrates on the outputs of the already-quantized layers 0..l-1 rather than the reference's.
+class SequentialCalibration {
+public:
+    // reference: F32 linears; keep_alive: what the quantized layers' weights live in.
+    SequentialCalibration(std::shared_ptr<const Model> reference, std::shared_ptr<void> keep_alive);
+    // The activations of layers 0..layer (the layers after it are not run): data.layers has
+    // layer + 1 entries. Errors: those of collect_activations, a layer out of range.
+    Result<CalibrationData> collect(int layer, const std::vector<int32_t>& tokens,
+                                    const CalibrationOptions& options) const;
+    // From now on layer `layer` runs as `quantized` (whose weights keep_alive holds).
+    void set_layer(int layer, const LayerWeights& quantized);
+
+private:
+    std::shared_ptr<Model> m_current;  // the reference with the finished layers swapped in
+};
+
 // n calibration tokens out of a tokenized text: seed 0 takes the first n; any other seed
 // takes ceil(n / seq_len) windows of seq_len tokens (the last one shorter) at offsets drawn
 // uniformly with std::mt19937(seed) (they may overlap, as GPTQ's and AutoAWQ's samplers

@@ -20,13 +20,6 @@ struct GptqStorage {
     std::vector<std::vector<int32_t>> perms;    // [n_layer * 7] act-order input permutations (empty: none)
 };
 
-// The calibration model while layers are quantized: the reference (F32 linears) with the
-// finished layers swapped for their quantized weights.
-struct CalibStorage {
-    std::shared_ptr<const Model> reference;
-    std::shared_ptr<GptqStorage> quantized;
-};
-
 constexpr const char* kLinearNames[7] = {"attn_q", "attn_k", "attn_v", "attn_output", "ffn_gate", "ffn_up", "ffn_down"};
 
 std::array<WeightView*, 7> linears(LayerWeights& L) {
@@ -91,17 +84,17 @@ Result<std::shared_ptr<Model>> gptq_quantize(std::shared_ptr<const Model> source
     storage->weights.resize(source->layers.size() * 7);
     storage->perms.resize(storage->weights.size());
     auto variant = std::make_shared<Model>(*source);
-    auto current = std::make_shared<Model>(*reference);
-    current->storage = std::make_shared<CalibStorage>(CalibStorage{reference, storage});
+    SequentialCalibration sequential(reference, storage);  // the finished layers quantized
 
     CalibrationOptions copt = opt.calibration;
     copt.n_threads = opt.n_threads;
     copt.max_rows = std::max(copt.max_rows, int(calibration_tokens.size()));
     double t_calib = 0.0, t_quant = 0.0;
     CalibrationData data;
-    auto calibrate = [&](std::shared_ptr<const Model> m) -> Status {
+    auto calibrate = [&](int upto_layer) -> Status {  // -1: the reference, every layer
         const auto t0 = clock::now();
-        auto d = collect_activations(std::move(m), calibration_tokens, copt);
+        auto d = upto_layer < 0 ? collect_activations(reference, calibration_tokens, copt)
+                                : sequential.collect(upto_layer, calibration_tokens, copt);
         if (!d) return d.status();
         data = std::move(d.value());
         t_calib += std::chrono::duration<double>(clock::now() - t0).count();
@@ -113,7 +106,7 @@ Result<std::shared_ptr<Model>> gptq_quantize(std::shared_ptr<const Model> source
     if (!opt.sequential) {
         copt.progress = opt.progress.part(0.0, 0.1);
         copt.stage = "GPTQ: calibrating";
-        KVS_RETURN_IF_ERROR(calibrate(reference));
+        KVS_RETURN_IF_ERROR(calibrate(-1));
     }
 
     for (int l = 0; l < n_layer; ++l) {
@@ -125,10 +118,7 @@ Result<std::shared_ptr<Model>> gptq_quantize(std::shared_ptr<const Model> source
         if (opt.sequential) {
             copt.progress = layer_progress.part(0.0, 0.5);
             copt.stage = stage + ", calibrating";
-            auto upto = std::make_shared<Model>(*current);  // layers 0..l only
-            upto->config.n_layer = l + 1;
-            upto->layers.resize(size_t(l + 1));
-            KVS_RETURN_IF_ERROR(calibrate(upto));
+            KVS_RETURN_IF_ERROR(calibrate(l));
         }
         const auto t0 = clock::now();
         LayerActivations& a = data.layers[size_t(l)];
@@ -139,7 +129,8 @@ Result<std::shared_ptr<Model>> gptq_quantize(std::shared_ptr<const Model> source
         LayerWeights src = ref_layer;
         auto ws = linears(src);
         auto out_v = linears(variant->layers[size_t(l)]);
-        auto out_c = linears(current->layers[size_t(l)]);
+        LayerWeights done = ref_layer;  // the calibration model's layer l from now on
+        auto out_c = linears(done);
         std::vector<double> h;
         const std::vector<float>* h_of = nullptr;
         for (size_t i = 0; i < 7; ++i) {
@@ -163,6 +154,7 @@ Result<std::shared_ptr<Model>> gptq_quantize(std::shared_ptr<const Model> source
             *out_c[i] = *out_v[i];
             layer_progress.part(opt.sequential ? 0.5 : 0.0, 1.0).report(stage, int64_t(i + 1), 7);
         }
+        if (opt.sequential) sequential.set_layer(l, done);
         a = LayerActivations{};
         t_quant += std::chrono::duration<double>(clock::now() - t0).count();
     }
