@@ -3,9 +3,13 @@
 // Without a GPU (or driver, or library) make_cuda_backend() must return nullptr with a
 // specific reason, make_backend() must fall back to the CPU and say why, and the
 // library's entry point must report a missing driver instead of crashing. With a GPU,
-// matmul (GEMV and cuBLAS paths, every weight type), rms_norm and paged_attention are
-// compared with references computed here in double (matmul, rms_norm) or with the CPU
-// scalar backend (paged_attention); the full per-op tables are tst_backend_ops and tst_attention_ops.
+// matmul (GEMV and cuBLAS paths, every weight type: GGML's, KV Scope's I4_G128 / I4_G64 /
+// I8_ROW, bitsandbytes' NF4 / FP4 / NF4_DQ with its tail, GPTQ act-order input permutations),
+// rms_norm and paged_attention are compared with references computed here in double from the
+// CPU's reference decoders (matmul, rms_norm) or with the CPU scalar backend (paged_attention,
+// LLM.int8()'s matmul, whose activations are quantized: cpu::llm_int8_dot); the full per-op
+// tables are tst_backend_ops and tst_attention_ops. The block decoders themselves are also
+// checked without a GPU: tst_cuda_decoders.
 // kernels headers first: Qt defines `slots` as a macro.
 #include "kernels/backend.h"
 #include "kernels/cpu/quant_formats.h"
@@ -16,6 +20,7 @@
 
 #include "tests/support/device_buffer.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -73,6 +78,8 @@ private Q_SLOTS:
     void entryPointReportsMissingDriver();
     void matmul_data();
     void matmul();
+    void llmInt8_data();
+    void llmInt8();
     void rmsNorm_data();
     void rmsNorm();
     void pagedAttention_data();
@@ -168,23 +175,60 @@ void TestCudaBackend::entryPointReportsMissingDriver() {
 
 // ---------------------------------------------------------------- GPU rows
 
+namespace {
+
+// The weights of [n_out, n_in] floats w_f in type t as the model file holds them (NF4_DQ: the
+// whole tensor with its tail), and their decoding by the CPU reference.
+std::vector<uint8_t> encode_weights(DType t, const std::vector<float>& w_f, int n_in, int n_out,
+                                    std::vector<float>* w_deq) {
+    std::vector<uint8_t> w_q(tensor_bytes(t, n_in, n_out));  // [n_out, rb] (+ tail)
+    w_deq->resize(w_f.size());                               // [n_out, n_in]
+    if (t == DType::NF4_DQ) {
+        cpu::quantize_nf4_dq(w_f.data(), n_in, n_out, w_q.data());
+        cpu::dequantize_nf4_dq(w_q.data(), n_in, n_out, w_deq->data());
+        return w_q;
+    }
+    const size_t rb = row_bytes(t, n_in);
+    for (int o = 0; o < n_out; ++o) {
+        cpu::quantize_row(t, w_f.data() + static_cast<size_t>(o) * n_in, w_q.data() + o * rb, n_in);
+        cpu::dequantize_row(t, w_q.data() + o * rb, w_deq->data() + static_cast<size_t>(o) * n_in, n_in);
+    }
+    return w_q;
+}
+
+}  // namespace
+
 void TestCudaBackend::matmul_data() {
     QTest::addColumn<int>("dtype");
     QTest::addColumn<int>("n_in");
     QTest::addColumn<int>("n_out");
     QTest::addColumn<int>("n_tokens");
+    QTest::addColumn<bool>("permuted");
     QTest::addColumn<double>("tolerance");
-    const DType types[] = {DType::F32,  DType::F16,  DType::BF16, DType::Q4_0, DType::Q4_1, DType::Q5_0,
-                           DType::Q5_1, DType::Q8_0, DType::Q4_K, DType::Q5_K, DType::Q6_K};
+    const DType types[] = {DType::F32,    DType::F16,  DType::BF16, DType::Q4_0,   DType::Q4_1,  DType::Q5_0,
+                           DType::Q5_1,   DType::Q8_0, DType::Q4_K, DType::Q5_K,   DType::Q6_K,  DType::I4_G128,
+                           DType::I4_G64, DType::NF4,  DType::FP4,  DType::NF4_DQ, DType::I8_ROW};
     for (DType t : types) {
         const std::string name(dtype_name(t));
         // GEMV: float math on the exactly dequantized weights
-        QTest::newRow((name + " gemv").c_str()) << int(t) << 512 << 67 << 1 << 1e-5;
+        QTest::newRow((name + " gemv").c_str()) << int(t) << 512 << 67 << 1 << false << 1e-5;
         // cuBLAS: fp16 activations (and fp16 weights), fp32 sums; F32 weights stay fp32
-        QTest::newRow((name + " gemm").c_str()) << int(t) << 512 << 67 << 7 << (t == DType::F32 ? 1e-5 : 3e-3);
+        QTest::newRow((name + " gemm").c_str()) << int(t) << 512 << 67 << 7 << false << (t == DType::F32 ? 1e-5 : 3e-3);
     }
     // More than one 2^24-element chunk of dequantized weights per GEMM.
-    QTest::newRow("Q4_0 gemm chunked") << int(DType::Q4_0) << 4096 << 4500 << 3 << 3e-3;
+    QTest::newRow("Q4_0 gemm chunked") << int(DType::Q4_0) << 4096 << 4500 << 3 << false << 3e-3;
+    // Rows of 576 (SmolLM2's n_embd): 9 blocks of 64 per row, so NF4_DQ's groups of 256 blocks
+    // (scale2 in the tail) begin inside rows, and I4_G64 is the group size that divides the row.
+    QTest::newRow("NF4_DQ gemv 576 x 67, 3 scale groups") << int(DType::NF4_DQ) << 576 << 67 << 1 << false << 1e-5;
+    QTest::newRow("NF4_DQ gemm 576 x 67, 3 scale groups") << int(DType::NF4_DQ) << 576 << 67 << 9 << false << 3e-3;
+    QTest::newRow("NF4_DQ gemm chunked") << int(DType::NF4_DQ) << 4096 << 4500 << 2 << false << 3e-3;
+    QTest::newRow("I4_G64 gemv 576") << int(DType::I4_G64) << 576 << 67 << 1 << false << 1e-5;
+    // GPTQ act-order (WeightView::in_perm): the activations gathered on the device first.
+    QTest::newRow("I4_G128 gemv in_perm") << int(DType::I4_G128) << 512 << 67 << 1 << true << 1e-5;
+    QTest::newRow("I4_G128 gemm in_perm") << int(DType::I4_G128) << 512 << 67 << 7 << true << 3e-3;
+    QTest::newRow("I4_G64 gemv in_perm 576") << int(DType::I4_G64) << 576 << 67 << 1 << true << 1e-5;
+    QTest::newRow("I4_G64 gemm in_perm 576") << int(DType::I4_G64) << 576 << 67 << 9 << true << 3e-3;
+    QTest::newRow("Q4_1 gemm in_perm (GPTQ g32)") << int(DType::Q4_1) << 512 << 67 << 7 << true << 3e-3;
 }
 
 void TestCudaBackend::matmul() {
@@ -192,34 +236,94 @@ void TestCudaBackend::matmul() {
     QFETCH(int, n_in);
     QFETCH(int, n_out);
     QFETCH(int, n_tokens);
+    QFETCH(bool, permuted);
     QFETCH(double, tolerance);
     QString why;
     Backend* gpu = gpu_backend(&why);
     if (!gpu) QSKIP(qPrintable("no CUDA backend: " + why));
     const auto t = static_cast<DType>(dtype);
     QVERIFY(gpu->supports(t));
-    const size_t rb = row_bytes(t, n_in);
+    if (permuted) QVERIFY(gpu->supports_input_permutation());
     const std::vector<float> w_f = random_floats(static_cast<size_t>(n_out) * n_in, 11);  // [n_out, n_in]
-    std::vector<uint8_t> w_q(rb * n_out);                                                 // [n_out, rb]
-    std::vector<float> w_deq(w_f.size());                                                 // [n_out, n_in]
-    for (int o = 0; o < n_out; ++o) {
-        cpu::quantize_row(t, w_f.data() + static_cast<size_t>(o) * n_in, w_q.data() + o * rb, n_in);
-        cpu::dequantize_row(t, w_q.data() + o * rb, w_deq.data() + static_cast<size_t>(o) * n_in, n_in);
-    }
+    std::vector<float> w_deq;                                                             // [n_out, n_in]
+    const std::vector<uint8_t> w_q = encode_weights(t, w_f, n_in, n_out, &w_deq);
     const std::vector<float> x = random_floats(static_cast<size_t>(n_tokens) * n_in, 12);  // [n_tokens, n_in]
-    std::vector<double> want(static_cast<size_t>(n_tokens) * n_out);                       // [n_tokens, n_out]
+    std::vector<int32_t> perm(static_cast<size_t>(n_in));  // [n_in] stored column p is input column perm[p]
+    for (int i = 0; i < n_in; ++i) perm[static_cast<size_t>(i)] = i;
+    if (permuted) std::shuffle(perm.begin(), perm.end(), std::mt19937(13));
+    std::vector<double> want(static_cast<size_t>(n_tokens) * n_out);  // [n_tokens, n_out]
     for (int tk = 0; tk < n_tokens; ++tk)
         for (int o = 0; o < n_out; ++o) {
             double s = 0.0;
-            for (int i = 0; i < n_in; ++i)
-                s += static_cast<double>(w_deq[static_cast<size_t>(o) * n_in + i]) *
-                     x[static_cast<size_t>(tk) * n_in + i];
+            for (int p = 0; p < n_in; ++p)
+                s += static_cast<double>(w_deq[static_cast<size_t>(o) * n_in + p]) *
+                     x[static_cast<size_t>(tk) * n_in + static_cast<size_t>(perm[static_cast<size_t>(p)])];
             want[static_cast<size_t>(tk) * n_out + o] = s;
         }
-    DeviceBuffer d_w(gpu, w_q), d_x(gpu, x), d_y(gpu, nullptr, want.size() * sizeof(float));
-    gpu->matmul(WeightView{t, d_w.as<void>(), n_in, n_out}, d_x.as<float>(), d_y.as<float>(), n_tokens);
+    DeviceBuffer d_w(gpu, w_q), d_x(gpu, x), d_y(gpu, nullptr, want.size() * sizeof(float)), d_perm(gpu, perm);
+    WeightView view{t, d_w.as<void>(), n_in, n_out};
+    if (permuted) view.in_perm = d_perm.as<int32_t>();
+    gpu->matmul(view, d_x.as<float>(), d_y.as<float>(), n_tokens);
     const double err = normalized_error(d_y.read<float>(), want);
     QVERIFY2(err < tolerance, qPrintable(QString("normalized error %1 >= %2").arg(err).arg(tolerance)));
+    // The input is read as given: a permuted weight multiplied without its permutation differs.
+    if (permuted) {
+        gpu->matmul(WeightView{t, d_w.as<void>(), n_in, n_out}, d_x.as<float>(), d_y.as<float>(), n_tokens);
+        QVERIFY(normalized_error(d_y.read<float>(), want) > 0.1);
+    }
+}
+
+void TestCudaBackend::llmInt8_data() {
+    QTest::addColumn<float>("threshold");
+    QTest::addColumn<int>("n_in");
+    QTest::addColumn<int>("n_out");
+    QTest::addColumn<int>("n_tokens");
+    QTest::addColumn<bool>("permuted");
+    QTest::newRow("threshold 6, gemv") << 6.0f << 576 << 67 << 1 << false;
+    QTest::newRow("threshold 6, 9 tokens") << 6.0f << 576 << 67 << 9 << false;
+    QTest::newRow("threshold 2.5, 5 tokens") << 2.5f << 1536 << 40 << 5 << false;
+    QTest::newRow("no outliers (inf), 3 tokens") << float(INFINITY) << 512 << 33 << 3 << false;
+    QTest::newRow("threshold 6, 4 tokens, in_perm") << 6.0f << 576 << 67 << 4 << true;
+}
+
+// LLM.int8() quantizes each token's activations around its outliers, so the reference is the
+// CPU's scalar definition (cpu::llm_int8_dot) rather than a float product; the integer part is
+// the same on both, only the float sums' order differs.
+void TestCudaBackend::llmInt8() {
+    QFETCH(float, threshold);
+    QFETCH(int, n_in);
+    QFETCH(int, n_out);
+    QFETCH(int, n_tokens);
+    QFETCH(bool, permuted);
+    QString why;
+    Backend* gpu = gpu_backend(&why);
+    if (!gpu) QSKIP(qPrintable("no CUDA backend: " + why));
+    QVERIFY(gpu->supports(DType::I8_LLM));
+    const size_t rb = row_bytes(DType::I8_LLM, n_in);
+    const std::vector<float> w_f = random_floats(static_cast<size_t>(n_out) * n_in, 41, -0.1f, 0.1f);  // [n_out, n_in]
+    std::vector<uint8_t> w_q(rb * n_out);                                                              // [n_out, rb]
+    for (int o = 0; o < n_out; ++o)
+        cpu::quantize_llm_int8_row(w_f.data() + static_cast<size_t>(o) * n_in, n_in, threshold, &w_q[o * rb]);
+    std::vector<float> x = random_floats(static_cast<size_t>(n_tokens) * n_in, 42, -3.0f, 3.0f);  // [n_tokens, n_in]
+    for (int tk = 0; tk < n_tokens; ++tk)  // outlier features, as the residual stream has them
+        for (int c : {3, 70, n_in - 5}) x[static_cast<size_t>(tk) * n_in + c] = (c == 70 ? -300.0f : 40.0f) * (tk + 1);
+    std::vector<int32_t> perm(static_cast<size_t>(n_in));  // [n_in]
+    for (int i = 0; i < n_in; ++i) perm[static_cast<size_t>(i)] = i;
+    if (permuted) std::shuffle(perm.begin(), perm.end(), std::mt19937(43));
+    std::vector<double> want(static_cast<size_t>(n_tokens) * n_out);  // [n_tokens, n_out]
+    std::vector<float> xp(static_cast<size_t>(n_in));                 // one token in the stored column order
+    for (int tk = 0; tk < n_tokens; ++tk) {
+        for (int p = 0; p < n_in; ++p)
+            xp[static_cast<size_t>(p)] = x[static_cast<size_t>(tk) * n_in + static_cast<size_t>(perm[size_t(p)])];
+        for (int o = 0; o < n_out; ++o)
+            want[static_cast<size_t>(tk) * n_out + o] = cpu::llm_int8_dot(&w_q[o * rb], xp.data(), n_in);
+    }
+    DeviceBuffer d_w(gpu, w_q), d_x(gpu, x), d_y(gpu, nullptr, want.size() * sizeof(float)), d_perm(gpu, perm);
+    WeightView view{DType::I8_LLM, d_w.as<void>(), n_in, n_out};
+    if (permuted) view.in_perm = d_perm.as<int32_t>();
+    gpu->matmul(view, d_x.as<float>(), d_y.as<float>(), n_tokens);
+    const double err = normalized_error(d_y.read<float>(), want);
+    QVERIFY2(err < 1e-5, qPrintable(QString("normalized error %1 against cpu::llm_int8_dot").arg(err)));
 }
 
 void TestCudaBackend::rmsNorm_data() {

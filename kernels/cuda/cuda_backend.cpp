@@ -106,7 +106,14 @@ bool CudaBackend::supports(DType t) const {
         case DType::Q8_0:
         case DType::Q4_K:
         case DType::Q5_K:
-        case DType::Q6_K: return true;
+        case DType::Q6_K:
+        case DType::I4_G128:
+        case DType::I4_G64:
+        case DType::NF4:
+        case DType::FP4:
+        case DType::NF4_DQ:
+        case DType::I8_ROW:
+        case DType::I8_LLM: return true;
         default: return false;
     }
 }
@@ -114,6 +121,17 @@ bool CudaBackend::supports(DType t) const {
 void CudaBackend::matmul(const WeightView& w, const float* x, float* y, int n_tokens) {
     if (n_tokens <= 0 || w.n_out <= 0) return;
     if (!supports(w.dtype)) fatal("matmul: no kernels for weight type " + std::string(dtype_name(w.dtype)));
+    if (w.in_perm) {  // GPTQ act-order: the stored columns are the input's in in_perm's order
+        auto* xp = static_cast<float*>(m_xperm.get(static_cast<size_t>(n_tokens) * w.n_in * sizeof(float)));
+        launch_gather_columns(x, w.in_perm, xp, n_tokens, w.n_in, m_stream);
+        check_launch("matmul (gather by in_perm)");
+        x = xp;
+    }
+    if (w.dtype == DType::I8_LLM) {  // activations quantized per token: its own kernel for every count
+        launch_llm_int8(w, x, y, n_tokens, m_stream);
+        check_launch("matmul (LLM.int8())");
+        return;
+    }
     if (n_tokens == 1) {
         launch_gemv(w, x, y, m_stream);
         check_launch("matmul (gemv)");

@@ -45,6 +45,8 @@ public:
     void synchronize() override;
 
     bool supports(DType weight_type) const override;
+    // in_perm is a device pointer like the weights (LlamaForward uploads it with them).
+    bool supports_input_permutation() const override { return true; }
     void matmul(const WeightView& w, const float* x, float* y, int n_tokens) override;
     void embedding(const WeightView& table, const int32_t* ids, int n_tokens, float* out) override;
     void rms_norm(const float* x, const float* weight, float* y, int n_rows, int n, float eps) override;
@@ -67,6 +69,7 @@ private:
     cudaStream_t m_stream = nullptr;  // the legacy default stream
     DeviceScratch m_w16;              // [rows of one chunk, n_in] fp16 weights
     DeviceScratch m_x16;              // [n_tokens, n_in] fp16 activations
+    DeviceScratch m_xperm;            // [n_tokens, n_in] activations gathered by WeightView::in_perm
 };
 
 // Aborts the process with "kvscope CUDA backend: <what>: <CUDA error>" when e is an

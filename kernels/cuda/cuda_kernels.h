@@ -25,6 +25,12 @@ void launch_dequant_f16(const WeightView& w, int64_t row0, int64_t n_rows, uint1
 void launch_embedding(const WeightView& w, const int32_t* ids, int n_tokens, float* out, cudaStream_t stream);
 // out = fp16 bits of x (round to nearest even); x [n], out [n]
 void launch_f32_to_f16(const float* x, uint16_t* out, int64_t n, cudaStream_t stream);
+// LLM.int8() (w.dtype I8_LLM) for any token count: y [n_tokens, n_out] = x [n_tokens, n_in] W^T
+// with each token's activations split at the row's threshold (cpu::llm_int8_dot's arithmetic).
+void launch_llm_int8(const WeightView& w, const float* x, float* y, int n_tokens, cudaStream_t stream);
+// out[t, p] = x[t, perm[p]] (WeightView::in_perm); x, out [n_tokens, n_in], perm [n_in]
+void launch_gather_columns(const float* x, const int32_t* perm, float* out, int n_tokens, int64_t n_in,
+                           cudaStream_t stream);
 
 // ---- elementwise_kernels.cu
 void launch_rms_norm(const float* x, const float* weight, float* y, int n_rows, int n, float eps, cudaStream_t stream);
