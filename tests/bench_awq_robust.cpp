@@ -22,6 +22,8 @@
 //                               earlier layers, as GPTQ)
 //                     -gN       alpha grid of N (AwqOptions::n_grid, default 20; also the clip grid)
 //                     -cN       clipping grid of N (AwqOptions::clip_grid)
+//                     -rw       AwqOptions::residual_weight (each token's errors weighted by
+//                               1 / its residual's mean square)
 //                     and last  @eval     calibrate on the scored text (the bound above)
 //   KVS_AWQ_SIZES     calibration sizes (default "128,256,512")
 //   KVS_AWQ_SEEDS     calibration seeds (default "0,1")
@@ -92,6 +94,8 @@ Setting parse_setting(std::string name) {
             s.opt.sink_skip_clip = false;
         else if (part == "seq")
             s.opt.sequential = true;
+        else if (part == "rw")
+            s.opt.residual_weight = true;
         else if (part[0] == 'g')
             s.opt.n_grid = number(part);
         else if (part[0] == 'c')
@@ -179,6 +183,7 @@ void BenchAwqRobust::grid() {
                      {"sink_skip", st.opt.sink_skip},
                      {"clip", st.opt.clip},
                      {"sequential", st.opt.sequential},
+                     {"residual_weight", st.opt.residual_weight},
                      {"n_grid", st.opt.n_grid},
                      {"clip_grid", st.opt.clip_grid > 0 ? st.opt.clip_grid : st.opt.n_grid},
                      {"loss", st.opt.loss == AwqLoss::Block ? "block" : "linear"},

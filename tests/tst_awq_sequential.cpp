@@ -74,16 +74,18 @@ double max_abs(const std::vector<float>& a) {
 
 // AWQ's q/k/v loss at s = 1 for layer `l` of the F32 model m on inputs x [n_rows, n_embd]:
 // the attention block's output with q/k/v round-tripped through INT4 groups of 128 against
-// the float block's, mean squared over every element (awq.h: the block loss).
-double qkv_rtn_loss(const Model& m, int l, const std::vector<float>& x, int n_rows, int seq_len) {
+// the float block's, mean squared over every element (awq.h: the block loss); with row weights
+// w [n_rows], each row's mean square weighted: sum_r w_r msd_r / sum_r w_r.
+double qkv_rtn_loss(const Model& m, int l, const std::vector<float>& x, int n_rows, int seq_len,
+                    const std::vector<float>& w = {}) {
     const ModelConfig& c = m.config;
     const LayerWeights& L = m.layers[size_t(l)];
     const auto wq = dequantize_matrix(L.wq, 1), wk = dequantize_matrix(L.wk, 1), wv = dequantize_matrix(L.wv, 1);
     const auto wo = dequantize_matrix(L.wo, 1);
     const int64_t E = c.n_embd;
-    auto quant = [&](const std::vector<float>& w) {
-        std::vector<float> q(w.size());
-        fake_quant_int4(w.data(), q.data(), int64_t(w.size()), 128);  // rows of 128: one group a row
+    auto quant = [&](const std::vector<float>& dense) {
+        std::vector<float> q(dense.size());
+        fake_quant_int4(dense.data(), q.data(), int64_t(dense.size()), 128);  // rows of 128: one group a row
         return q;
     };
     const auto qq = quant(wq), qk = quant(wk), qv = quant(wv);
@@ -93,7 +95,27 @@ double qkv_rtn_loss(const Model& m, int l, const std::vector<float>& x, int n_ro
                             ref.data(), seq_len);
     attention_block_forward(*be, c, AttnBlockWeights{qq.data(), qk.data(), qv.data(), wo.data()}, x.data(), n_rows,
                             out.data(), seq_len);
-    return mean_squared_diff(ref.data(), out.data(), ref.size());
+    if (w.empty()) return mean_squared_diff(ref.data(), out.data(), ref.size());
+    double acc = 0.0, sum_w = 0.0;
+    for (int r = 0; r < n_rows; ++r) {
+        acc += w[size_t(r)] *
+               mean_squared_diff(ref.data() + size_t(r) * size_t(E), out.data() + size_t(r) * size_t(E), size_t(E));
+        sum_w += w[size_t(r)];
+    }
+    return acc / sum_w;
+}
+
+// Mean over a row of (x / g)^2 for each row of x [n_rows, n] (an RMSNorm output, g its weight).
+std::vector<double> normalized_mean_squares(const std::vector<float>& x, const float* g, int n_rows, int n) {
+    std::vector<double> q(static_cast<size_t>(n_rows), 0.0);
+    for (int r = 0; r < n_rows; ++r) {
+        for (int i = 0; i < n; ++i) {
+            const double v = double(x[size_t(r) * size_t(n) + size_t(i)]) / g[i];
+            q[size_t(r)] += v * v;
+        }
+        q[size_t(r)] /= n;
+    }
+    return q;
 }
 
 }  // namespace
@@ -225,6 +247,88 @@ private Q_SLOTS:
         QVERIFY(!ref.empty());
         const double diff = max_abs_diff(ref, got), range = max_abs(ref);
         QVERIFY2(diff <= 5e-3 * range, qPrintable(QString("logits: max diff %1, range %2").arg(diff).arg(range)));
+    }
+
+    // residual_mean_squares against the model's own norms: RMSNorm(x) / g = x / sqrt(ms(x) + eps),
+    // so with a large eps each norm's output tells ms(x) = eps q / (1 - q), q its mean square / g^2:
+    // the attention norm of layer l sees x_l (layer l-1's `out`), the MLP norm mid_l.
+    void residual_mean_squares_match_the_norms() {
+        test::TinyModelSpec spec;
+        spec.n_embd = 128;
+        spec.n_ff = 256;
+        spec.n_layer = 3;
+        spec.rms_eps = 4e-3f;  // the residual's mean square is about 1e-3 here
+        auto m = test::write_and_load_tiny_gguf(test::output_path("awq_residual.gguf"), spec);
+        QVERIFY2(m, m.message().c_str());
+        std::shared_ptr<const Model> src = m.value();
+        const auto tokens = apache_tokens(*src, 100);
+        if (tokens.empty()) QSKIP("no /usr/share/common-licenses/Apache-2.0");
+        auto d = collect_activations(src, tokens);
+        QVERIFY2(d, d.message().c_str());
+        auto be = make_cpu_backend(1);
+        auto ms = residual_mean_squares(*be, *src, *d, tokens);
+        QVERIFY2(ms, ms.message().c_str());
+        QCOMPARE(ms->size(), size_t(3));
+        const float eps = src->config.rms_eps;
+        double worst = 0.0, smallest = INFINITY, largest = 0.0;
+        auto check = [&](const std::vector<float>& got, const std::vector<float>& norm_out, const float* g) {
+            const auto q = normalized_mean_squares(norm_out, g, d->n_rows, int(src->config.n_embd));
+            for (size_t r = 0; r < got.size(); ++r) {
+                const double want = eps * q[r] / (1.0 - q[r]);
+                worst = std::max(worst, std::fabs(got[r] - want) / want);
+                smallest = std::min(smallest, want);
+                largest = std::max(largest, want);
+            }
+        };
+        for (int l = 0; l < 3; ++l) {
+            QCOMPARE((*ms)[size_t(l)].mid.size(), size_t(d->n_rows));
+            check((*ms)[size_t(l)].mid, d->layers[size_t(l)].ffn_in, src->layers[size_t(l)].ffn_norm);
+            if (l > 0) check((*ms)[size_t(l - 1)].out, d->layers[size_t(l)].attn_in, src->layers[size_t(l)].attn_norm);
+        }
+        qInfo("residual mean squares %.3g..%.3g, worst relative difference to the norms' %.2g", smallest, largest,
+              worst);
+        QVERIFY2(worst < 2e-3, qPrintable(QString("worst relative difference %1").arg(worst)));
+
+        CalibrationData sampled = *d;  // a sampled calibration cannot give every token's residual
+        sampled.n_rows = d->n_rows / 2;
+        QVERIFY(!residual_mean_squares(*be, *src, sampled, tokens));
+    }
+
+    // AWQ with residual_weight: layer 1's q/k/v loss at s = 1 is the weighted one recomputed here
+    // (weights 1 / residual mean square after the attention block).
+    void awq_residual_weighted_loss() {
+        auto om = tiny_outlier_model(2);
+        QVERIFY(om.model);
+        std::shared_ptr<const Model> src = om.model;
+        const auto tokens = apache_tokens(*src, 160);
+        if (tokens.empty()) QSKIP("no /usr/share/common-licenses/Apache-2.0");
+        AwqOptions opt;
+        opt.n_threads = 1;
+        opt.residual_weight = true;
+        AwqReport rep;
+        auto v = awq_quantize(src, tokens, opt, &rep);
+        QVERIFY2(v, v.message().c_str());
+        CalibrationOptions copt;
+        copt.n_threads = 1;
+        auto d = collect_activations(src, tokens, copt);
+        QVERIFY2(d, d.message().c_str());
+        auto be = make_cpu_backend(1);
+        auto ms = residual_mean_squares(*be, *src, *d, tokens);
+        QVERIFY2(ms, ms.message().c_str());
+        std::vector<float> w;
+        for (float x : (*ms)[1].mid) w.push_back(1.0f / x);
+        const double weighted = qkv_rtn_loss(*src, 1, d->layers[1].attn_in, d->n_rows, d->seq_len, w);
+        const double plain = qkv_rtn_loss(*src, 1, d->layers[1].attn_in, d->n_rows, d->seq_len);
+        qInfo("layer 1 q/k/v loss at s = 1: weighted %.6g (AWQ %.6g), unweighted %.6g", weighted,
+              rep.layers[1].qkv.loss_rtn, plain);
+        QVERIFY(std::fabs(weighted - plain) > 1e-3 * plain);
+        QVERIFY(std::fabs(rep.layers[1].qkv.loss_rtn - weighted) <= 1e-5 * weighted);
+        QCOMPARE(v.value()->layers[1].w_down.dtype, DType::I4_G128);
+
+        opt.sequential = true;  // not supported together: refused by name
+        auto bad = awq_quantize(src, tokens, opt);
+        QVERIFY(!bad);
+        QVERIFY2(bad.message().find("residual_weight") != std::string::npos, bad.message().c_str());
     }
 
     // Bad input: a negative clipping grid is refused by name.

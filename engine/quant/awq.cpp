@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <cmath>
 #include <cstring>
 #include <thread>
 
@@ -91,18 +92,64 @@ std::vector<float> gather_rows(const float* x, int64_t n, const std::vector<int>
     return out;
 }
 
-// Mean squared difference of the rows `keep` of a and b [n_rows, n].
-double mean_squared_diff_rows(const float* a, const float* b, int64_t n, const std::vector<int>& keep) {
-    double acc = 0.0;
-    for (int r : keep) acc += mean_squared_diff(a + size_t(r) * size_t(n), b + size_t(r) * size_t(n), size_t(n));
-    return keep.empty() ? 0.0 : acc / double(keep.size());
+// Per-row loss weights of one layer (AwqOptions::residual_weight), [n_rows] each: 1 / the mean
+// square of the residual the attention block's output (mid) or the MLP's (out) is added to,
+// scaled to mean 1; empty: every row weighs 1.
+struct RowWeights {
+    std::vector<float> mid, out;
+};
+
+// The weight of row r (1 without weights).
+float weight_of(const std::vector<float>& w, int r) { return w.empty() ? 1.0f : w[size_t(r)]; }
+
+// The rows `keep` of x [n_rows, n], each times sqrt(its weight): a squared error of a linear's
+// output on them is the weighted one. [keep.size(), n]
+std::vector<float> gather_weighted_rows(const float* x, int64_t n, const std::vector<int>& keep,
+                                        const std::vector<float>& w) {
+    std::vector<float> out = gather_rows(x, n, keep);
+    if (!w.empty())
+        for (size_t i = 0; i < keep.size(); ++i) {
+            const float k = std::sqrt(w[size_t(keep[i])]);
+            for (int64_t j = 0; j < n; ++j) out[i * size_t(n) + size_t(j)] *= k;
+        }
+    return out;
+}
+
+// Weighted mean squared difference of the rows `keep` of a and b [n_rows, n] (w: per row of
+// a / b, empty: 1).
+double mean_squared_diff_rows(const float* a, const float* b, int64_t n, const std::vector<int>& keep,
+                              const std::vector<float>& w = {}) {
+    double acc = 0.0, sum_w = 0.0;
+    for (int r : keep) {
+        const double wr = weight_of(w, r);
+        acc += wr * mean_squared_diff(a + size_t(r) * size_t(n), b + size_t(r) * size_t(n), size_t(n));
+        sum_w += wr;
+    }
+    return sum_w > 0.0 ? acc / sum_w : 0.0;
+}
+
+// 1 / v, scaled to mean 1 (v's zeros count as the smallest positive value).
+std::vector<float> inverse_mean_one(const std::vector<float>& v) {
+    std::vector<float> w(v.size());
+    double sum = 0.0;
+    for (size_t i = 0; i < v.size(); ++i) sum += w[i] = 1.0f / std::max(v[i], 1e-30f);
+    for (float& x : w) x = float(double(x) * double(w.size()) / sum);
+    return w;
+}
+
+// Every row of [n_rows] as the list of rows that count.
+std::vector<int> all_rows(int n_rows) {
+    std::vector<int> r(static_cast<size_t>(n_rows));
+    for (int i = 0; i < n_rows; ++i) r[size_t(i)] = i;
+    return r;
 }
 
 // The scales of q/k/v: with AwqLoss::Block scored by the attention block's output over the
 // calibration sequence (o kept in float, as AutoAWQ quantizes only the scaled linears) at the
 // rows `keep` (the attention itself runs over every row).
 std::vector<float> search_qkv(Backend& be, const ModelConfig& c, const FloatLayer& f, const float* x, int n_rows,
-                              int seq_len, const std::vector<int>& keep, const AwqOptions& opt, AwqGroupStats* st) {
+                              int seq_len, const std::vector<int>& keep, const std::vector<float>& w_rows,
+                              const AwqOptions& opt, AwqGroupStats* st) {
     const int64_t E = c.n_embd, QD = int64_t(c.n_head) * c.head_dim, KV = int64_t(c.n_kv_head) * c.head_dim;
     const std::vector<const float*> ws = {f.wq.data(), f.wk.data(), f.wv.data()};
     const std::vector<int64_t> n_out = {QD, KV, KV};
@@ -122,16 +169,16 @@ std::vector<float> search_qkv(Backend& be, const ModelConfig& c, const FloatLaye
         AttnBlockWeights w = ref_w;
         w.wq = q.data(), w.wk = k.data(), w.wv = v.data();
         attention_block_forward(be, c, w, x, n_rows, out.data(), seq_len);
-        return mean_squared_diff_rows(ref.data(), out.data(), E, keep);
+        return mean_squared_diff_rows(ref.data(), out.data(), E, keep, w_rows);
     };
     const auto w_mean = opt.duo_scaling ? awq_weight_mean(ws, n_out, E, g) : std::vector<float>{};
     return awq_search_scale_by(awq_channel_mean_abs(xk.data(), n_keep, E), w_mean, opt.n_grid, loss, st);
 }
 
 // The scales of gate/up: with AwqLoss::Block scored by the MLP's output (down in float);
-// x [n_rows, n_embd] holds only the rows that count.
+// x [n_rows, n_embd] holds only the rows that count, w_rows [n_rows] their weights (empty: 1).
 std::vector<float> search_gate_up(Backend& be, const ModelConfig& c, const FloatLayer& f, const float* x, int n_rows,
-                                  const AwqOptions& opt, AwqGroupStats* st) {
+                                  const std::vector<float>& w_rows, const AwqOptions& opt, AwqGroupStats* st) {
     const int64_t E = c.n_embd, F = c.n_ff;
     const std::vector<const float*> ws = {f.gate.data(), f.up.data()};
     const std::vector<int64_t> n_out = {F, F};
@@ -140,11 +187,13 @@ std::vector<float> search_gate_up(Backend& be, const ModelConfig& c, const Float
         return awq_search_scale(be, ws, n_out, E, x, n_rows, opt.n_grid, st, g, opt.duo_scaling);
     std::vector<float> ref(static_cast<size_t>(n_rows * E)), out(ref.size());  // [n_rows, n_embd] each
     mlp_block_forward(be, c, f.gate.data(), f.up.data(), f.down.data(), x, n_rows, ref.data());
+    const std::vector<int> rows = all_rows(n_rows);
     auto loss = [&](const float* s) {
         const auto gq = awq_quant_dequant(f.gate.data(), F, E, s, g);
         const auto uq = awq_quant_dequant(f.up.data(), F, E, s, g);
         mlp_block_forward(be, c, gq.data(), uq.data(), f.down.data(), x, n_rows, out.data());
-        return mean_squared_diff(ref.data(), out.data(), ref.size());
+        return w_rows.empty() ? mean_squared_diff(ref.data(), out.data(), ref.size())
+                              : mean_squared_diff_rows(ref.data(), out.data(), E, rows, w_rows);
     };
     const auto w_mean = opt.duo_scaling ? awq_weight_mean(ws, n_out, E, g) : std::vector<float>{};
     return awq_search_scale_by(awq_channel_mean_abs(x, n_rows, E), w_mean, opt.n_grid, loss, st);
@@ -155,27 +204,36 @@ std::vector<float> search_gate_up(Backend& be, const ModelConfig& c, const Float
 // opt.sink_skip, the first rows of every sequence count nowhere; without, only the down
 // loss leaves out its first down_loss_skip rows (x_mean keeps them).
 void search_and_fold(Backend& be, const ModelConfig& c, FloatLayer& f, LayerActivations& a, int n_rows, int seq_len,
-                     const AwqOptions& opt, AwqLayerStats& st) {
+                     const RowWeights& rw, const AwqOptions& opt, AwqLayerStats& st) {
     const int64_t E = c.n_embd, F = c.n_ff, QD = int64_t(c.n_head) * c.head_dim;
     const bool fold_o = c.n_head == c.n_kv_head;
     const std::vector<int> keep = kept_rows(n_rows, seq_len, opt.sink_skip);  // every row when sink_skip is 0
     const int n_keep = int(keep.size());
-    auto s_qkv = search_qkv(be, c, f, a.attn_in.data(), n_rows, seq_len, keep, opt, &st.qkv);
+    auto s_qkv = search_qkv(be, c, f, a.attn_in.data(), n_rows, seq_len, keep, rw.mid, opt, &st.qkv);
     std::vector<float> s_o;
-    if (fold_o) {
-        const auto xo = gather_rows(a.attn_out.data(), QD, keep);
-        s_o = awq_search_scale(be, {f.wo.data()}, {E}, QD, xo.data(), n_keep, opt.n_grid, &st.o, group_of(opt, QD),
-                               opt.duo_scaling);
+    if (fold_o) {  // awq_search_scale, with the loss on weighted rows
+        const int g_o = group_of(opt, QD);
+        const auto xo = gather_rows(a.attn_out.data(), QD, keep),
+                   xo_w = gather_weighted_rows(a.attn_out.data(), QD, keep, rw.mid);
+        const auto w_mean_o = opt.duo_scaling ? awq_weight_mean({f.wo.data()}, {E}, QD, g_o) : std::vector<float>{};
+        s_o = awq_search_scale_by(
+            awq_channel_mean_abs(xo.data(), n_keep, QD), w_mean_o, opt.n_grid,
+            [&](const float* s) { return awq_group_loss(be, {f.wo.data()}, {E}, QD, xo_w.data(), n_keep, s, g_o); },
+            &st.o);
     }
     const auto xf = gather_rows(a.ffn_in.data(), E, keep);
-    auto s_gu = search_gate_up(be, c, f, xf.data(), n_keep, opt, &st.gate_up);
+    std::vector<float> w_gu;  // [n_keep] the kept rows' weights
+    if (!rw.out.empty())
+        for (int r : keep) w_gu.push_back(rw.out[size_t(r)]);
+    auto s_gu = search_gate_up(be, c, f, xf.data(), n_keep, w_gu, opt, &st.gate_up);
     const std::vector<int> down_keep = opt.sink_skip > 0 ? keep : kept_rows(n_rows, seq_len, opt.down_loss_skip);
-    const auto down_x = gather_rows(a.down_in.data(), F, down_keep);  // [kept rows, n_ff]
+    const auto down_x = gather_weighted_rows(a.down_in.data(), F, down_keep, rw.out);  // [kept rows, n_ff]
     const int n_down = int(down_keep.size());
     const int g_down = group_of(opt, F);
     const auto w_mean = opt.duo_scaling ? awq_weight_mean({f.down.data()}, {E}, F, g_down) : std::vector<float>{};
-    const auto down_mean = opt.sink_skip > 0 ? awq_channel_mean_abs(down_x.data(), n_down, F)
-                                             : awq_channel_mean_abs(a.down_in.data(), n_rows, F);
+    const auto down_mean = opt.sink_skip > 0
+                               ? awq_channel_mean_abs(gather_rows(a.down_in.data(), F, down_keep).data(), n_down, F)
+                               : awq_channel_mean_abs(a.down_in.data(), n_rows, F);
     auto s_down = awq_search_scale_by(
         down_mean, w_mean, opt.n_grid,
         [&](const float* s) { return awq_group_loss(be, {f.down.data()}, {E}, F, down_x.data(), n_down, s, g_down); },
@@ -198,15 +256,18 @@ void search_and_fold(Backend& be, const ModelConfig& c, FloatLayer& f, LayerActi
     divide_columns(a.down_in, F, s_down);
 }
 
-// The clipping search of v, o, gate, up and down over the calibration rows that count.
+// The clipping search of v, o, gate, up and down over the calibration rows that count (with
+// residual weights: each row's error weighted).
 void clip_layer(Backend& be, const ModelConfig& c, FloatLayer& f, const LayerActivations& a, int n_rows, int seq_len,
-                const AwqOptions& opt) {
+                const RowWeights& rw, const AwqOptions& opt) {
     const int64_t E = c.n_embd, F = c.n_ff, QD = int64_t(c.n_head) * c.head_dim, KV = int64_t(c.n_kv_head) * c.head_dim;
     const std::vector<int> keep = kept_rows(n_rows, seq_len, opt.sink_skip_clip ? opt.sink_skip : 0);
     const int n = int(keep.size());
     const int grid = opt.clip_grid > 0 ? opt.clip_grid : opt.n_grid;
-    const auto attn_in = gather_rows(a.attn_in.data(), E, keep), attn_out = gather_rows(a.attn_out.data(), QD, keep);
-    const auto ffn_in = gather_rows(a.ffn_in.data(), E, keep), down_in = gather_rows(a.down_in.data(), F, keep);
+    const auto attn_in = gather_weighted_rows(a.attn_in.data(), E, keep, rw.mid);
+    const auto attn_out = gather_weighted_rows(a.attn_out.data(), QD, keep, rw.mid);
+    const auto ffn_in = gather_weighted_rows(a.ffn_in.data(), E, keep, rw.out);
+    const auto down_in = gather_weighted_rows(a.down_in.data(), F, keep, rw.out);
     awq_clip(be, f.wv.data(), KV, E, attn_in.data(), n, grid, opt.max_shrink, group_of(opt, E));
     awq_clip(be, f.wo.data(), E, QD, attn_out.data(), n, grid, opt.max_shrink, group_of(opt, QD));
     awq_clip(be, f.gate.data(), F, E, ffn_in.data(), n, grid, opt.max_shrink, group_of(opt, E));
@@ -239,6 +300,8 @@ Status check_awq_input(const Model& m, const std::vector<int32_t>& tokens, const
         return Status::error("AWQ: INT4 storage has groups of 128 (I4_G128) or 64 (I4_G64) weights, not " +
                              std::to_string(opt.group_size));
     if (opt.n_grid < 1) return Status::error("AWQ: n_grid must be at least 1, got " + std::to_string(opt.n_grid));
+    if (opt.residual_weight && (opt.sequential || opt.loss != AwqLoss::Block))
+        return Status::error("AWQ: residual_weight needs the block loss and no sequential calibration");
     if (opt.clip_grid < 0)
         return Status::error("AWQ: clip_grid must be at least 0 (0: n_grid), got " + std::to_string(opt.clip_grid));
     for (size_t l = 0; l < m.layers.size(); ++l) {
@@ -310,11 +373,13 @@ Result<std::shared_ptr<Model>> awq_quantize(std::shared_ptr<const Model> source,
     auto m = std::make_shared<Model>(*source);
     std::vector<AwqLayerStats> stats(source->layers.size());
     // Layer l's search, clipping and encoding on its activations a (consumed).
+    std::vector<RowWeights> row_weights(source->layers.size());  // [n_layer], empty without residual_weight
     auto run_layer = [&](Backend& be, int l, LayerActivations& a, int n_rows, int seq_len) {
         const size_t li = static_cast<size_t>(l);
         FloatLayer f = to_float(source->layers[li], c);
-        if (opt.search_scales) search_and_fold(be, c, f, a, n_rows, seq_len, opt, stats[li]);
-        if (opt.clip) clip_layer(be, c, f, a, n_rows, seq_len, opt);
+        if (opt.search_scales) search_and_fold(be, c, f, a, n_rows, seq_len, row_weights[li], opt, stats[li]);
+        if (opt.clip) clip_layer(be, c, f, a, n_rows, seq_len, row_weights[li], opt);
+        row_weights[li] = RowWeights{};
         a = LayerActivations{};  // done with this layer's activations
         store_layer(f, li, opt, *storage, m->layers[li]);
     };
@@ -351,8 +416,15 @@ Result<std::shared_ptr<Model>> awq_quantize(std::shared_ptr<const Model> source,
         copt.stage = "AWQ: calibrating";
         const Progress search = opt.progress.part(0.1, 1.0);
         auto calib = collect_activations(calib_model, calibration_tokens, copt);
-        calib_model.reset();
         if (!calib) return calib.status();
+        if (opt.residual_weight) {
+            auto be = make_cpu_backend(opt.n_threads);
+            auto ms = residual_mean_squares(*be, *calib_model, *calib, calibration_tokens);
+            if (!ms) return R::error("AWQ: " + ms.message());
+            for (size_t l = 0; l < row_weights.size(); ++l)
+                row_weights[l] = RowWeights{inverse_mean_one(ms.value()[l].mid), inverse_mean_one(ms.value()[l].out)};
+        }
+        calib_model.reset();
         t_calib = std::chrono::duration<double>(clock::now() - t0).count();
         n_rows = calib->n_rows;
         std::atomic<int> next{0};

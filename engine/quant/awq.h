@@ -84,6 +84,12 @@ struct AwqOptions {
     // (AutoAWQ, llm-awq). One calibration pass per layer; the layers are no longer searched in
     // parallel (n_threads goes to each search's matmuls).
     bool sequential = false;
+    // Every calibration token's errors weighted by 1 / the mean square of the residual stream
+    // they are added to (awq_block.h residual_mean_squares): the error the next norm's input
+    // sees, relative, rather than absolute, so tokens with a huge residual (the attention sink)
+    // no longer dominate the block losses. Scale search and clipping; block loss only, not
+    // with `sequential`.
+    bool residual_weight = false;
     AwqOutput output = AwqOutput::Int4;
     int group_size = 128;  // INT4 group; rows it does not divide use 64 (rows of 576)
     int n_threads = 2;     // layers are searched in parallel

@@ -81,6 +81,46 @@ void mlp_block_forward(Backend& be, const ModelConfig& c, const float* gate, con
     be.matmul(WeightView{DType::F32, down, F, E}, g.data(), out, n_rows);
 }
 
+Result<std::vector<ResidualMeanSquares>> residual_mean_squares(Backend& be, const Model& m, const CalibrationData& d,
+                                                               const std::vector<int32_t>& tokens) {
+    using R = Result<std::vector<ResidualMeanSquares>>;
+    const ModelConfig& c = m.config;
+    const int n = d.n_rows;
+    if (n != int(tokens.size()) || int(d.layers.size()) != c.n_layer)
+        return R::error("residual weighting needs every calibration token's activations of every layer (got " +
+                        std::to_string(n) + " rows for " + std::to_string(tokens.size()) + " tokens, " +
+                        std::to_string(d.layers.size()) + " of " + std::to_string(c.n_layer) + " layers)");
+    for (const LayerWeights& L : m.layers)
+        if (L.attn_post_norm || L.ffn_post_norm)
+            return R::error("residual weighting: the model normalises its blocks' outputs (post-norms), not supported");
+    const int64_t E = c.n_embd;
+    std::vector<float> x(size_t(n) * size_t(E)), add(x.size());  // [n, n_embd] the residual, a block's output
+    be.embedding(m.token_embd, tokens.data(), n, x.data());
+    if (c.embd_scale != 1.0f)
+        for (float& v : x) v *= c.embd_scale;
+    auto mean_squares = [&]() {
+        std::vector<float> ms(static_cast<size_t>(n));  // [n]
+        for (int r = 0; r < n; ++r) {
+            double acc = 0.0;
+            for (int64_t i = 0; i < E; ++i) acc += double(x[size_t(r) * E + i]) * x[size_t(r) * E + i];
+            ms[size_t(r)] = float(acc / double(E));
+        }
+        return ms;
+    };
+    std::vector<ResidualMeanSquares> out(size_t(c.n_layer));
+    for (int l = 0; l < c.n_layer; ++l) {
+        const LayerWeights& L = m.layers[size_t(l)];
+        const LayerActivations& a = d.layers[size_t(l)];
+        be.matmul(L.wo, a.attn_out.data(), add.data(), n);
+        for (size_t i = 0; i < x.size(); ++i) x[i] += add[i];
+        out[size_t(l)].mid = mean_squares();
+        be.matmul(L.w_down, a.down_in.data(), add.data(), n);
+        for (size_t i = 0; i < x.size(); ++i) x[i] += add[i];
+        out[size_t(l)].out = mean_squares();
+    }
+    return out;
+}
+
 double mean_squared_diff(const float* a, const float* b, size_t n) {
     double acc = 0.0;
     for (size_t i = 0; i < n; ++i) {

@@ -7,7 +7,9 @@
 #include <cstdint>
 #include <vector>
 
+#include "engine/core/status.h"
 #include "engine/model/model.h"
+#include "engine/quant/calibration.h"
 #include "kernels/backend.h"
 
 namespace kvs {
@@ -33,6 +35,20 @@ void attention_block_forward(Backend& be, const ModelConfig& c, const AttnBlockW
 // down [n_embd, n_ff], out [n_rows, n_embd].
 void mlp_block_forward(Backend& be, const ModelConfig& c, const float* gate, const float* up, const float* down,
                        const float* x, int n_rows, float* out);
+
+// The residual stream's mean square per calibration token, recomputed from the calibration
+// activations and m's weights: x_0 = the tokens' embeddings (x embd_scale), after layer l's
+// attention mid_l = x_l + o(attn_out_l), after its MLP x_{l+1} = mid_l + down(down_in_l).
+// An error added to a block's output reaches the next norm divided by that rms: AWQ's
+// residual-weighted loss (AwqOptions::residual_weight) weights each token by 1 / mean square.
+struct ResidualMeanSquares {
+    std::vector<float> mid;  // [n_rows] mean square of mid_l (what the attention block adds to)
+    std::vector<float> out;  // [n_rows] mean square of x_{l+1} (what the MLP adds to)
+};
+// Errors: a sampled calibration (d.n_rows != tokens.size(): every token is needed), a model
+// with post-norms (gemma3: the blocks' outputs are normalised before the add).
+Result<std::vector<ResidualMeanSquares>> residual_mean_squares(Backend& be, const Model& m, const CalibrationData& d,
+                                                               const std::vector<int32_t>& tokens);
 
 // Mean squared difference of two [n] buffers.
 double mean_squared_diff(const float* a, const float* b, size_t n);
