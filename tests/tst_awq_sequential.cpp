@@ -13,6 +13,7 @@
 #include <cstring>
 #include <vector>
 
+#include "engine/core/progress.h"
 #include "engine/model/model.h"
 #include "engine/quant/awq.h"
 #include "engine/quant/awq_block.h"
@@ -329,6 +330,39 @@ private Q_SLOTS:
         auto bad = awq_quantize(src, tokens, opt);
         QVERIFY(!bad);
         QVERIFY2(bad.message().find("residual_weight") != std::string::npos, bad.message().c_str());
+    }
+
+    // Sequential AWQ reports its progress (monotone to 1, each layer's calibration and search)
+    // and stops when cancelled part-way, with the error Progress::is_cancelled knows.
+    void sequential_progress_and_cancel() {
+        auto om = tiny_outlier_model(2);
+        QVERIFY(om.model);
+        const auto tokens = apache_tokens(*om.model, 160);
+        if (tokens.empty()) QSKIP("no /usr/share/common-licenses/Apache-2.0");
+        for (const double cancel_at : {2.0, 0.3}) {
+            std::vector<double> fractions;
+            CancelFlag flag{false};
+            AwqOptions opt;
+            opt.sequential = true;
+            opt.progress = Progress(
+                [&](const std::string&, double f) {
+                    fractions.push_back(f);
+                    if (f >= cancel_at) flag = true;
+                },
+                &flag);
+            auto v = awq_quantize(om.model, tokens, opt);
+            QVERIFY(!fractions.empty());
+            QVERIFY(std::is_sorted(fractions.begin(), fractions.end()));
+            if (cancel_at > 1.0) {
+                QVERIFY2(v, v.message().c_str());
+                QVERIFY(fractions.size() >= 4);  // two layers: calibration and search each
+                QCOMPARE(fractions.back(), 1.0);
+            } else {
+                QVERIFY(!v);
+                QVERIFY2(Progress::is_cancelled(v.status()), v.message().c_str());
+                QVERIFY(fractions.back() < 1.0);
+            }
+        }
     }
 
     // Bad input: a negative clipping grid is refused by name.
