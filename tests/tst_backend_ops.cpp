@@ -402,6 +402,8 @@ void TestBackendOps::matmul() {
 //  - I8_LLM: activations above the threshold are exact (the bound has no term for them, so a
 //    kernel that quantized them fails); the rest are rounded per token to amax / 127 steps
 //    (amax over the small ones only): each off by at most amax / 254.
+//  - CUDA: NF4 / FP4 / NF4_DQ of more than one token go through cuBLAS with fp16 activations
+//    and fp16 weights (each within 2^-11 relative: |x| * 2^-10 covers both, as in matmul).
 void TestBackendOps::matmul_bnb_data() {
     QTest::addColumn<QString>("backend");
     QTest::addColumn<int>("type");
@@ -465,6 +467,8 @@ void TestBackendOps::matmul_bnb() {
                 if (std::fabs(xt[i]) <= threshold) amax = std::max(amax, double(std::fabs(xt[i])));
             for (int i = 0; i < n_in; ++i)
                 if (std::fabs(xt[i]) <= threshold) e[static_cast<size_t>(tk) * n_in + i] = amax / 254.0;
+        } else if (!is_cpu(backend)) {
+            for (int i = 0; i < n_in; ++i) e[static_cast<size_t>(tk) * n_in + i] = std::fabs(xt[i]) * 0x1p-10;
         } else if (avx2) {
             for (int b0 = 0; b0 < n_in; b0 += 64) {
                 double amax = 0;
