@@ -12,8 +12,10 @@
 //                    "int8,llm-int8,llm-int8:3,llm-int8:12,llm-int8:inf,nf4,nf4-dq,fp4,int4-rtn"; "-": none)
 //   KVS_BNB_SPEED    schemes timed (default "-": none; docs/benchmarks.md used
 //                    "q4_1,int4-rtn,nf4,nf4-dq,fp4,llm-int8,int8"; "q4_1" is the source as loaded)
+//   KVS_BNB_MODEL    "gemma3": Gemma 3 270M instead of the default model (default "-")
 //   KVS_BNB_ROUNDS   speed rounds (default 3)
 //   KVS_BNB_THREADS  threads (default 2)
+//                    "A^B@down+o": scheme A with those linears from scheme B (an ablation).
 //                    With int4-rtn among them, every scheme's paired ln(PPL / PPL_int4-rtn) too.
 //   KVS_BENCH_OUT    JSON file name in the test output folder (default bench_bnb.json)
 // Prints tables and writes the JSON; never fails on the numbers; skips without the default model.
@@ -25,6 +27,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <sstream>
@@ -67,6 +70,29 @@ Stats stats_of(const std::vector<double>& v) {
     return s;
 }
 
+// "A^B@q+k+v": variant A with the named linears of every layer (q k v o gate up down) taken
+// from variant B - which tensors a scheme's error hurts most (the NF4 / INT4 RTN ablation).
+std::shared_ptr<const Model> mixed_variant(std::shared_ptr<const Model> a, std::shared_ptr<const Model> b,
+                                           const std::string& tensors) {
+    auto m = std::make_shared<Model>(*a);
+    m->storage = std::make_shared<std::pair<std::shared_ptr<const Model>, std::shared_ptr<const Model>>>(a, b);
+    std::stringstream ss(tensors);
+    for (std::string t; std::getline(ss, t, '+');) {
+        WeightView LayerWeights::*field = t == "q"      ? &LayerWeights::wq
+                                          : t == "k"    ? &LayerWeights::wk
+                                          : t == "v"    ? &LayerWeights::wv
+                                          : t == "o"    ? &LayerWeights::wo
+                                          : t == "gate" ? &LayerWeights::w_gate
+                                          : t == "up"   ? &LayerWeights::w_up
+                                          : t == "down" ? &LayerWeights::w_down
+                                                        : nullptr;
+        if (!field) qFatal("unknown linear '%s' (q k v o gate up down)", t.c_str());
+        for (size_t l = 0; l < m->layers.size(); ++l) m->layers[l].*field = b->layers[l].*field;
+    }
+    recount_weights(*m);
+    return m;
+}
+
 }  // namespace
 
 class BenchBnb : public QObject {
@@ -76,8 +102,12 @@ private Q_SLOTS:
 };
 
 void BenchBnb::table() {
-    const std::string path = test::default_model_path();
-    if (path.empty()) QSKIP("the default model is not installed (installer/setup.sh)");
+    const auto model_env = env_list("KVS_BNB_MODEL", "-");
+    const bool gemma = !model_env.empty() && model_env[0] == "gemma3";
+    const std::string path = gemma ? test::gemma3_model_path() : test::default_model_path();
+    if (path.empty())
+        QSKIP(gemma ? "Gemma 3 270M is not installed (installer/fetch_model.sh gemma3-270m)"
+                    : "the default model is not installed (installer/setup.sh)");
     auto loaded = load_model(path);
     QVERIFY2(loaded, loaded.message().c_str());
     std::shared_ptr<const Model> source = loaded.value();
@@ -89,8 +119,15 @@ void BenchBnb::table() {
     json out = {{"model", path}, {"threads", n_threads}};
     const char* name_env = std::getenv("KVS_BENCH_OUT");
     const std::string out_path = test::output_path(name_env && *name_env ? name_env : "bench_bnb.json");
-    auto variant = [&](const std::string& name) -> std::shared_ptr<const Model> {
+    std::function<std::shared_ptr<const Model>(const std::string&)> variant;
+    variant = [&](const std::string& name) -> std::shared_ptr<const Model> {
         if (name == "q4_1" && source->file_type == "Q4_1") return source;
+        if (const size_t hat = name.find('^'); hat != std::string::npos) {
+            const size_t at = name.find('@', hat);
+            if (at == std::string::npos) qFatal("%s: A^B@tensors expected", name.c_str());
+            return mixed_variant(variant(name.substr(0, hat)), variant(name.substr(hat + 1, at - hat - 1)),
+                                 name.substr(at + 1));
+        }
         auto scheme = QuantScheme::parse(name);
         if (!scheme) qFatal("%s", scheme.message().c_str());
         auto v = quantize_model(source, scheme.value());
@@ -161,16 +198,18 @@ void BenchBnb::table() {
             std::printf("| %s | %.3f | %.3f ± %.3f | %+.3f ± %.3f | %.5f ± %.5f | %.2f |\n", q_names[i].c_str(), bpw,
                         q.ppl.ppl, q.ppl.ppl_err, q.delta_ppl, q.delta_ppl_err, q.kl.mean, q.kl.mean_err,
                         q.kl.top1_pct);
-            cells.push_back({{"scheme", q_names[i]},
-                             {"label", quant_label(*source, QuantScheme::parse(q_names[i]).value())},
-                             {"bits_per_weight", bpw},
-                             {"ppl", q.ppl.ppl},
-                             {"ppl_err", q.ppl.ppl_err},
-                             {"delta_ppl", q.delta_ppl},
-                             {"delta_ppl_err", q.delta_ppl_err},
-                             {"mean_kl", q.kl.mean},
-                             {"mean_kl_err", q.kl.mean_err},
-                             {"top1_pct", q.kl.top1_pct}});
+            cells.push_back(
+                {{"scheme", q_names[i]},
+                 {"label", QuantScheme::parse(q_names[i]) ? quant_label(*source, QuantScheme::parse(q_names[i]).value())
+                                                          : q_names[i]},
+                 {"bits_per_weight", bpw},
+                 {"ppl", q.ppl.ppl},
+                 {"ppl_err", q.ppl.ppl_err},
+                 {"delta_ppl", q.delta_ppl},
+                 {"delta_ppl_err", q.delta_ppl_err},
+                 {"mean_kl", q.kl.mean},
+                 {"mean_kl_err", q.kl.mean_err},
+                 {"top1_pct", q.kl.top1_pct}});
         }
         // Each scheme against INT4 RTN on the same tokens (issue 19: "NF4 at or below INT4 RTN's
         // perplexity"): the paired difference of log perplexities and its error.
