@@ -309,14 +309,20 @@ template <>
 struct QType<DType::I4_G64> : I4Type<64> {};
 
 // Item p (elements 32p .. 32p + 31) of a bitsandbytes 4-bit block: qs[16p .. 16p + 15], high
-// nibble first; v = absmax * code(q).
-template <float (*Code)(int)>
+// nibble first; v = absmax * code(q), the code book of T (NF4 or FP4).
+template <DType T>
 KVS_HD __forceinline__ void bnb4_item(const uint8_t* qs, int p, float absmax, float* v) {
+    static_assert(T == DType::NF4 || T == DType::FP4);
     const uint8_t* q = qs + 16 * p;
     KVS_UNROLL
     for (int k = 0; k < 16; ++k) {
-        v[2 * k] = absmax * Code(q[k] >> 4);
-        v[2 * k + 1] = absmax * Code(q[k] & 0xF);
+        if constexpr (T == DType::NF4) {
+            v[2 * k] = absmax * nf4_code(q[k] >> 4);
+            v[2 * k + 1] = absmax * nf4_code(q[k] & 0xF);
+        } else {
+            v[2 * k] = absmax * fp4_code(q[k] >> 4);
+            v[2 * k + 1] = absmax * fp4_code(q[k] & 0xF);
+        }
     }
 }
 
@@ -324,13 +330,13 @@ template <>
 struct QType<DType::NF4> {
     using Block = DevBlockBnb4;
     static constexpr int kItemsPerBlock = 2;
-    KVS_HD static void dequant(const Block* b, int p, float* v) { bnb4_item<nf4_code>(b->qs, p, b->absmax, v); }
+    KVS_HD static void dequant(const Block* b, int p, float* v) { bnb4_item<DType::NF4>(b->qs, p, b->absmax, v); }
 };
 template <>
 struct QType<DType::FP4> {
     using Block = DevBlockBnb4;
     static constexpr int kItemsPerBlock = 2;
-    KVS_HD static void dequant(const Block* b, int p, float* v) { bnb4_item<fp4_code>(b->qs, p, b->absmax, v); }
+    KVS_HD static void dequant(const Block* b, int p, float* v) { bnb4_item<DType::FP4>(b->qs, p, b->absmax, v); }
 };
 
 // v[32] = item `item` (counted from the start of the row) of row `row` of w, of type T.
@@ -378,7 +384,7 @@ KVS_HD __forceinline__ void dequant_item<DType::NF4_DQ>(const DevWeight& w, int6
 #else
     const float absmax = dynamic_map8(b->qabsmax) * s2 + offset;
 #endif
-    bnb4_item<nf4_code>(b->qs, item % 2, absmax, v);
+    bnb4_item<DType::NF4>(b->qs, item % 2, absmax, v);
 }
 
 // Element i of a row of a plain float type (F32, F16 or BF16).
