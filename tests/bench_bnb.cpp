@@ -226,7 +226,7 @@ void BenchBnb::table() {
         out["reference_ppl"] = rep->reference.ppl;
         out["reference_ppl_err"] = rep->reference.ppl_err;
         out["quality"] = cells;
-        std::ofstream(out_path) << out.dump(2) << "\n";
+        QVERIFY2(static_cast<bool>(std::ofstream(out_path) << out.dump(2) << "\n"), out_path.c_str());
         std::fflush(stdout);
     }
 
@@ -264,7 +264,7 @@ void BenchBnb::table() {
         }
         out["speed"] = cells;
         out["speed_rounds"] = rounds;
-        std::ofstream(out_path) << out.dump(2) << "\n";
+        QVERIFY2(static_cast<bool>(std::ofstream(out_path) << out.dump(2) << "\n"), out_path.c_str());
     }
 }
 
