@@ -5,10 +5,12 @@
 // the prompt run alone on a fresh SequenceRunner (no prefix cache, no tiers); damaged store
 // files (truncated, flipped bytes, changed header fields, swapped between blocks, garbage)
 // are skipped with a message and never loaded; a long random workload never lets the CPU
-// tier or the disk folder pass its bound; another model, adapter or KV type never hits.
+// tier or the disk folder pass its bound; another model, adapter or KV type never hits; the
+// model fingerprint covers an NF4_DQ tensor's per-tensor tail.
 #include "engine/kv_cache/kv_disk_store.h"
 #include "engine/kv_cache/kv_tiers.h"
 #include "engine/lora/lora_adapter.h"
+#include "engine/quant/quantize.h"
 #include "engine/runtime/engine.h"
 #include "engine/runtime/sequence_runner.h"
 
@@ -159,6 +161,7 @@ private Q_SLOTS:
     void unwritableFolderIsAClearError();
     void boundsHoldUnderRandomWorkload();
     void keysIncludeModelAdapterAndKvType();
+    void fingerprintHashesTheNf4DqTail();
 
 private:
     // The pristine store of model A after one run of m_prompt and the filler (disk only).
@@ -504,6 +507,28 @@ void TstKvTiers::keysIncludeModelAdapterAndKvType() {
     }
     // Model A's own store lost nothing (the adapter run added its own salted blocks).
     for (const QString& f : files_a) QVERIFY2(QFileInfo::exists(folder_a + "/" + f), qPrintable(f));
+}
+
+// NF4 with double quantization keeps a per-tensor tail after its rows (the absmax scales'
+// scales and offset: kernels/dtype.h tensor_bytes) that every row decodes with: two models
+// that differ only there are other models, and their KV blocks must not be shared.
+void TstKvTiers::fingerprintHashesTheNf4DqTail() {
+    auto q = quantize_model(m_a, QuantScheme::parse("nf4-dq").value());
+    QVERIFY2(q, q.message().c_str());
+    const Model& a = *q.value();
+    const WeightView& w = a.layers[0].wq;
+    QCOMPARE(w.dtype, DType::NF4_DQ);
+    const size_t rows = row_bytes(w.dtype, w.n_in) * static_cast<size_t>(w.n_out);
+    const size_t total = tensor_bytes(w.dtype, w.n_in, w.n_out);
+    QVERIFY(total > rows);
+    const auto* p = static_cast<const uint8_t*>(w.data);
+    std::vector<uint8_t> same(p, p + total), other(p, p + total);  // [total] the tensor, rows then tail
+    other[total - 1] ^= 0x40;  // the offset's top byte: every weight of the tensor moves
+    Model b = a;               // the same views, one of them onto a copy
+    b.layers[0].wq.data = same.data();
+    QCOMPARE(model_fingerprint(b), model_fingerprint(a));
+    b.layers[0].wq.data = other.data();
+    QVERIFY(model_fingerprint(b) != model_fingerprint(a));
 }
 
 QTEST_GUILESS_MAIN(TstKvTiers)

@@ -1,14 +1,16 @@
 // ctest-labels: unit engine
 // The roofline's numbers: the FLOPs and bytes each op group of a pass moves
 // (engine/model/op_costs.h), checked against hand arithmetic on the tiny model's shapes
-// (F32 and Q4_1 weights); the engine's history of timed steps (one prefill step, one decode
-// step per batch class) as snapshots carry it; and the machine's roof micro-benchmark
-// (finite positive numbers, no timing assertions) with its cache file.
+// (F32, Q4_1 and NF4_DQ weights, the last with its per-tensor tail); the engine's history
+// of timed steps (one prefill step, one decode step per batch class) as snapshots carry it;
+// and the machine's roof micro-benchmark (finite positive numbers, no timing assertions)
+// with its cache file.
 #include <QTemporaryDir>
 #include <QtTest>
 #include <cmath>
 
 #include "engine/model/op_costs.h"
+#include "engine/quant/quantize.h"
 #include "engine/runtime/engine.h"
 #include "engine/runtime/machine_roof.h"
 #include "engine/telemetry/snapshot_ring.h"
@@ -81,6 +83,21 @@ private Q_SLOTS:
         const double ai64 = op_costs(cm, b64, 64).op(OpKind::ffn_gate_up).intensity();
         QCOMPARE(ai64, 2.0 * 64 * 2 * 16384 / (2 * (256 * 2 * 20.0) + 2 * 4.0 * 64 * (64 + 256)));
         QVERIFY(ai64 > 7 * up.intensity());
+    }
+
+    // NF4 with double quantization: a tensor's bytes are its rows and the tail after them (one
+    // float per 256 blocks of 64 over the whole tensor, and the offset: kernels/dtype.h).
+    void nf4DqCountsEachTensorsTail() {
+        auto m = quantize_model(tiny(DType::F32), QuantScheme::parse("nf4-dq").value());
+        QVERIFY2(m, m.message().c_str());
+        QCOMPARE(m.value()->layers[0].wq.dtype, DType::NF4_DQ);
+        const OpCostModel cm = op_cost_model(*m.value(), DType::F16);
+        // 64 weights are one 33-byte block (32 bytes of nibbles, an 8-bit absmax); each of
+        // these tensors has at most 256 blocks, so its tail is 2 floats (8 bytes)
+        QCOMPARE(cm.qkv.weight_bytes, 2 * ((64 * 33 + 8) + 2 * (32 * 33 + 8.0)));  // wq [64, 64], wk / wv [32, 64]
+        QCOMPARE(cm.attn_out.weight_bytes, 2 * (64 * 33 + 8.0));
+        QCOMPARE(cm.ffn_gate_up.weight_bytes, 2 * 2 * (128 * 33 + 8.0));  // [128, 64] each
+        QCOMPARE(cm.ffn_down.weight_bytes, 2 * (64 * 2 * 33 + 8.0));      // [64, 128]
     }
 
     void historyKeepsOnePrefillAndOneDecodePerClass() {

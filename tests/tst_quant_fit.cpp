@@ -278,10 +278,10 @@ private Q_SLOTS:
         rq.model = fit_model_of(*src.value());
         rq.device.memory_bytes = kGiB;
         rq.context = 256;
-        rq.schemes = {"q8_0", "int8", "int4-rtn", "nf4", "q4_k"};
+        rq.schemes = {"q8_0", "int8", "int4-rtn", "nf4", "nf4-dq", "q4_k"};
         auto r = quant_fit(rq);
         QVERIFY2(r, r.message().c_str());
-        for (const char* s : {"q8_0", "int8", "int4-rtn", "nf4"}) {
+        for (const char* s : {"q8_0", "int8", "int4-rtn", "nf4", "nf4-dq"}) {  // nf4-dq: each tensor's tail too
             auto v = quantize_model(src.value(), QuantScheme::parse(s).value());
             QVERIFY2(v, v.message().c_str());
             QCOMPARE(row(*r, s)->weight_bytes, v.value()->weight_bytes);

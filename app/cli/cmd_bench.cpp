@@ -80,7 +80,7 @@ double measure_read_bandwidth(int n_threads) {
 // Bytes a decode step reads: every weight once (the embedding row aside, unless tied),
 // plus the KV cache of the context so far (average over the tg run).
 double decode_bytes_per_token(const Model& m, int avg_ctx, DType kv_type) {
-    auto wb = [](const WeightView& w) { return double(row_bytes(w.dtype, w.n_in)) * double(w.n_out); };
+    auto wb = [](const WeightView& w) { return double(tensor_bytes(w.dtype, w.n_in, w.n_out)); };
     double b = wb(m.output);
     for (const auto& l : m.layers)
         b += wb(l.wq) + wb(l.wk) + wb(l.wv) + wb(l.wo) + wb(l.w_gate) + wb(l.w_up) + wb(l.w_down);

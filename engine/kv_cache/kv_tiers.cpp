@@ -38,7 +38,7 @@ void add_weight(Hasher& h, const WeightView& w) {
     h.add(w.n_out);
     if (w.in_perm && w.n_in > 0) h.add(w.in_perm, sizeof(int32_t) * static_cast<size_t>(w.n_in));  // GPTQ act-order
     if (!w.data || w.n_in <= 0 || w.n_out <= 0) return;
-    const size_t total = row_bytes(w.dtype, w.n_in) * static_cast<size_t>(w.n_out);
+    const size_t total = tensor_bytes(w.dtype, w.n_in, w.n_out);  // NF4_DQ: its per-tensor tail too
     const auto* p = static_cast<const uint8_t*>(w.data);
     constexpr size_t kSample = 4096;
     if (total <= 3 * kSample) {

@@ -37,7 +37,8 @@ struct LlamaForward::Buffers {
 };
 
 namespace {
-size_t weight_bytes(const WeightView& w) { return row_bytes(w.dtype, w.n_in) * static_cast<size_t>(w.n_out); }
+// The whole tensor (NF4_DQ: with its per-tensor tail, which its rows decode with).
+size_t weight_bytes(const WeightView& w) { return tensor_bytes(w.dtype, w.n_in, w.n_out); }
 
 // Hands the pages of [p, p + n) back to the kernel: MADV_PAGEOUT only drops clean file
 // pages (never data: anonymous memory would be swapped, not zeroed), so it is safe

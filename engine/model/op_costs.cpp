@@ -3,7 +3,8 @@
 namespace kvs {
 
 namespace {
-double weight_bytes(const WeightView& w) { return static_cast<double>(row_bytes(w.dtype, w.n_in)) * w.n_out; }
+// The whole tensor as stored (NF4_DQ: its rows and the per-tensor tail after them).
+double weight_bytes(const WeightView& w) { return static_cast<double>(tensor_bytes(w.dtype, w.n_in, w.n_out)); }
 
 // Adds matrices that read the same input (one n_in counted once) to a group.
 void add_group(OpCostModel::Group& g, std::initializer_list<const WeightView*> ws) {

@@ -170,7 +170,7 @@ Sizes sizes_of(const FitModel& m, const QuantScheme& s) {
     Sizes z;
     if (m.linears.empty()) {                          // a parameter count only: every weight at the scheme's bits
         const DType t = *quant_linear_type(4096, s);  // 4096: every block and group divides it
-        z.bits = double(row_bytes(t, 4096)) * 8.0 / 4096.0;
+        z.bits = double(tensor_bytes(t, 4096, 4096)) * 8.0 / (4096.0 * 4096.0);  // NF4_DQ: its tail too
         z.weight_bytes = int64_t(std::ceil(double(m.n_params) * z.bits / 8.0));
         return z;
     }
@@ -184,7 +184,7 @@ Sizes sizes_of(const FitModel& m, const QuantScheme& s) {
                         std::to_string(dtype_info(s.dtype).block_size);
             return z;
         }
-        bytes += double(row_bytes(*t, l.n_in)) * double(l.n_out) * double(l.count);
+        bytes += double(tensor_bytes(*t, l.n_in, l.n_out)) * double(l.count);  // NF4_DQ: a tail per tensor
         params += double(l.n_in) * double(l.n_out) * double(l.count);
     }
     z.bits = params > 0 ? bytes * 8.0 / params : 0.0;
@@ -218,7 +218,7 @@ FitModel fit_model_of(const Model& m) {
     for (const auto& [shape, n] : shapes) f.linears.push_back({shape.first, shape.second, n});
     // The embedding and output head as stored: what a variant keeps (recount_weights counts
     // the same; the norms, a few KiB of floats, are not weights there).
-    auto bytes_of = [](const WeightView& w) { return int64_t(row_bytes(w.dtype, w.n_in)) * w.n_out; };
+    auto bytes_of = [](const WeightView& w) { return int64_t(tensor_bytes(w.dtype, w.n_in, w.n_out)); };
     f.kept_bytes = bytes_of(m.token_embd) + (c.tied_embeddings ? 0 : bytes_of(m.output));
     return f;
 }
