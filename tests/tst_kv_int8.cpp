@@ -97,12 +97,8 @@ class TestKvInt8 : public QObject {
 private Q_SLOTS:
     void initTestCase() {
         QVERIFY(m_dir.isValid());
-        test::TinyModelSpec spec;
-        spec.n_embd = 128;  // 4 heads of 32, 2 kv heads: kv_dim 64
-        spec.n_head = 4;
-        spec.n_kv_head = 2;
         m_path = m_dir.filePath("tiny_hd32.gguf");
-        auto m = test::write_and_load_tiny_gguf(m_path.toStdString(), spec);
+        auto m = test::write_and_load_tiny_gguf(m_path.toStdString(), test::head_dim_32_spec());
         QVERIFY2(m.is_ok(), m.message().c_str());
         m_model = *m;
         QCOMPARE(m_model->config.head_dim, 32);

@@ -76,13 +76,7 @@ private Q_SLOTS:
 
     void quantizeProgressAndCtrlC() {
         QTemporaryDir dir;
-        kvs::test::TinyModelSpec spec;
-        spec.n_layer = 8;
-        spec.n_embd = 384;
-        spec.n_head = 6;
-        spec.n_kv_head = 2;
-        spec.n_ff = 1024;
-        spec.n_ctx_train = 2048;
+        kvs::test::TinyModelSpec spec = kvs::test::slow_to_quantize_spec();
         spec.weight_type = kvs::DType::F16;
         const QString model = dir.filePath("tiny.gguf");
         QVERIFY(kvs::test::write_tiny_gguf(model.toStdString(), spec).is_ok());

@@ -42,6 +42,31 @@ struct TinyModelSpec {
     int swa_pattern = 0;     // gemma3: attention.sliding_window_pattern (0: not written, llama.cpp's 6)
 };
 
+// A preset big enough that quantizing it (GPTQ / AWQ calibration above all) takes seconds,
+// not milliseconds, so a test can signal a run while it is under way (Ctrl+C): 8 layers,
+// n_embd 384, 6 heads (2 KV heads), n_ff 1024, a 2048-token context, F32 weights.
+inline TinyModelSpec slow_to_quantize_spec() {
+    TinyModelSpec s;
+    s.n_layer = 8;
+    s.n_embd = 384;
+    s.n_head = 6;
+    s.n_kv_head = 2;
+    s.n_ff = 1024;
+    s.n_ctx_train = 2048;
+    return s;
+}
+
+// The default spec with heads of 32 instead of 16 (n_embd 128, 4 heads, 2 KV heads: kv_dim
+// 64): the INT8 KV cache takes it (head_dim a multiple of its 32-value blocks), where it
+// refuses the default spec's head_dim 16.
+inline TinyModelSpec head_dim_32_spec() {
+    TinyModelSpec s;
+    s.n_embd = 128;
+    s.n_head = 4;
+    s.n_kv_head = 2;
+    return s;
+}
+
 // The tiny vocabulary (tokens in id order) and merges ("a b", by priority).
 struct TinyVocab {
     std::vector<std::string> tokens;
