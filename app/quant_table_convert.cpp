@@ -1,55 +1,94 @@
 #include "app/quant_table_convert.h"
 
+#include <type_traits>
+
 namespace kvs::app {
 
 namespace {
-QString qs(const std::string& s) { return QString::fromStdString(s); }
-std::string ss(const QString& s) { return s.toStdString(); }
+
+// The fields the engine's and the view's types share, each pair once: f(engine, view). Both
+// directions walk the same list, so a field added to it travels both ways.
+template <class Spread, class SpreadInfo, class F>
+void spread_fields(Spread& s, SpreadInfo& v, F&& f) {
+    f(s.runs, v.runs);
+    f(s.sd, v.sd);
+    f(s.min, v.min);
+    f(s.max, v.max);
+    f(s.values, v.values);
+}
+
+// One value from one side to the other: text, numbers, lists, run spreads, optionals of them.
+void put(const std::string& from, QString& to) { to = QString::fromStdString(from); }
+void put(const QString& from, std::string& to) { to = from.toStdString(); }
+void put(const std::vector<double>& from, QVector<double>& to) { to = QVector<double>(from.begin(), from.end()); }
+void put(const QVector<double>& from, std::vector<double>& to) { to.assign(from.begin(), from.end()); }
+template <class A, class B>
+requires std::is_arithmetic_v<A> && std::is_arithmetic_v<B>
+void put(const A& from, B& to) { to = B(from); }
+void put(const QuantTableSpread& from, ui::QuantTableSpreadInfo& to) {
+    spread_fields(from, to, [](const auto& e, auto& v) { put(e, v); });
+}
+void put(const ui::QuantTableSpreadInfo& from, QuantTableSpread& to) {
+    spread_fields(to, from, [](auto& e, const auto& v) { put(v, e); });
+}
+template <class A, class B>
+void put(const std::optional<A>& from, std::optional<B>& to) {
+    if (!from) {
+        to.reset();
+        return;
+    }
+    B b{};
+    put(*from, b);
+    to = std::move(b);
+}
+
+// A row's and the table's shared fields, as spread_fields.
+template <class Row, class RowInfo, class F>
+void row_fields(Row& r, RowInfo& u, F&& f) {
+    f(r.scheme, u.scheme);
+    f(r.label, u.label);
+    f(r.bits_per_weight, u.bitsPerWeight);
+    f(r.size_bytes, u.sizeBytes);
+    f(r.ppl, u.ppl);
+    f(r.ppl_err, u.pplErr);
+    f(r.mean_kl, u.meanKl);
+    f(r.top1, u.top1);
+    f(r.first_divergence, u.firstDivergence);
+    f(r.prefill_tok_s, u.prefillTokS);
+    f(r.decode_tok_s, u.decodeTokS);
+    f(r.prefill_spread, u.prefillSpread);
+    f(r.decode_spread, u.decodeSpread);
+    f(r.note, u.note);
+}
+
+template <class Table, class TableInfo, class F>
+void table_fields(Table& t, TableInfo& v, F&& f) {
+    f(t.model, v.model);
+    f(t.n_params, v.nParams);
+    f(t.machine, v.machine);
+}
+
 }  // namespace
 
 ui::QuantTableInfo toView(const QuantTable& t) {
     ui::QuantTableInfo v;
-    v.model = qs(t.model);
-    if (t.n_params) v.nParams = qint64(*t.n_params);
-    v.machine = qs(t.machine);
+    const auto to_view = [](const auto& e, auto& u) { put(e, u); };
+    table_fields(t, v, to_view);
     for (const QuantTableRow& r : t.rows) {
         ui::QuantTableRowInfo u;
-        u.scheme = qs(r.scheme);
-        u.label = qs(r.label);
-        u.bitsPerWeight = r.bits_per_weight;
-        if (r.size_bytes) u.sizeBytes = qint64(*r.size_bytes);
-        u.ppl = r.ppl;
-        u.pplErr = r.ppl_err;
-        u.meanKl = r.mean_kl;
-        u.top1 = r.top1;
-        u.firstDivergence = r.first_divergence;
-        u.prefillTokS = r.prefill_tok_s;
-        u.decodeTokS = r.decode_tok_s;
-        u.note = qs(r.note);
-        v.rows.push_back(u);
+        row_fields(r, u, to_view);
+        v.rows.push_back(std::move(u));
     }
     return v;
 }
 
 QuantTable fromView(const ui::QuantTableInfo& v) {
     QuantTable t;
-    t.model = ss(v.model);
-    if (v.nParams) t.n_params = int64_t(*v.nParams);
-    t.machine = ss(v.machine);
+    const auto from_view = [](auto& e, const auto& u) { put(u, e); };
+    table_fields(t, v, from_view);
     for (const ui::QuantTableRowInfo& u : v.rows) {
         QuantTableRow r;
-        r.scheme = ss(u.scheme);
-        r.label = ss(u.label);
-        r.bits_per_weight = u.bitsPerWeight;
-        if (u.sizeBytes) r.size_bytes = int64_t(*u.sizeBytes);
-        r.ppl = u.ppl;
-        r.ppl_err = u.pplErr;
-        r.mean_kl = u.meanKl;
-        r.top1 = u.top1;
-        r.first_divergence = u.firstDivergence;
-        r.prefill_tok_s = u.prefillTokS;
-        r.decode_tok_s = u.decodeTokS;
-        r.note = ss(u.note);
+        row_fields(r, u, from_view);
         t.rows.push_back(std::move(r));
     }
     return t;

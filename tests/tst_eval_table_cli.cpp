@@ -4,9 +4,11 @@
 // through engine/quant/quant_table's reader), --csv has the same numbers, the values are
 // within sane bounds, the reference row has KL 0 and top-1 100 %, a scheme that cannot
 // apply to the model (Q4_K on 64-wide rows) is a row saying why; bad input is a clear error.
-// Ctrl+C (SIGINT) once the table's progress has begun ends it with exit code 130,
-// "cancelled: ..." on stderr, no table printed and neither the --json nor the --csv file
-// (nor a temporary one) left behind.
+// Ctrl+C (SIGINT) once the table's progress has begun, or before it (the model loading, the
+// texts tokenized), ends it with exit code 130, "cancelled: ..." on stderr, no table printed
+// and neither the --json nor the --csv file (nor a temporary one) left behind. With
+// --repeat 2 each speed keeps its two runs (mean, sample sd, min, max, values) in the JSON
+// and the CSV, and the printed table shows "mean ± sd".
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
@@ -27,10 +29,10 @@ using kvs::test::run_kvscope;
 
 namespace {
 
-QString writeText(const QString& path) {
+QString writeText(const QString& path, int n_lines = 40) {
     QFile t(path);
     if (!t.open(QIODevice::WriteOnly)) return {};
-    for (int i = 0; i < 40; ++i)
+    for (int i = 0; i < n_lines; ++i)
         t.write(QByteArray("The quick brown fox jumps over the lazy dog number ") + QByteArray::number(i) + ".\n");
     return path;
 }
@@ -60,39 +62,66 @@ QStringList csvCells(const QString& line) {
     return out << cur;
 }
 
+// `kvscope eval --all` on a tiny model as these tests run it: the first 256 tokens of `text`
+// in chunks of 64, calibration on the same text, 8 divergence tokens, one thread.
+QStringList evalAllArgs(const QString& gguf, const QString& text, const QString& calibTokens, const QString& jsonPath,
+                        const QString& csvPath) {
+    const QStringList a{"eval", "-m", gguf, "--all", "--text", text, "--calib", text, "--calib-tokens", calibTokens};
+    const QStringList b{"--ctx", "64", "--max-tokens", "256", "--divergence-tokens", "8", "--threads", "1"};
+    return a + b + QStringList{"--json", jsonPath, "--csv", csvPath};
+}
+
+// The sample mean and standard deviation of values.
+std::pair<double, double> meanSd(const std::vector<double>& v) {
+    double m = 0, ss = 0;
+    for (double x : v) m += x / double(v.size());
+    for (double x : v) ss += (x - m) * (x - m);
+    return {m, v.size() > 1 ? std::sqrt(ss / double(v.size() - 1)) : 0.0};
+}
+
 }  // namespace
 
 class TestEvalTableCli : public QObject {
     Q_OBJECT
+
+    // Runs `args` (writing table.json / table.csv into dir), sends SIGINT once stderr shows
+    // `marker`, and checks the run ends cancelled: exit 130, "cancelled: " on stderr, no
+    // table printed, no table file (nor a temporary one) left in dir. err: its stderr.
+    void interruptAfter(const QStringList& args, const QByteArray& marker, const QString& dir, QByteArray& err) {
+        QProcess p;
+        kvs::test::start_kvscope(p, args);
+        QVERIFY(p.waitForStarted(30000));
+        QElapsedTimer t;
+        t.start();
+        // the progress line's plain lines (stderr is a pipe)
+        while (!err.contains(marker) && t.elapsed() < 120000 && p.state() == QProcess::Running) {
+            p.waitForReadyRead(200);
+            err += p.readAllStandardError();
+        }
+        QVERIFY2(p.state() == QProcess::Running, err.constData());
+        QVERIFY2(!err.contains('\r'), err.constData());  // a pipe gets plain lines
+        ::kill(pid_t(p.processId()), SIGINT);
+        QVERIFY(p.waitForFinished(300000));
+        err += p.readAllStandardError();
+        const QByteArray out = p.readAllStandardOutput();
+        QCOMPARE(p.exitStatus(), QProcess::NormalExit);
+        QVERIFY2(p.exitCode() == 130, err.constData());
+        QVERIFY2(err.contains("cancelled: "), err.constData());
+        QVERIFY2(!err.contains("error: "), err.constData());
+        QVERIFY2(!out.contains("| ref |"), out.constData());  // no table printed
+        const QStringList left =
+            QDir(dir).entryList({"table*"}, QDir::AllEntries | QDir::NoDotAndDotDot | QDir::Hidden);
+        QVERIFY2(left.isEmpty(), qPrintable(left.join(", ")));
+    }
+
 private Q_SLOTS:
     void allSchemesOnATinyModel() {
         QTemporaryDir dir;
         const QString gguf = dir.filePath("tiny.gguf"), text = writeText(dir.filePath("text.txt")),
                       jsonPath = dir.filePath("table.json"), csvPath = dir.filePath("table.csv");
         QVERIFY(kvs::test::write_tiny_gguf(gguf.toStdString(), kvs::test::TinyModelSpec{}).is_ok());
-        const Run r = run_kvscope({"eval",
-                                   "-m",
-                                   gguf,
-                                   "--all",
-                                   "--text",
-                                   text,
-                                   "--calib",
-                                   text,
-                                   "--calib-tokens",
-                                   "128",
-                                   "--ctx",
-                                   "64",
-                                   "--max-tokens",
-                                   "256",
-                                   "--divergence-tokens",
-                                   "8",
-                                   "--threads",
-                                   "1",
-                                   "--json",
-                                   jsonPath,
-                                   "--csv",
-                                   csvPath},
-                                  600000);
+        const Run r =
+            run_kvscope(evalAllArgs(gguf, text, "128", jsonPath, csvPath) + QStringList{"--repeat", "2"}, 600000);
         QVERIFY2(r.exit_code == 0, qPrintable(r.err));
 
         auto t = kvs::read_quant_table(jsonPath.toStdString());
@@ -121,6 +150,21 @@ private Q_SLOTS:
             QVERIFY(*row.top1 >= 0 && *row.top1 <= 1);
             QVERIFY(*row.first_divergence >= 0 && *row.first_divergence <= 8);
             QVERIFY(*row.prefill_tok_s > 0 && *row.decode_tok_s > 0);
+            // --repeat 2: each speed is the mean of its two runs, kept with their spread, and
+            // printed as "mean ± sd"
+            for (const auto& [mean, spread] :
+                 {std::pair{row.prefill_tok_s, row.prefill_spread}, std::pair{row.decode_tok_s, row.decode_spread}}) {
+                QVERIFY2(spread && spread->runs == 2 && spread->values.size() == 2, row.scheme.c_str());
+                const auto [m, sd] = meanSd(spread->values);
+                QVERIFY(std::fabs(*mean - m) <= 1e-9 * m);
+                QVERIFY(std::fabs(spread->sd - sd) <= 1e-9 * m);
+                QCOMPARE(spread->min, std::min(spread->values[0], spread->values[1]));
+                QCOMPARE(spread->max, std::max(spread->values[0], spread->values[1]));
+                const QString cell = QString::asprintf("%.1f ± %.1f", *mean, spread->sd);
+                QVERIFY2(r.out.contains(QRegularExpression("\\| " + QString(schemes[i].scheme) + " \\|[^\\n]*\\| " +
+                                                           QRegularExpression::escape(cell) + " \\|")),
+                         qPrintable(cell + "\n" + r.out));
+            }
             QVERIFY(*row.bits_per_weight >= 4 && *row.bits_per_weight <= 32);
             QVERIFY(*row.size_bytes > 0 && *row.size_bytes <= *t->rows[0].size_bytes);
         }
@@ -137,10 +181,10 @@ private Q_SLOTS:
         const QStringList lines = QString::fromUtf8(c.readAll()).split('\n', Qt::SkipEmptyParts);
         QCOMPARE(lines.size(), int(schemes.size()) + 1);
         const QStringList head = csvCells(lines[0]);
-        QCOMPARE(head.size(), 12);
+        QCOMPARE(head.size(), 22);
         for (size_t i = 0; i < t->rows.size(); ++i) {
             const QStringList cells = csvCells(lines[int(i) + 1]);
-            QCOMPARE(cells.size(), 12);
+            QCOMPARE(cells.size(), 22);
             QCOMPARE(cells[head.indexOf("scheme")].toStdString(), t->rows[i].scheme);
             const QString ppl = cells[head.indexOf("ppl")], kl = cells[head.indexOf("mean_kl")];
             if (!t->rows[i].measured()) {
@@ -151,6 +195,13 @@ private Q_SLOTS:
             QVERIFY(std::fabs(ppl.toDouble() - *t->rows[i].ppl) <= 1e-8 * *t->rows[i].ppl);
             QVERIFY(std::fabs(kl.toDouble() - *t->rows[i].mean_kl) <= 1e-8 * (1 + *t->rows[i].mean_kl));
             QCOMPARE(cells[head.indexOf("size_bytes")].toLongLong(), qint64(*t->rows[i].size_bytes));
+            const kvs::QuantTableSpread& decode = *t->rows[i].decode_spread;
+            QCOMPARE(cells[head.indexOf("decode_runs")].toInt(), decode.runs);
+            QVERIFY(std::fabs(cells[head.indexOf("decode_sd")].toDouble() - decode.sd) <= 1e-8 * (1 + decode.sd));
+            const QStringList runs = cells[head.indexOf("decode_values")].split(';');
+            QCOMPARE(runs.size(), decode.runs);
+            for (int k = 0; k < runs.size(); ++k)
+                QVERIFY(std::fabs(runs[k].toDouble() - decode.values[size_t(k)]) <= 1e-8 * decode.values[size_t(k)]);
         }
     }
 
@@ -181,64 +232,26 @@ private Q_SLOTS:
     // Ctrl+C once the progress line shows the table has begun: exit 130, nothing written.
     void ctrlCWritesNothing() {
         QTemporaryDir dir;
-        kvs::test::TinyModelSpec spec;  // big enough that GPTQ / AWQ take seconds, not milliseconds
-        spec.n_layer = 8;
-        spec.n_embd = 384;
-        spec.n_head = 6;
-        spec.n_kv_head = 2;
-        spec.n_ff = 1024;
-        spec.n_ctx_train = 2048;
-        const QString gguf = dir.filePath("tiny.gguf"), text = writeText(dir.filePath("text.txt")),
-                      jsonPath = dir.filePath("table.json"), csvPath = dir.filePath("table.csv");
-        QVERIFY(kvs::test::write_tiny_gguf(gguf.toStdString(), spec).is_ok());
-        QProcess p;
-        kvs::test::start_kvscope(p, {"eval",
-                                     "-m",
-                                     gguf,
-                                     "--all",
-                                     "--text",
-                                     text,
-                                     "--calib",
-                                     text,
-                                     "--calib-tokens",
-                                     "512",
-                                     "--ctx",
-                                     "64",
-                                     "--max-tokens",
-                                     "256",
-                                     "--divergence-tokens",
-                                     "8",
-                                     "--threads",
-                                     "1",
-                                     "--json",
-                                     jsonPath,
-                                     "--csv",
-                                     csvPath});
-        QVERIFY(p.waitForStarted(30000));
+        const QString gguf = dir.filePath("tiny.gguf"), text = writeText(dir.filePath("text.txt"));
+        QVERIFY(kvs::test::write_tiny_gguf(gguf.toStdString(), kvs::test::slow_to_quantize_spec()).is_ok());
         QByteArray err;
-        QElapsedTimer t;
-        t.start();
-        // the progress line's first plain line (stderr is a pipe): the table is under way
-        while (!err.contains("Quantizing") && t.elapsed() < 120000 && p.state() == QProcess::Running) {
-            p.waitForReadyRead(200);
-            err += p.readAllStandardError();
-        }
-        QVERIFY2(p.state() == QProcess::Running, err.constData());
-        QVERIFY2(!err.contains('\r'), err.constData());  // a pipe gets plain lines
-        ::kill(pid_t(p.processId()), SIGINT);
-        QVERIFY(p.waitForFinished(300000));
-        err += p.readAllStandardError();
-        const QByteArray out = p.readAllStandardOutput();
-        QCOMPARE(p.exitStatus(), QProcess::NormalExit);
-        QVERIFY2(p.exitCode() == 130, err.constData());
-        QVERIFY2(err.contains("cancelled: "), err.constData());
-        QVERIFY2(!err.contains("error: "), err.constData());
-        QVERIFY2(!out.contains("| ref |"), out.constData());  // no table printed
-        QVERIFY(!QFile::exists(jsonPath));
-        QVERIFY(!QFile::exists(csvPath));
-        const QStringList left =
-            QDir(dir.path()).entryList({"table*"}, QDir::AllEntries | QDir::NoDotAndDotDot | QDir::Hidden);
-        QVERIFY2(left.isEmpty(), qPrintable(left.join(", ")));
+        interruptAfter(evalAllArgs(gguf, text, "512", dir.filePath("table.json"), dir.filePath("table.csv")),
+                       "Quantizing", dir.path(), err);
+    }
+
+    // Ctrl+C before the table begins, while the model loads, the texts are tokenized and the
+    // calibration tokens drawn (a 23 MB text makes that last a second or two): the same end,
+    // and the table never started.
+    void ctrlCBeforeTheTableWritesNothing() {
+        QTemporaryDir dir;
+        const QString gguf = dir.filePath("tiny.gguf"), text = writeText(dir.filePath("long.txt"), 400000);
+        QVERIFY(kvs::test::write_tiny_gguf(gguf.toStdString(), kvs::test::slow_to_quantize_spec()).is_ok());
+        QByteArray err;
+        interruptAfter(evalAllArgs(gguf, text, "512", dir.filePath("table.json"), dir.filePath("table.csv")), "Loading",
+                       dir.path(), err);
+        if (QTest::currentTestFailed()) return;
+        QVERIFY2(err.contains("cancelled: kvscope eval, after "), err.constData());
+        QVERIFY2(!err.contains("Quantizing"), err.constData());
     }
 
     void badInput_data() {

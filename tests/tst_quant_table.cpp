@@ -1,7 +1,8 @@
 // ctest-labels: unit model
 // engine/quant/quant_table (the comparison table's JSON and CSV) and quant_table_run (its
-// measurement) on a tiny model: the JSON round-trips, the reader refuses bad files naming
-// the row and the field, the CSV quotes what needs quoting; a measured table has every
+// measurement) on a tiny model: the JSON round-trips (each speed's runs included), the
+// reader refuses bad files naming the row and the field and still reads version 1 (no runs),
+// the CSV quotes what needs quoting; a measured table has every
 // scheme, the reference measured against itself at KL 0 and top-1 1, a scheme that cannot
 // apply as a row that says why, and a run that can be cancelled.
 #include <QTemporaryDir>
@@ -14,6 +15,7 @@
 
 #include "engine/quant/quant_table.h"
 #include "engine/quant/quant_table_run.h"
+#include "tests/support/test_paths.h"
 #include "tests/support/tiny_model.h"
 
 using namespace kvs;
@@ -38,6 +40,8 @@ QuantTable sampleTable() {
     ref.first_divergence = 64;
     ref.prefill_tok_s = 500.5;
     ref.decode_tok_s = 50.25;
+    ref.prefill_spread = QuantTableSpread{2, 0.5, 500.0, 501.0, {501.0, 500.0}};
+    ref.decode_spread = QuantTableSpread{2, 0.25, 50.0, 50.5, {50.0, 50.5}};
     QuantTableRow q = ref;
     q.scheme = "int4-gptq";
     q.label = "GPTQ";
@@ -66,16 +70,63 @@ private Q_SLOTS:
     void jsonHasTheAgreedShape() {
         const json j = quant_table_to_json(sampleTable());
         QCOMPARE(j["format"].get<std::string>(), std::string("kvscope-quant-table"));
-        QCOMPARE(j["version"].get<int>(), 1);
+        QCOMPARE(j["version"].get<int>(), 2);
         QCOMPARE(j["n_params"].get<int64_t>(), int64_t(123456));
         const json& r = j["rows"][1];
-        for (const char* k : {"scheme", "label", "bits_per_weight", "size_bytes", "ppl", "ppl_err", "mean_kl", "top1",
-                              "first_divergence", "prefill_tok_s", "decode_tok_s", "note"})
+        for (const char* k : {"scheme",
+                              "label",
+                              "bits_per_weight",
+                              "size_bytes",
+                              "ppl",
+                              "ppl_err",
+                              "mean_kl",
+                              "top1",
+                              "first_divergence",
+                              "prefill_tok_s",
+                              "decode_tok_s",
+                              "prefill_runs",
+                              "prefill_sd",
+                              "prefill_min",
+                              "prefill_max",
+                              "prefill_values",
+                              "decode_runs",
+                              "decode_sd",
+                              "decode_min",
+                              "decode_max",
+                              "decode_values",
+                              "note"})
             QVERIFY2(r.contains(k), k);
-        QCOMPARE(r.size(), size_t(12));
+        QCOMPARE(r.size(), size_t(22));
         QCOMPARE(r["top1"].get<double>(), 0.875);
+        QCOMPARE(r["decode_runs"].get<int>(), 2);
+        QCOMPARE(r["decode_sd"].get<double>(), 0.25);
+        QCOMPARE(r["prefill_min"].get<double>(), 500.0);
+        QCOMPARE(r["prefill_max"].get<double>(), 501.0);
+        QCOMPARE(r["prefill_values"], json({501.0, 500.0}));  // in the order run
         const json& na = j["rows"][2];
         QVERIFY(na["ppl"].is_null() && na["size_bytes"].is_null() && na["decode_tok_s"].is_null());
+        for (const char* k : {"decode_runs", "decode_sd", "decode_min", "decode_max", "decode_values"})
+            QVERIFY2(na[k].is_null(), k);
+    }
+
+    // Version 1 (before the spreads) still reads: its rows have no runs.
+    void readsVersion1() {
+        json j = quant_table_to_json(sampleTable());
+        j["version"] = 1;
+        for (json& r : j["rows"])
+            for (const char* p : {"prefill", "decode"})
+                for (const char* k : {"_runs", "_sd", "_min", "_max", "_values"}) r.erase(std::string(p) + k);
+        auto t = quant_table_from_json(j, "v1.json");
+        QVERIFY2(t, t.message().c_str());
+        QCOMPARE(*t->rows[0].decode_tok_s, 50.25);
+        QVERIFY(!t->rows[0].decode_spread && !t->rows[0].prefill_spread);
+        // the table in docs/bench/ was written as version 1
+        const std::string doc = test::source_root() + "/docs/bench/quant_table_default_model.json";
+        if (!QFile::exists(QString::fromStdString(doc)))
+            QSKIP("docs/bench/quant_table_default_model.json is not there");
+        auto d = read_quant_table(doc);
+        QVERIFY2(d, d.message().c_str());
+        QVERIFY(d->find("int4-rtn") && d->find("int4-rtn")->decode_tok_s);
     }
 
     void jsonRoundTrips() {
@@ -96,8 +147,8 @@ private Q_SLOTS:
         QTest::addColumn<QString>("expect");
         QTest::newRow("format") << R"({"format": "something-else"})"
                                 << "\"format\" is \"something-else\"";
-        QTest::newRow("version") << R"({"version": 2})"
-                                 << "version 2 is not supported";
+        QTest::newRow("version") << R"({"version": 3})"
+                                 << "version 3 is not supported";
         QTest::newRow("rows not an array") << R"({"rows": {}})"
                                            << "\"rows\" is not an array";
         QTest::newRow("model missing") << R"({"model": null})"
@@ -135,6 +186,24 @@ private Q_SLOTS:
         QTest::newRow("scheme empty") << "scheme"
                                       << "\"\""
                                       << "rows[1]: \"scheme\" is empty";
+        QTest::newRow("runs zero") << "decode_runs"
+                                   << "0"
+                                   << "rows[1]: \"decode_runs\" is 0, expected 1 .. 1000000";
+        QTest::newRow("values not the runs") << "decode_values"
+                                             << "[50.0]"
+                                             << "rows[1]: \"decode_values\" has 1 values, \"decode_runs\" says 2";
+        QTest::newRow("a negative run") << "prefill_values"
+                                        << "[-1, 500]"
+                                        << "rows[1]: \"prefill_values\"[0] is -1, expected a number >= 0";
+        QTest::newRow("min above max") << "prefill_min"
+                                       << "600"
+                                       << "rows[1]: \"prefill_min\" 600 is above \"prefill_max\" 501";
+        QTest::newRow("spread in part") << "decode_sd"
+                                        << "null"
+                                        << "rows[1]: \"decode_sd\" is null while other decode_ spread keys are set";
+        QTest::newRow("values a number") << "decode_values"
+                                         << "3"
+                                         << "rows[1]: \"decode_values\" is number, expected an array";
         QTest::newRow("note a number") << "note"
                                        << "7"
                                        << "rows[1]: \"note\" is number, expected a string";
@@ -171,9 +240,11 @@ private Q_SLOTS:
         const QStringList lines = QString::fromStdString(csv).split('\n', Qt::SkipEmptyParts);
         QCOMPARE(lines.size(), 4);
         QCOMPARE(lines[0], QString("scheme,label,bits_per_weight,size_bytes,ppl,ppl_err,mean_kl,top1,first_divergence,"
-                                   "prefill_tok_s,decode_tok_s,note"));
-        QCOMPARE(lines[2], QString("int4-gptq,GPTQ,4.5,1000000,10.5,0.25,0.0625,0.875,64,500.5,50.25,"));
-        QCOMPARE(lines[3], QString("q4_k,Q4_K_M-style GGUF,,,,,,,,,,"
+                                   "prefill_tok_s,decode_tok_s,prefill_runs,prefill_sd,prefill_min,prefill_max,"
+                                   "prefill_values,decode_runs,decode_sd,decode_min,decode_max,decode_values,note"));
+        QCOMPARE(lines[2], QString("int4-gptq,GPTQ,4.5,1000000,10.5,0.25,0.0625,0.875,64,500.5,50.25,"
+                                   "2,0.5,500,501,501;500,2,0.25,50,50.5,50;50.5,"));
+        QCOMPARE(lines[3], QString("q4_k,Q4_K_M-style GGUF,,,,,,,,,,,,,,,,,,,,"
                                    "\"cannot be made: rows of 64, \"\"blocks\"\" of 256\""));
     }
 
@@ -199,6 +270,7 @@ private Q_SLOTS:
         o.calibration_tokens = someTokens(128, n_vocab);
         o.n_prompt = 32;
         o.n_gen = 8;
+        o.repeat = 2;
         o.runner.n_threads = 1;
         std::vector<double> fractions;
         std::vector<std::string> stages;
@@ -226,6 +298,16 @@ private Q_SLOTS:
             QVERIFY(*r.ppl > 1 && *r.ppl<10 * n_vocab&& * r.ppl_err> 0);
             QVERIFY(*r.mean_kl >= 0 && *r.top1 >= 0 && *r.top1 <= 1);
             QVERIFY(*r.prefill_tok_s > 0 && *r.decode_tok_s > 0);
+            // each speed keeps its two runs: the mean is theirs, sd the sample one
+            for (const auto& [mean, spread] :
+                 {std::pair{r.prefill_tok_s, r.prefill_spread}, std::pair{r.decode_tok_s, r.decode_spread}}) {
+                QVERIFY2(spread && spread->runs == 2 && spread->values.size() == 2, r.scheme.c_str());
+                const double a = spread->values[0], b = spread->values[1];
+                QVERIFY(std::fabs(*mean - (a + b) / 2) <= 1e-12 * *mean);
+                QVERIFY(std::fabs(spread->sd - std::fabs(a - b) / std::sqrt(2.0)) <= 1e-9 * *mean);
+                QCOMPARE(spread->min, std::min(a, b));
+                QCOMPARE(spread->max, std::max(a, b));
+            }
             QVERIFY(*r.size_bytes > 0 && *r.bits_per_weight > 3 && *r.bits_per_weight <= 32);
             if (r.scheme != "ref") QVERIFY2(*r.mean_kl > 0, r.scheme.c_str());
         }

@@ -4,7 +4,8 @@
 // per scheme with both values (the reference as a line on the log-KL axis, a point at ΔPPL 0
 // on the other); a run on a tiny model from the Run button fills every scheme with a
 // progress bar that ends full, Cancel stops a run, the CSV / JSON exports are the table's
-// format and read back, Load JSON shows a saved table and names a bad file.
+// format and read back (every field, the speeds' runs too), Load JSON shows a saved table
+// (version 1 too) and names a bad file; a speed shows "mean ± sd" with its runs as tooltip.
 // Screenshots: tests/output/quant_table_view.png (hand-fed), quant_table_run.png (the run).
 #include <QPushButton>
 #include <QSignalSpy>
@@ -39,6 +40,10 @@ ui::QuantTableRowInfo row(const char* scheme, const char* label, double bits, do
     r.firstDivergence = 20 * top1;
     r.prefillTokS = decode * 8;
     r.decodeTokS = decode;
+    // three decode runs around the mean (sample sd 1.8); prefill without its runs, as in a
+    // version 1 file
+    r.decodeSpread =
+        ui::QuantTableSpreadInfo{3, 1.8, decode - 2, decode + 1.5, {decode - 2, decode + 1.5, decode + 0.5}};
     return r;
 }
 
@@ -79,6 +84,14 @@ private Q_SLOTS:
         QCOMPARE(v.schemeOrder().mid(2), QStringList({"int8", "q8_0", "ref", "q4_k"}));
         tw->sortByColumn(ui::QuantTableView::ColOrder, Qt::AscendingOrder);
         QCOMPARE(v.schemeOrder().first(), QString("ref"));
+        // a speed with its runs: "mean ± sd", the runs in the tooltip; without them the mean alone
+        const QTableWidgetItem* decode = tw->item(1, ui::QuantTableView::ColDecode);  // int8, 60 tok/s
+        QCOMPARE(decode->text(), QString("60.0 ± 1.8"));
+        QVERIFY2(decode->toolTip().contains("3 runs: 58.0, 61.5, 60.5 tok/s") &&
+                     decode->toolTip().contains("min 58.0, max 61.5"),
+                 qPrintable(decode->toolTip()));
+        QCOMPARE(tw->item(1, ui::QuantTableView::ColPrefill)->text(), QString("480.0"));
+        QCOMPARE(tw->item(5, ui::QuantTableView::ColDecode)->text(), QString("–"));  // q4_k
 
         // log KL across: the reference (KL 0) is the dashed line, not a point; q4_k has nothing
         QCOMPARE(v.points().size(), 4);
@@ -95,6 +108,49 @@ private Q_SLOTS:
         QVERIFY(QTest::qWaitForWindowExposed(&v));
         v.plot()->replot();
         QVERIFY(v.savePng(QString::fromStdString(test::output_path("quant_table_view.png"))));
+    }
+
+    // The view's table exported as JSON by the dock and loaded back is the same table, every
+    // field (the speeds' runs too) carried both ways by app/quant_table_convert.
+    void exportLoadKeepsEveryField() {
+        QTemporaryDir dir;
+        ui::QuantTableView v, w;
+        app::QuantTableDock dock(nullptr, &v), other(nullptr, &w);
+        v.setTable(handTable());
+        const QString json = dir.filePath("hand.json");
+        dock.exportJson(json);
+        other.loadJson(json);
+        QVERIFY2(w.statusText().startsWith("Loaded"), qPrintable(w.statusText()));
+        const ui::QuantTableInfo& a = v.table();
+        const ui::QuantTableInfo& b = w.table();
+        QCOMPARE(b.model, a.model);
+        QCOMPARE(b.nParams, a.nParams);
+        QCOMPARE(b.machine, a.machine);
+        QCOMPARE(b.rows.size(), a.rows.size());
+        for (int i = 0; i < a.rows.size(); ++i) {
+            const ui::QuantTableRowInfo &x = a.rows[i], &y = b.rows[i];
+            QCOMPARE(y.scheme, x.scheme);
+            QCOMPARE(y.label, x.label);
+            QCOMPARE(y.bitsPerWeight, x.bitsPerWeight);
+            QCOMPARE(y.sizeBytes, x.sizeBytes);
+            QCOMPARE(y.ppl, x.ppl);
+            QCOMPARE(y.pplErr, x.pplErr);
+            QCOMPARE(y.meanKl, x.meanKl);
+            QCOMPARE(y.top1, x.top1);
+            QCOMPARE(y.firstDivergence, x.firstDivergence);
+            QCOMPARE(y.prefillTokS, x.prefillTokS);
+            QCOMPARE(y.decodeTokS, x.decodeTokS);
+            QCOMPARE(y.prefillSpread.has_value(), x.prefillSpread.has_value());
+            QCOMPARE(y.decodeSpread.has_value(), x.decodeSpread.has_value());
+            if (x.decodeSpread) {
+                QCOMPARE(y.decodeSpread->runs, x.decodeSpread->runs);
+                QCOMPARE(y.decodeSpread->sd, x.decodeSpread->sd);
+                QCOMPARE(y.decodeSpread->min, x.decodeSpread->min);
+                QCOMPARE(y.decodeSpread->max, x.decodeSpread->max);
+                QCOMPARE(y.decodeSpread->values, x.decodeSpread->values);
+            }
+            QCOMPARE(y.note, x.note);
+        }
     }
 
     void runCancelExportLoad() {
@@ -200,6 +256,13 @@ private Q_SLOTS:
         dock.loadJson(json);
         QVERIFY2(v.statusText().startsWith("Loaded"), qPrintable(v.statusText()));
         QCOMPARE(v.table().rows.size(), int(quant_table_schemes().size()));
+        // a file written before the runs were kept (version 1) shows the means alone
+        const QTableWidgetItem* decode = v.tableWidget()->item(0, ui::QuantTableView::ColDecode);
+        const auto& spread = v.table().rows[0].decodeSpread;
+        if (spread && spread->runs > 1) QVERIFY2(decode->text().contains(" ± "), qPrintable(decode->text()));
+        else if (!spread)
+            QVERIFY2(!decode->text().contains("±") && decode->toolTip().contains("One value"),
+                     qPrintable(decode->text()));
         v.show();
         QVERIFY(QTest::qWaitForWindowExposed(&v));
         v.plot()->replot();

@@ -9,6 +9,14 @@
 
 namespace kvs::ui {
 
+// The timed runs behind a mean speed: how many, their sample standard deviation, min, max
+// and each run's tokens/s.
+struct QuantTableSpreadInfo {
+    int runs = 0;
+    double sd = 0, min = 0, max = 0;
+    QVector<double> values;  // [runs]
+};
+
 struct QuantTableRowInfo {
     QString scheme;  // "ref", "int8", "int4-gptq", ...
     QString label;   // "reference", "INT8 RTN", "GPTQ", ...
@@ -18,7 +26,8 @@ struct QuantTableRowInfo {
     std::optional<double> meanKl;
     std::optional<double> top1;  // 0..1
     std::optional<double> firstDivergence;
-    std::optional<double> prefillTokS, decodeTokS;
+    std::optional<double> prefillTokS, decodeTokS;  // means of the runs
+    std::optional<QuantTableSpreadInfo> prefillSpread, decodeSpread;
     QString note;  // why the row has no values, or empty
 };
 

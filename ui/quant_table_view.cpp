@@ -58,6 +58,28 @@ std::optional<double> scaled(const std::optional<double>& v, double scale) {
     return out;
 }
 
+// A mean speed: "733.4 ± 12.1" when its runs are known (more than one), and a tooltip
+// listing them.
+QTableWidgetItem* speedItem(const std::optional<double>& mean, const std::optional<QuantTableSpreadInfo>& spread) {
+    QString text = num(mean, 1);
+    if (mean && spread && spread->runs > 1) text += QStringLiteral(" ± ") + QString::number(spread->sd, 'f', 1);
+    auto* it = new NumberItem(text, mean);
+    if (mean && spread) {
+        QStringList runs;
+        for (double v : spread->values) runs << QString::number(v, 'f', 1);
+        const QString list = runs.join(QStringLiteral(", "));
+        QString tip = spread->runs == 1 ? QuantTableView::tr("1 run: %1 tok/s").arg(list)
+                                        : QuantTableView::tr("%1 runs: %2 tok/s").arg(spread->runs).arg(list);
+        tip += QuantTableView::tr("\nmean %1, sd %2, min %3, max %4")
+                   .arg(QString::number(*mean, 'f', 1), QString::number(spread->sd, 'f', 1),
+                        QString::number(spread->min, 'f', 1), QString::number(spread->max, 'f', 1));
+        it->setToolTip(tip);
+    } else if (mean) {
+        it->setToolTip(QuantTableView::tr("One value; this table does not keep its runs"));
+    }
+    return it;
+}
+
 QColor pointColor() { return QColor(0x3D, 0x85, 0xC6); }
 
 }  // namespace
@@ -266,8 +288,8 @@ void QuantTableView::fillTable() {
         m_tableWidget->setItem(i, ColTop1,
                                new NumberItem(num(r.top1, 2, QStringLiteral(" %"), 100.0), scaled(r.top1, 100.0)));
         m_tableWidget->setItem(i, ColDivergence, new NumberItem(num(r.firstDivergence, 1), r.firstDivergence));
-        m_tableWidget->setItem(i, ColPrefill, new NumberItem(num(r.prefillTokS, 1), r.prefillTokS));
-        m_tableWidget->setItem(i, ColDecode, new NumberItem(num(r.decodeTokS, 1), r.decodeTokS));
+        m_tableWidget->setItem(i, ColPrefill, speedItem(r.prefillTokS, r.prefillSpread));
+        m_tableWidget->setItem(i, ColDecode, speedItem(r.decodeTokS, r.decodeSpread));
         auto* note = textItem(r.note);
         note->setToolTip(r.note);
         m_tableWidget->setItem(i, ColNote, note);

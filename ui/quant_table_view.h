@@ -2,8 +2,9 @@
 // The quantization comparison table of the loaded model: one row per scheme (reference,
 // INT8 RTN, LLM.int8(), NF4, FP4, INT4 RTN, GPTQ, GPTQ act-order, AWQ, Q4_K_M-style GGUF,
 // Q8_0) with bits per weight, size, perplexity ± error, mean KL, top-1 agreement, first
-// greedy divergence and prefill / decode speed, sortable by any column (numbers sort as
-// numbers, missing values last); beside it a speed-vs-quality scatter plot: decode tok/s up,
+// greedy divergence and prefill / decode speed (mean ± sd of the runs, each run in the
+// cell's tooltip), sortable by any column (numbers sort as numbers, missing values last);
+// beside it a speed-vs-quality scatter plot: decode tok/s up,
 // mean KL (log axis; the reference, at KL 0, is a dashed line at its speed) or ΔPPL across,
 // a labelled point per scheme. Run (in the background, by the app) with a progress bar and
 // Cancel; Load JSON; export CSV / JSON (written by the app in the table's format) and PNG

@@ -476,19 +476,31 @@ int cmd_eval(const EvalCommandOptions& o) {
         return 1;
     };
     if (auto s = pick_schemes(o.quant, o.all); !s) return fail(s.message());  // before the model loads
+    // Ctrl+C from here on stops the command at its next check: after the model has loaded,
+    // after the texts are tokenized and the calibration tokens drawn, then at each layer,
+    // chunk, prompt or speed run; nothing is written (the --json / --csv files only at the end).
+    SigintCancel sigint;
+    auto stopped = [&](const char* what) {
+        if (!sigint.cancelled()) return false;
+        std::fprintf(stderr, "cancelled: kvscope eval, %s\n", what);
+        return true;
+    };
+    {
+        ProgressLine line("eval");  // says the handler is in place: a test may signal from here
+        line.progress().report("Loading " + o.model, 0.0);
+    }
     auto session = open_session_or_report(o.model);
-    if (!session) return 1;
+    if (!session) return sigint.cancelled() ? kExitCancelled : 1;
+    if (stopped("after loading the model")) return kExitCancelled;
     const std::shared_ptr<const Model>& source = session->model_ptr();
     const Tokenizer& tok = session->tokenizer();
     auto in = read_inputs(o, tok);
     if (!in) return fail(in.message());
+    if (stopped("after reading the texts and drawing the calibration tokens")) return kExitCancelled;
     if (o.all)
         return run_eval_table(o, *session,
                               {in->tokens, in->n_text_tokens, in->prompt_ids, in->quant.calibration_tokens});
 
-    // Ctrl+C stops the quantization or the evaluation at its next layer or chunk; nothing is
-    // written (the --json report only at the end).
-    SigintCancel sigint;
     PhaseTimes times;
     const auto t_quant = Clock::now();
     const QuantScheme ref_scheme = QuantScheme::parse("ref").value();

@@ -21,6 +21,13 @@ std::string cell(const char* f, const std::optional<double>& v, double scale = 1
     return buf;
 }
 
+// A mean speed with its runs' spread: "733.4 ± 12.1" (the sample sd; one run: the mean alone).
+std::string speed_cell(const std::optional<double>& mean, const std::optional<QuantTableSpread>& spread) {
+    std::string c = cell("%.1f", mean);
+    if (mean && spread && spread->runs > 1) c += cell(" ± %.1f", spread->sd);
+    return c;
+}
+
 void print_table(const QuantTable& t, const EvalCommandOptions& o, size_t n_prompts) {
     std::printf("model: %s (%.1f M parameters)\nmachine: %s\n\n", t.model.c_str(),
                 t.n_params ? double(*t.n_params) / 1e6 : 0.0, t.machine.c_str());
@@ -36,8 +43,8 @@ void print_table(const QuantTable& t, const EvalCommandOptions& o, size_t n_prom
         std::printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.scheme.c_str(), r.label.c_str(),
                     cell("%.2f", r.bits_per_weight).c_str(), cell("%.1f", bytes, 1.0 / 1048576.0).c_str(), ppl.c_str(),
                     cell("%.5f", r.mean_kl).c_str(), cell("%.2f", r.top1, 100.0).c_str(),
-                    cell("%.1f", r.first_divergence).c_str(), cell("%.1f", r.prefill_tok_s).c_str(),
-                    cell("%.1f", r.decode_tok_s).c_str(), r.note.c_str());
+                    cell("%.1f", r.first_divergence).c_str(), speed_cell(r.prefill_tok_s, r.prefill_spread).c_str(),
+                    speed_cell(r.decode_tok_s, r.decode_spread).c_str(), r.note.c_str());
     }
 }
 
@@ -80,9 +87,11 @@ int run_eval_table(const EvalCommandOptions& o, const Session& session, const Ev
                 o.text.c_str(), in.n_text_tokens, in.tokens.size(), o.ctx);
     std::printf("calibration (AWQ, GPTQ): %s, %zu tokens, seed %d\n", o.calib.c_str(), in.calibration_tokens.size(),
                 o.calib_seed);
-    if (!o.no_speed)
-        std::printf("speed: pp%d and tg%d, single stream, mean of %d run%s\n", qo.n_prompt, qo.n_gen, o.repeat,
-                    o.repeat == 1 ? "" : "s");
+    if (!o.no_speed && o.repeat == 1)
+        std::printf("speed: pp%d and tg%d, single stream, one run\n", qo.n_prompt, qo.n_gen);
+    else if (!o.no_speed)
+        std::printf("speed: pp%d and tg%d, single stream, mean ± sd of %d runs (each run in --json / --csv)\n",
+                    qo.n_prompt, qo.n_gen, o.repeat);
     print_table(table.value(), o, in.prompt_ids.size());
     std::printf("elapsed %.1f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     int rc = 0;

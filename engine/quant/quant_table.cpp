@@ -1,10 +1,12 @@
 // The quantization comparison table's JSON and CSV (see quant_table.h for the format).
 #include "engine/quant/quant_table.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <iterator>
 #include <sstream>
 
 namespace kvs {
@@ -14,8 +16,37 @@ namespace {
 using json = nlohmann::json;
 
 // The row keys in the order JSON and CSV write them.
-constexpr const char* kRowKeys[] = {"scheme",  "label", "bits_per_weight",  "size_bytes",    "ppl",          "ppl_err",
-                                    "mean_kl", "top1",  "first_divergence", "prefill_tok_s", "decode_tok_s", "note"};
+constexpr const char* kRowKeys[] = {"scheme",
+                                    "label",
+                                    "bits_per_weight",
+                                    "size_bytes",
+                                    "ppl",
+                                    "ppl_err",
+                                    "mean_kl",
+                                    "top1",
+                                    "first_divergence",
+                                    "prefill_tok_s",
+                                    "decode_tok_s",
+                                    "prefill_runs",
+                                    "prefill_sd",
+                                    "prefill_min",
+                                    "prefill_max",
+                                    "prefill_values",
+                                    "decode_runs",
+                                    "decode_sd",
+                                    "decode_min",
+                                    "decode_max",
+                                    "decode_values",
+                                    "note"};
+
+// The speeds whose runs a row keeps: the key prefix and the row's members.
+struct SpeedField {
+    const char* prefix;
+    std::optional<double> QuantTableRow::*mean;
+    std::optional<QuantTableSpread> QuantTableRow::*spread;
+};
+constexpr SpeedField kSpeeds[] = {{"prefill", &QuantTableRow::prefill_tok_s, &QuantTableRow::prefill_spread},
+                                  {"decode", &QuantTableRow::decode_tok_s, &QuantTableRow::decode_spread}};
 
 json opt_json(const std::optional<double>& v) { return v && std::isfinite(*v) ? json(*v) : json(nullptr); }
 json opt_json(const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); }
@@ -33,6 +64,15 @@ json row_json(const QuantTableRow& r) {
     j["first_divergence"] = opt_json(r.first_divergence);
     j["prefill_tok_s"] = opt_json(r.prefill_tok_s);
     j["decode_tok_s"] = opt_json(r.decode_tok_s);
+    for (const SpeedField& f : kSpeeds) {
+        const std::optional<QuantTableSpread>& sp = r.*f.spread;
+        const std::string p = f.prefix;
+        j[p + "_runs"] = sp ? json(sp->runs) : json(nullptr);
+        j[p + "_sd"] = sp ? json(sp->sd) : json(nullptr);
+        j[p + "_min"] = sp ? json(sp->min) : json(nullptr);
+        j[p + "_max"] = sp ? json(sp->max) : json(nullptr);
+        j[p + "_values"] = sp ? json(sp->values) : json(nullptr);
+    }
     j["note"] = r.note;
     return j;
 }
@@ -76,6 +116,27 @@ public:
         return Status::ok();
     }
 
+    Status numbers(const char* key, std::optional<std::vector<double>>& out) const {
+        const json* v = find(key);
+        if (!v) return missing(key);
+        if (v->is_null()) {
+            out.reset();
+            return Status::ok();
+        }
+        if (!v->is_array()) return wrong(key, "an array of numbers or null");
+        std::vector<double> xs;
+        for (size_t i = 0; i < v->size(); ++i) {
+            const json& x = (*v)[i];
+            if (!x.is_number() || !(x.get<double>() >= 0))
+                return Status::error(m_where + ": \"" + key + "\"[" + std::to_string(i) + "] is " + x.dump() +
+                                     ", expected a number >= 0");
+            xs.push_back(x.get<double>());
+        }
+        out = std::move(xs);
+        return Status::ok();
+    }
+    const std::string& where() const { return m_where; }
+
 private:
     const json* find(const char* key) const {
         auto it = m_j.find(key);
@@ -95,7 +156,52 @@ private:
     std::string m_where;
 };
 
-Result<QuantTableRow> row_from_json(const json& j, const std::string& where) {
+// The runs behind one speed: all five keys null (none) or all set and consistent.
+Status spread_from_json(const Fields& f, const SpeedField& sf, QuantTableRow& r) {
+    const std::string p = sf.prefix, k_runs = p + "_runs", k_sd = p + "_sd", k_min = p + "_min", k_max = p + "_max",
+                      k_values = p + "_values";
+    std::optional<int64_t> runs;
+    std::optional<double> sd, lo, hi;
+    std::optional<std::vector<double>> values;
+    KVS_RETURN_IF_ERROR(f.count(k_runs.c_str(), runs));
+    KVS_RETURN_IF_ERROR(f.number(k_sd.c_str(), sd, 0));
+    KVS_RETURN_IF_ERROR(f.number(k_min.c_str(), lo, 0));
+    KVS_RETURN_IF_ERROR(f.number(k_max.c_str(), hi, 0));
+    KVS_RETURN_IF_ERROR(f.numbers(k_values.c_str(), values));
+    const std::pair<bool, const std::string*> set[] = {{runs.has_value(), &k_runs},
+                                                       {sd.has_value(), &k_sd},
+                                                       {lo.has_value(), &k_min},
+                                                       {hi.has_value(), &k_max},
+                                                       {values.has_value(), &k_values}};
+    const auto n_set = std::count_if(std::begin(set), std::end(set), [](const auto& s) { return s.first; });
+    if (n_set == 0) {
+        (r.*sf.spread).reset();
+        return Status::ok();
+    }
+    const std::string& w = f.where();
+    if (n_set != std::ssize(set))
+        for (const auto& [is_set, key] : set)
+            if (!is_set)
+                return Status::error(w + ": \"" + *key + "\" is null while other " + p +
+                                     "_ spread keys are set (all five null or all set)");
+    if (*runs < 1 || *runs > 1000000)
+        return Status::error(w + ": \"" + k_runs + "\" is " + std::to_string(*runs) + ", expected 1 .. 1000000");
+    if (int64_t(values->size()) != *runs)
+        return Status::error(w + ": \"" + k_values + "\" has " + std::to_string(values->size()) + " values, \"" +
+                             k_runs + "\" says " + std::to_string(*runs));
+    if (*lo > *hi) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "\"%s\" %g is above \"%s\" %g", k_min.c_str(), *lo, k_max.c_str(), *hi);
+        return Status::error(w + ": " + buf);
+    }
+    if (!(r.*sf.mean).has_value())
+        return Status::error(w + ": \"" + k_runs + "\" is set but \"" + p + "_tok_s\" is null");
+    r.*sf.spread = QuantTableSpread{int(*runs), *sd, *lo, *hi, std::move(*values)};
+    return Status::ok();
+}
+
+// `version`: the file's; version 1 rows have no spread keys.
+Result<QuantTableRow> row_from_json(const json& j, const std::string& where, int64_t version) {
     if (!j.is_object()) return Status::error(where + ": not a JSON object");
     const Fields f(j, where);
     QuantTableRow r;
@@ -111,6 +217,8 @@ Result<QuantTableRow> row_from_json(const json& j, const std::string& where) {
     KVS_RETURN_IF_ERROR(f.number("first_divergence", r.first_divergence, 0));
     KVS_RETURN_IF_ERROR(f.number("prefill_tok_s", r.prefill_tok_s, 0));
     KVS_RETURN_IF_ERROR(f.number("decode_tok_s", r.decode_tok_s, 0));
+    if (version >= 2)
+        for (const SpeedField& sf : kSpeeds) KVS_RETURN_IF_ERROR(spread_from_json(f, sf, r));
     KVS_RETURN_IF_ERROR(f.text("note", r.note));
     return r;
 }
@@ -130,6 +238,15 @@ std::string csv_number(const std::optional<double>& v) {
     char buf[64];
     std::snprintf(buf, sizeof buf, "%.10g", *v);
     return buf;
+}
+
+// runs, sd, min, max, values (one cell, ';' between them): five cells, empty without a spread.
+std::string csv_spread(const std::optional<QuantTableSpread>& sp) {
+    if (!sp) return ",,,,";
+    std::string values;
+    for (double v : sp->values) values += (values.empty() ? "" : ";") + csv_number(v);
+    return std::to_string(sp->runs) + "," + csv_number(sp->sd) + "," + csv_number(sp->min) + "," + csv_number(sp->max) +
+           "," + values;
 }
 
 // Writes `text` to path through a temporary file in the same folder, so a reader never
@@ -210,9 +327,10 @@ Result<QuantTable> quant_table_from_json(const nlohmann::json& j, const std::str
     auto v = j.find("version");
     if (v == j.end()) return Status::error(where + ": the key \"version\" is missing");
     if (!v->is_number_integer()) return Status::error(where + ": \"version\" is not a whole number");
-    if (v->get<int64_t>() != kQuantTableVersion)
-        return Status::error(where + ": version " + std::to_string(v->get<int64_t>()) +
-                             " is not supported (this reads " + std::to_string(kQuantTableVersion) + ")");
+    const int64_t version = v->get<int64_t>();
+    if (version < 1 || version > kQuantTableVersion)
+        return Status::error(where + ": version " + std::to_string(version) + " is not supported (this reads 1 .. " +
+                             std::to_string(kQuantTableVersion) + ")");
     QuantTable t;
     KVS_RETURN_IF_ERROR(f.text("model", t.model));
     KVS_RETURN_IF_ERROR(f.count("n_params", t.n_params));
@@ -221,7 +339,7 @@ Result<QuantTable> quant_table_from_json(const nlohmann::json& j, const std::str
     if (rows == j.end()) return Status::error(where + ": the key \"rows\" is missing");
     if (!rows->is_array()) return Status::error(where + ": \"rows\" is not an array");
     for (size_t i = 0; i < rows->size(); ++i) {
-        auto r = row_from_json((*rows)[i], where + ": rows[" + std::to_string(i) + "]");
+        auto r = row_from_json((*rows)[i], where + ": rows[" + std::to_string(i) + "]", version);
         if (!r) return r.status();
         t.rows.push_back(std::move(r.value()));
     }
@@ -243,11 +361,11 @@ std::string quant_table_csv(const QuantTable& t) {
                                      csv_number(r.top1),
                                      csv_number(r.first_divergence),
                                      csv_number(r.prefill_tok_s),
-                                     csv_number(r.decode_tok_s),
-                                     csv_text(r.note)};
+                                     csv_number(r.decode_tok_s)};
         std::string line;
         for (const std::string& c : cells) line += (&c == cells ? "" : ",") + c;
-        out += line + "\n";
+        for (const SpeedField& sf : kSpeeds) line += "," + csv_spread(r.*sf.spread);
+        out += line + "," + csv_text(r.note) + "\n";
     }
     return out;
 }

@@ -6,12 +6,15 @@
 // "Which quantization fits?" chooser reads. This file is the format only; quant_table_run.h
 // measures one.
 //
-// JSON (version 1), every key always present, null for a value not measured:
-//   {"format": "kvscope-quant-table", "version": 1, "model": "<name>", "n_params": N,
+// JSON (version 2), every key always present, null for a value not measured:
+//   {"format": "kvscope-quant-table", "version": 2, "model": "<name>", "n_params": N,
 //    "machine": "<cpu>",
 //    "rows": [{"scheme": "int4-gptq", "label": "GPTQ", "bits_per_weight": 4.5,
 //              "size_bytes": N, "ppl": x, "ppl_err": x, "mean_kl": x, "top1": 0.xx,
-//              "first_divergence": x, "prefill_tok_s": x, "decode_tok_s": x, "note": ""}]}
+//              "first_divergence": x, "prefill_tok_s": x, "decode_tok_s": x,
+//              "prefill_runs": 3, "prefill_sd": x, "prefill_min": x, "prefill_max": x,
+//              "prefill_values": [x, x, x], "decode_runs": 3, "decode_sd": x, "decode_min": x,
+//              "decode_max": x, "decode_values": [x, x, x], "note": ""}]}
 // Fields of a row:
 //   scheme            QuantScheme::name ("ref", "int8", "llm-int8", "nf4", "fp4", "int4-rtn",
 //                     "int4-gptq", "int4-gptq-act", "int4-awq", "q4_k", "q8_0", ...)
@@ -26,10 +29,17 @@
 //                     prompt that never left counts as the number of tokens compared
 //   prefill_tok_s     single-stream prompt processing, tokens/s
 //   decode_tok_s      single-stream generation, tokens/s
+//   prefill_runs ..   the timed runs behind prefill_tok_s (the mean of them): how many, their
+//   prefill_values    sample standard deviation (0 for one run), min, max and each run's
+//                     tokens/s in the order run; decode_* the same for decode_tok_s. All five
+//                     null together (no speed measured). The CSV writes the values as one
+//                     cell, separated by ';'.
 //   note              why a row has no values (the scheme cannot apply to the model), or ""
 // The reader accepts unknown keys (a later version may add some) and refuses a missing or
 // mistyped known key, a negative count or size, and a top1 outside 0..1, naming the row and
-// the field.
+// the field; of a spread it refuses runs < 1, a values list whose length is not runs, min >
+// max and a spread given in part. It reads version 1 too (written before the spreads: its
+// rows have none).
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -42,7 +52,14 @@
 namespace kvs {
 
 inline constexpr const char* kQuantTableFormat = "kvscope-quant-table";
-inline constexpr int kQuantTableVersion = 1;
+inline constexpr int kQuantTableVersion = 2;
+
+// The timed runs behind a mean speed (eval.h SpeedSample without its mean).
+struct QuantTableSpread {
+    int runs = 0;
+    double sd = 0, min = 0, max = 0;  // tokens/s; sd: the sample standard deviation, 0 for one run
+    std::vector<double> values;       // [runs] each run's tokens/s, in the order run
+};
 
 struct QuantTableRow {
     std::string scheme;
@@ -53,8 +70,9 @@ struct QuantTableRow {
     std::optional<double> mean_kl;
     std::optional<double> top1;  // 0..1
     std::optional<double> first_divergence;
-    std::optional<double> prefill_tok_s, decode_tok_s;
-    std::string note;  // "" for a measured row
+    std::optional<double> prefill_tok_s, decode_tok_s;              // the means of the runs
+    std::optional<QuantTableSpread> prefill_spread, decode_spread;  // their runs (none in version 1 files)
+    std::string note;                                               // "" for a measured row
 
     bool measured() const { return ppl.has_value(); }
 };

@@ -129,6 +129,8 @@ Status measure_quality(std::vector<Entry>& entries, const QuantTableOptions& o, 
     return Status::ok();
 }
 
+QuantTableSpread spread_of(const SpeedSample& s) { return {int(s.values.size()), s.sd, s.min, s.max, s.values}; }
+
 Status measure_speeds(std::vector<Entry>& entries, const QuantTableOptions& o, const Phases& ph, std::string& machine) {
     SpeedOptions so;
     so.n_prompt = o.n_prompt;
@@ -148,6 +150,8 @@ Status measure_speeds(std::vector<Entry>& entries, const QuantTableOptions& o, c
         if (!sp) return Status::error("timing " + e.row.scheme + ": " + sp.message());
         e.row.prefill_tok_s = sp->pp.mean;
         e.row.decode_tok_s = sp->tg.mean;
+        e.row.prefill_spread = spread_of(sp->pp);
+        e.row.decode_spread = spread_of(sp->tg);
         if (i == 0) machine = quant_table_machine(sp->backend, sp->n_threads);
     }
     return Status::ok();
