@@ -55,6 +55,7 @@ void QuantTableWorker::run(const ui::QuantTableRequest& req) {
     o.tokenizer = &tok;
     o.divergence_tokens = std::max(1, req.divergenceTokens);
     o.speed = req.speed;
+    o.repeat = std::max(1, req.speedRuns);
     o.runner.n_threads = m_nThreads;
     o.runner.backend = "cpu";  // beside the chat engine, never on its GPU
     o.progress = m_progress.progress([this](const QString& stage, double f) { Q_EMIT progress(stage, f); });

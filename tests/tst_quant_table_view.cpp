@@ -171,6 +171,7 @@ private Q_SLOTS:
         QTRY_VERIFY(run->isEnabled());
         v.findChild<QSpinBox*>("quantTableEvalTokens")->setValue(256);
         v.findChild<QSpinBox*>("quantTableCalibTokens")->setValue(64);
+        v.findChild<QSpinBox*>("quantTableSpeedRuns")->setValue(2);
         QSignalSpy progress(dock.worker(), &app::QuantTableWorker::progress);
         QSignalSpy finished(dock.worker(), &app::QuantTableWorker::finished);
         QSignalSpy failed(dock.worker(), &app::QuantTableWorker::failed);
@@ -210,6 +211,15 @@ private Q_SLOTS:
         for (const auto& r : t.rows) measured += r.decodeTokS && r.meanKl ? 1 : 0;
         QCOMPARE(measured, t.rows.size() - 1);      // all but Q4_K (64-wide rows)
         QCOMPARE(v.points().size(), measured - 1);  // the reference is the line
+        // two timed runs of each speed: the cells say "mean ± sd", the tooltips list both runs
+        for (int i = 0; i < t.rows.size(); ++i) {
+            if (!t.rows[i].decodeTokS) continue;
+            QVERIFY(t.rows[i].decodeSpread && t.rows[i].decodeSpread->runs == 2 && t.rows[i].prefillSpread);
+            const int at = v.schemeOrder().indexOf(t.rows[i].scheme);
+            const QTableWidgetItem* cell = v.tableWidget()->item(at, ui::QuantTableView::ColDecode);
+            QVERIFY2(cell->text().contains(" ± ") && cell->toolTip().startsWith("2 runs: "),
+                     qPrintable(cell->text() + " / " + cell->toolTip()));
+        }
         v.show();
         QVERIFY(QTest::qWaitForWindowExposed(&v));
         v.plot()->replot();

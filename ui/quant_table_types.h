@@ -51,6 +51,7 @@ struct QuantTableRequest {
     int calibTokens = 256;  // AWQ / GPTQ calibration tokens (Apache-2.0)
     int divergenceTokens = 32;
     bool speed = true;  // pp / tg runs per scheme
+    int speedRuns = 3;  // timed runs of each (their mean ± sd is shown)
 };
 
 }  // namespace kvs::ui

@@ -175,6 +175,14 @@ QWidget* QuantTableView::buildControls() {
     m_speed->setObjectName("quantTableSpeed");
     m_speed->setChecked(true);
     m_speed->setToolTip(tr("Time prefill (pp512) and decode (tg128) of every scheme"));
+    m_speedRuns = new QSpinBox(box);
+    m_speedRuns->setObjectName("quantTableSpeedRuns");
+    m_speedRuns->setRange(1, 20);
+    m_speedRuns->setValue(QuantTableRequest{}.speedRuns);
+    m_speedRuns->setSuffix(tr(" runs"));
+    m_speedRuns->setToolTip(
+        tr("Timed runs of each speed: the table shows their mean ± sd, the cell's tooltip each run"));
+    connect(m_speed, &QCheckBox::toggled, m_speedRuns, &QWidget::setEnabled);
     auto* load = new QPushButton(tr("Load JSON…"), box);
     load->setObjectName("quantTableLoad");
     auto* csv = new QPushButton(tr("CSV…"), box);
@@ -186,7 +194,8 @@ QWidget* QuantTableView::buildControls() {
     auto* png = new QPushButton(tr("PNG…"), box);
     png->setObjectName("quantTableExportPng");
     png->setToolTip(tr("Save the view (table and plot) as a picture"));
-    for (QWidget* w : std::initializer_list<QWidget*>{m_run, m_cancel, m_evalTokens, m_calibTokens, m_speed})
+    for (QWidget* w :
+         std::initializer_list<QWidget*>{m_run, m_cancel, m_evalTokens, m_calibTokens, m_speed, m_speedRuns})
         row->addWidget(w);
     row->addStretch(1);
     row->addWidget(new QLabel(tr("Export:"), box));
@@ -248,6 +257,7 @@ QuantTableRequest QuantTableView::request() const {
     r.evalTokens = m_evalTokens->value();
     r.calibTokens = m_calibTokens->value();
     r.speed = m_speed->isChecked();
+    r.speedRuns = m_speedRuns->value();
     return r;
 }
 

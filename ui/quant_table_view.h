@@ -112,6 +112,7 @@ private:
     QSpinBox* m_evalTokens = nullptr;
     QSpinBox* m_calibTokens = nullptr;
     QCheckBox* m_speed = nullptr;
+    QSpinBox* m_speedRuns = nullptr;
     QComboBox* m_axisBox = nullptr;
     QProgressBar* m_progress = nullptr;
     QLabel* m_status = nullptr;
