@@ -229,27 +229,27 @@ private Q_SLOTS:
         }
     }
 
-    // Ctrl+C once the progress line shows the table has begun: exit 130, nothing written.
-    void ctrlCWritesNothing() {
-        QTemporaryDir dir;
-        const QString gguf = dir.filePath("tiny.gguf"), text = writeText(dir.filePath("text.txt"));
-        QVERIFY(kvs::test::write_tiny_gguf(gguf.toStdString(), kvs::test::slow_to_quantize_spec()).is_ok());
-        QByteArray err;
-        interruptAfter(evalAllArgs(gguf, text, "512", dir.filePath("table.json"), dir.filePath("table.csv")),
-                       "Quantizing", dir.path(), err);
+    // Ctrl+C at each stage of a run: before the table begins (the model loading, the texts
+    // tokenized and the calibration tokens drawn: a 23 MB text makes that last a second or
+    // two), at its first scheme, and inside GPTQ (its layer-by-layer calibration and search):
+    // exit 130, nothing written; the first never starts the table.
+    void ctrlCWritesNothing_data() {
+        QTest::addColumn<QByteArray>("marker");  // SIGINT once stderr shows it
+        QTest::addColumn<int>("textLines");
+        QTest::newRow("loading the model and texts") << QByteArray("Loading") << 400000;
+        QTest::newRow("the first scheme") << QByteArray("Quantizing") << 40;
+        QTest::newRow("GPTQ calibration") << QByteArray("GPTQ: layer") << 40;
     }
-
-    // Ctrl+C before the table begins, while the model loads, the texts are tokenized and the
-    // calibration tokens drawn (a 23 MB text makes that last a second or two): the same end,
-    // and the table never started.
-    void ctrlCBeforeTheTableWritesNothing() {
+    void ctrlCWritesNothing() {
+        QFETCH(QByteArray, marker);
+        QFETCH(int, textLines);
         QTemporaryDir dir;
-        const QString gguf = dir.filePath("tiny.gguf"), text = writeText(dir.filePath("long.txt"), 400000);
+        const QString gguf = dir.filePath("tiny.gguf"), text = writeText(dir.filePath("text.txt"), textLines);
         QVERIFY(kvs::test::write_tiny_gguf(gguf.toStdString(), kvs::test::slow_to_quantize_spec()).is_ok());
         QByteArray err;
-        interruptAfter(evalAllArgs(gguf, text, "512", dir.filePath("table.json"), dir.filePath("table.csv")), "Loading",
+        interruptAfter(evalAllArgs(gguf, text, "512", dir.filePath("table.json"), dir.filePath("table.csv")), marker,
                        dir.path(), err);
-        if (QTest::currentTestFailed()) return;
+        if (QTest::currentTestFailed() || marker != "Loading") return;
         QVERIFY2(err.contains("cancelled: kvscope eval, after "), err.constData());
         QVERIFY2(!err.contains("Quantizing"), err.constData());
     }
