@@ -11,6 +11,7 @@
 // tables are tst_backend_ops and tst_attention_ops. The block decoders themselves are also
 // checked without a GPU: tst_cuda_decoders.
 // kernels headers first: Qt defines `slots` as a macro.
+#include "engine/quant/quantize.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/quant_formats.h"
 
@@ -19,6 +20,8 @@
 #include <QtTest>
 
 #include "tests/support/device_buffer.h"
+#include "tests/support/test_paths.h"
+#include "tests/support/tiny_model.h"
 
 #include <algorithm>
 #include <cmath>
@@ -80,6 +83,8 @@ private Q_SLOTS:
     void matmul();
     void llmInt8_data();
     void llmInt8();
+    void modelLogits_data();
+    void modelLogits();
     void rmsNorm_data();
     void rmsNorm();
     void pagedAttention_data();
@@ -324,6 +329,68 @@ void TestCudaBackend::llmInt8() {
     gpu->matmul(view, d_x.as<float>(), d_y.as<float>(), n_tokens);
     const double err = normalized_error(d_y.read<float>(), want);
     QVERIFY2(err < 1e-5, qPrintable(QString("normalized error %1 against cpu::llm_int8_dot").arg(err)));
+}
+
+void TestCudaBackend::modelLogits_data() {
+    QTest::addColumn<QString>("scheme");
+    QTest::addColumn<int>("gptq_group");  // 0: the scheme's defaults
+    QTest::newRow("int4-rtn (I4_G128)") << "int4-rtn" << 0;
+    QTest::newRow("int4-gptq-act g64 (I4_G64, every linear permuted)") << "int4-gptq-act" << 64;
+    QTest::newRow("int4-gptq-act g32 (Q4_1, permuted)") << "int4-gptq-act" << 32;
+    QTest::newRow("nf4") << "nf4" << 0;
+    QTest::newRow("fp4") << "fp4" << 0;
+    QTest::newRow("nf4-dq (tail per tensor)") << "nf4-dq" << 0;
+    QTest::newRow("int8 (I8_ROW)") << "int8" << 0;
+    QTest::newRow("llm-int8") << "llm-int8" << 0;
+}
+
+// A tiny model quantized in each scheme runs its 8-token prompt through LlamaForward on the
+// GPU: the one upload of the weights (NF4_DQ's tail, act-order's in_perm) and the forward
+// pass's matmuls. Reference: the scalar CPU backend's next-token logits of the same variant
+// decoded to float ("ref" of it: the CPU's decoders, permutations undone, float activations),
+// so only the GPU's fp16 prompt GEMM separates them; LLM.int8(), whose activations are
+// quantized by definition, against the CPU running the variant itself. A lost permutation or
+// tail is off by about 1 (tst_gptq_checkpoint, tst_bnb).
+void TestCudaBackend::modelLogits() {
+    QFETCH(QString, scheme);
+    QFETCH(int, gptq_group);
+    QString why;
+    Backend* gpu = gpu_backend(&why);
+    if (!gpu) QSKIP(qPrintable("no CUDA backend: " + why));
+    test::TinyModelSpec spec;
+    spec.n_embd = 128;
+    spec.n_ff = 256;
+    auto src = test::write_and_load_tiny_gguf(test::output_path("cuda_formats_tiny.gguf"), spec);
+    QVERIFY2(src, src.message().c_str());
+    const auto parsed = QuantScheme::parse(scheme.toStdString());
+    QVERIFY2(parsed, parsed.message().c_str());
+    QuantOptions qo;
+    for (int i = 0; i < 128; ++i) qo.calibration_tokens.push_back(int32_t((i * 53 + 7) % 280));
+    if (gptq_group) {
+        qo.gptq = gptq_defaults(parsed.value());
+        qo.gptq->group_size = gptq_group;
+    }
+    auto v = quantize_model(src.value(), parsed.value(), qo);
+    QVERIFY2(v, v.message().c_str());
+    if (gptq_group) {
+        bool permuted = false;
+        for (const LayerWeights& L : v.value()->layers) permuted = permuted || L.wq.in_perm || L.w_down.in_perm;
+        QVERIFY(permuted);
+    }
+    std::vector<float> cpu;  // [n_vocab]
+    if (scheme == "llm-int8") {
+        cpu = test::last_logits(v.value());
+    } else {
+        auto decoded = quantize_model(v.value(), QuantScheme::parse("ref").value());
+        QVERIFY2(decoded, decoded.message().c_str());
+        cpu = test::last_logits(decoded.value());
+    }
+    const std::vector<float> got = test::last_logits(v.value(), gpu);
+    QVERIFY(!cpu.empty());
+    QVERIFY2(!got.empty(), "the forward pass on the GPU failed");
+    const double err = normalized_error(got, std::vector<double>(cpu.begin(), cpu.end()));
+    qInfo("%s: GPU vs CPU logits, relative L2 difference %.2e", qPrintable(scheme), err);
+    QVERIFY2(err < 1e-2, qPrintable(QString("relative difference %1").arg(err)));
 }
 
 void TestCudaBackend::rmsNorm_data() {

@@ -169,6 +169,12 @@ void LlamaForward::upload_weights_if_needed() {
         if (!d) return;
         m_backend.copy_to_device(d, w.data, n);
         w.data = d;
+        if (!w.in_perm) return;  // GPTQ act-order: the backend gathers the activations by it on its side
+        const size_t np = sizeof(int32_t) * static_cast<size_t>(w.n_in);
+        void* dp = alloc(np, "the input permutation of " + what);
+        if (!dp) return;
+        m_backend.copy_to_device(dp, w.in_perm, np);
+        w.in_perm = static_cast<const int32_t*>(dp);
     };
     auto up_v = [&](const float*& p, int n, const std::string& what) {
         if (!p) return;

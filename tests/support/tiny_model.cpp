@@ -402,8 +402,12 @@ Result<std::shared_ptr<Model>> write_and_load_tiny_gguf(const std::string& path,
     return load_model(path);
 }
 
-std::vector<float> last_logits(std::shared_ptr<Model> m) {
-    auto backend = make_cpu_backend(1, "scalar");
+std::vector<float> last_logits(std::shared_ptr<Model> m, Backend* backend) {
+    std::unique_ptr<Backend> scalar;
+    if (!backend) {
+        scalar = make_cpu_backend(1, "scalar");
+        backend = scalar.get();
+    }
     KvTensors kv(*backend, m->config, 4, 16);
     auto fw = LlamaForward::create(m, *backend, kv, 8);
     if (!fw) return {};

@@ -81,9 +81,9 @@ inline const char* tiny_chat_template() {
 Status write_tiny_gguf(const std::string& path, const TinyModelSpec& spec);
 // write_tiny_gguf, then load_model of that file.
 Result<std::shared_ptr<Model>> write_and_load_tiny_gguf(const std::string& path, const TinyModelSpec& spec);
-// Next-token logits [n_vocab] of model m after 8 fixed tokens (ids below 292) on the scalar
-// CPU backend; empty when the forward pass fails.
-std::vector<float> last_logits(std::shared_ptr<Model> m);
+// Next-token logits [n_vocab] of model m after 8 fixed tokens (ids below 292) on `backend`
+// (null: the scalar CPU backend); empty when the forward pass fails.
+std::vector<float> last_logits(std::shared_ptr<Model> m, Backend* backend = nullptr);
 Status write_tiny_safetensors_folder(const std::string& dir, const TinyModelSpec& spec);
 
 }  // namespace kvs::test
