@@ -86,12 +86,6 @@ const char* scheme_label(const std::string& s) {
     return it == labels.end() ? nullptr : it->second;
 }
 
-// bitsandbytes' formats and LLM.int8(): CPU kernels (scalar and AVX2) only; KV Scope's CUDA
-// backend refuses them by name.
-bool cpu_only(const QuantScheme& s) {
-    return s.kind == QuantScheme::Kind::Bnb4 || s.kind == QuantScheme::Kind::LlmInt8;
-}
-
 // A loose name match: one contains the other, case ignored ("SmolLM2-135M" and
 // "SmolLM2-135M-Instruct", a path and its model's name).
 bool same_model(const std::string& a, const std::string& b) {
@@ -368,7 +362,6 @@ Result<FitResult> quant_fit(const FitRequest& rq) {
     const int64_t blocks_per_seq = (rq.context + block - 1) / block;
     const int64_t seq_bytes = blocks_per_seq * block * out.kv_bytes_per_token;
     const int64_t block_bytes = int64_t(block) * out.kv_bytes_per_token;
-    const bool cpu = rq.device.kind == FitDeviceKind::Cpu;
 
     for (const QuantScheme& s : schemes) {
         FitRow r;
@@ -454,7 +447,6 @@ Result<FitResult> quant_fit(const FitRequest& rq) {
         }
         if (r.ppl_increase_pct && *r.ppl_increase_pct > floor_pct)
             why += fmt("; beyond the goal's quality floor of +%.0f%%", floor_pct);
-        if (!cpu && cpu_only(s)) why += "; KV Scope's CUDA backend has no kernel for it (bitsandbytes' own does)";
         r.why = why;
     }
 
