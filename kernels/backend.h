@@ -31,7 +31,8 @@ struct WeightView {
     // Optional [n_in], a permutation of 0..n_in-1: the stored rows hold the input columns in
     // this order, so column p multiplies x[t, in_perm[p]] (GPTQ act-order checkpoints: the
     // columns sorted by group make every group contiguous, as exllama does). Only backends
-    // whose supports_input_permutation() is true run such a weight.
+    // whose supports_input_permutation() is true run such a weight. Like data, a pointer of
+    // the backend (device memory on CUDA).
     const int32_t* in_perm = nullptr;
 };
 
