@@ -12,6 +12,7 @@
 // checked without a GPU: tst_cuda_decoders.
 // kernels headers first: Qt defines `slots` as a macro.
 #include "engine/quant/quantize.h"
+#include "engine/runtime/weight_support.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/quant_formats.h"
 
@@ -377,6 +378,8 @@ void TestCudaBackend::modelLogits() {
         for (const LayerWeights& L : v.value()->layers) permuted = permuted || L.wq.in_perm || L.w_down.in_perm;
         QVERIFY(permuted);
     }
+    const Status supported = check_weight_support(*v.value(), *gpu);  // what an engine on this GPU checks first
+    QVERIFY2(supported, supported.message().c_str());
     std::vector<float> cpu;  // [n_vocab]
     if (scheme == "llm-int8") {
         cpu = test::last_logits(v.value());
