@@ -272,7 +272,7 @@ void TestBackendOps::embedding_data() {
     QTest::addColumn<int>("n_tokens");
     for (const char* b : kBackends)
         for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_1, DType::Q4_K, DType::Q6_K,
-                        DType::I8_ROW, DType::I4_G128, DType::I4_G64})
+                        DType::I8_ROW, DType::I4_G128, DType::I4_G64, DType::NF4, DType::FP4})
             for (int n_tokens : {3, 40})
                 QTest::addRow("%s/%s/%d", b, dtype_name(t).data(), n_tokens) << QString(b) << int(t) << n_tokens;
 }
