@@ -20,8 +20,9 @@
 //                     -lin      AwqLoss::Linear instead of the block loss
 //                     -seq      AwqOptions::sequential (each layer calibrated on the variant's
 //                               earlier layers, as GPTQ)
-//                     -gN       alpha grid of N (AwqOptions::n_grid, default 20; also the clip grid)
-//                     -cN       clipping grid of N (AwqOptions::clip_grid)
+//                     -gN       alpha grid of N (AwqOptions::n_grid, default 20)
+//                     -cN       clipping grid of N (AwqOptions::clip_grid, default 80; -c0: the
+//                               alpha grid's, AWQ's clipping before part 5 with n_grid 20)
 //                     -rw       AwqOptions::residual_weight (each token's errors weighted by
 //                               1 / its residual's mean square)
 //                     and last  @eval     calibrate on the scored text (the bound above)
