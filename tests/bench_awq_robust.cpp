@@ -23,6 +23,7 @@
 //                     -gN       alpha grid of N (AwqOptions::n_grid, default 20)
 //                     -cN       clipping grid of N (AwqOptions::clip_grid, default 80; -c0: the
 //                               alpha grid's, AWQ's clipping before part 5 with n_grid 20)
+//                     -sN       clipping shrinks by at most N % (AwqOptions::max_shrink, default 50)
 //                     -rw       AwqOptions::residual_weight (each token's errors weighted by
 //                               1 / its residual's mean square)
 //                     and last  @eval     calibrate on the scored text (the bound above)
@@ -101,6 +102,8 @@ Setting parse_setting(std::string name) {
             s.opt.n_grid = number(part);
         else if (part[0] == 'c')
             s.opt.clip_grid = number(part);
+        else if (part[0] == 's')
+            s.opt.max_shrink = float(number(part)) / 100.0f;
         else
             qFatal("KVS_AWQ_SETTINGS: unknown suffix '-%s' in '%s'", part.c_str(), name.c_str());
     }
@@ -185,6 +188,7 @@ void BenchAwqRobust::grid() {
                      {"clip", st.opt.clip},
                      {"sequential", st.opt.sequential},
                      {"residual_weight", st.opt.residual_weight},
+                     {"max_shrink", st.opt.max_shrink},
                      {"n_grid", st.opt.n_grid},
                      {"clip_grid", st.opt.clip_grid > 0 ? st.opt.clip_grid : st.opt.n_grid},
                      {"loss", st.opt.loss == AwqLoss::Block ? "block" : "linear"},
