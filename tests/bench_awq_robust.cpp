@@ -3,7 +3,9 @@
 // each cell (AWQ setting x calibration size x seed) is quantized, scored against the
 // reference the way `kvscope eval` scores it (engine/quant/eval.h compare_quality: the first
 // 2048 tokens of GPL-3, chunks of 512, the second half of each scored) and written out before
-// the next. The share of RTN's perplexity gap a cell closes is 1 - dPPL(AWQ) / dPPL(RTN).
+// the next. The share of RTN's perplexity gap a cell closes is 1 - dPPL(AWQ) / dPPL(RTN); each
+// cell also gets that share in ln PPL with its paired error (paired_share) and ln(PPL / PPL_rtn),
+// paired.
 // Calibration tokens come from Apache-2.0 (sample_calibration_tokens: seed 0 the first N
 // tokens, other seeds random windows of 256) or, for settings ending in "@eval", from the
 // scored text itself (the first N tokens of GPL-3: an upper bound on what any calibration set
@@ -36,6 +38,7 @@
 #include <QtTest>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -60,6 +63,27 @@ std::vector<std::string> env_list(const char* name, const char* fallback) {
     for (std::string item; std::getline(ss, item, ',');)
         if (!item.empty() && item != "-") out.push_back(item);
     return out;
+}
+
+// The share of RTN's gap a variant closes in ln PPL, 1 - mean(a) / mean(b) with a = NLL(variant)
+// - NLL(reference) and b = NLL(RTN) - NLL(reference) per scored token, and its standard error
+// from the per-token values (delta method: sd(a - R b) / sqrt(n) / |mean b|, R = mean a / mean
+// b): the error of the share itself, with what the three runs share on each token cancelled.
+std::pair<double, double> paired_share(const std::vector<double>& variant, const std::vector<double>& rtn,
+                                       const std::vector<double>& reference) {
+    const size_t n = reference.size();
+    if (n < 2 || variant.size() != n || rtn.size() != n) return {NAN, NAN};
+    double ma = 0.0, mb = 0.0;
+    for (size_t i = 0; i < n; ++i) ma += variant[i] - reference[i], mb += rtn[i] - reference[i];
+    ma /= double(n), mb /= double(n);
+    const double r = ma / mb;
+    double var = 0.0;
+    for (size_t i = 0; i < n; ++i) {
+        const double e = (variant[i] - reference[i]) - r * (rtn[i] - reference[i]);  // mean 0
+        var += e * e;
+    }
+    var /= double(n - 1);
+    return {1.0 - r, std::sqrt(var / double(n)) / std::fabs(mb)};
 }
 
 bool ends_with(const std::string& s, const std::string& tail) {
@@ -151,14 +175,16 @@ void BenchAwqRobust::grid() {
     auto rtn = quantize_model(source, QuantScheme::parse("int4-rtn").value());
     QVERIFY2(rtn, rtn.message().c_str());
     const VariantQuality r = score(rtn.value());
+    const std::vector<double> ref_nll = score(ref.value()).token_nll;  // the reference scored as a variant
     out["rtn"] = {{"ppl", r.ppl.ppl},         {"ppl_err", r.ppl.ppl_err},
                   {"delta_ppl", r.delta_ppl}, {"delta_ppl_err", r.delta_ppl_err},
                   {"mean_kl", r.kl.mean},     {"top1_pct", r.kl.top1_pct}};
     std::printf("int4-rtn: PPL %.3f ± %.3f, dPPL %+.3f ± %.3f, KL %.5f, top-1 %.2f %%\n", r.ppl.ppl, r.ppl.ppl_err,
                 r.delta_ppl, r.delta_ppl_err, r.kl.mean, r.kl.top1_pct);
     std::printf(
-        "| setting | calibration tokens | seed | PPL | dPPL | gap closed | mean KL | KL vs RTN | top-1 %% | s |\n");
-    std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
+        "| setting | calibration tokens | seed | PPL | dPPL | gap closed | mean KL | KL vs RTN | top-1 %% | s | gap "
+        "closed in ln PPL, paired | ln(PPL / PPL_rtn), paired |\n");
+    std::printf("| --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: |\n");
     std::fflush(stdout);
     for (const auto& size : env_list("KVS_AWQ_SIZES", "128,256,512"))
         for (const auto& seed : env_list("KVS_AWQ_SEEDS", "0,1"))
@@ -175,9 +201,16 @@ void BenchAwqRobust::grid() {
                 const double secs = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
                 const VariantQuality q = score(v.value());
                 const double closed = 1.0 - q.delta_ppl / r.delta_ppl, kl_cut = 1.0 - q.kl.mean / r.kl.mean;
-                std::printf("| %s | %s | %s | %.3f ± %.3f | %+.3f ± %.3f | %.1f %% | %.5f | %+.1f %% | %.2f | %.0f |\n",
-                            name.c_str(), size.c_str(), seed.c_str(), q.ppl.ppl, q.ppl.ppl_err, q.delta_ppl,
-                            q.delta_ppl_err, 100.0 * closed, q.kl.mean, -100.0 * kl_cut, q.kl.top1_pct, secs);
+                const auto [share_ln, share_ln_err] = paired_share(q.token_nll, r.token_nll, ref_nll);
+                auto vs_rtn = paired_difference(q.token_nll, r.token_nll);
+                QVERIFY2(vs_rtn, vs_rtn.message().c_str());
+                std::printf(
+                    "| %s | %s | %s | %.3f ± %.3f | %+.3f ± %.3f | %.1f %% | %.5f | %+.1f %% | %.2f | %.0f | %.1f ± "
+                    "%.1f %% | "
+                    "%+.4f ± %.4f |\n",
+                    name.c_str(), size.c_str(), seed.c_str(), q.ppl.ppl, q.ppl.ppl_err, q.delta_ppl, q.delta_ppl_err,
+                    100.0 * closed, q.kl.mean, -100.0 * kl_cut, q.kl.top1_pct, secs, 100.0 * share_ln,
+                    100.0 * share_ln_err, vs_rtn->mean, vs_rtn->err);
                 std::fflush(stdout);
                 json alphas = json::array();
                 for (const AwqLayerStats& l : report.layers)
@@ -200,6 +233,10 @@ void BenchAwqRobust::grid() {
                      {"delta_ppl", q.delta_ppl},
                      {"delta_ppl_err", q.delta_ppl_err},
                      {"gap_closed", closed},
+                     {"gap_closed_ln_paired", share_ln},
+                     {"gap_closed_ln_paired_err", share_ln_err},
+                     {"ln_ppl_vs_rtn_paired", vs_rtn->mean},
+                     {"ln_ppl_vs_rtn_paired_err", vs_rtn->err},
                      {"mean_kl", q.kl.mean},
                      {"kl_reduction", kl_cut},
                      {"top1_pct", q.kl.top1_pct},
