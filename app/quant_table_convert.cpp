@@ -51,6 +51,10 @@ void row_fields(Row& r, RowInfo& u, F&& f) {
     f(r.size_bytes, u.sizeBytes);
     f(r.ppl, u.ppl);
     f(r.ppl_err, u.pplErr);
+    f(r.ln_ppl_vs_ref, u.lnPplVsRef);
+    f(r.ln_ppl_vs_ref_err, u.lnPplVsRefErr);
+    f(r.ln_ppl_vs_int4_rtn, u.lnPplVsRtn);
+    f(r.ln_ppl_vs_int4_rtn_err, u.lnPplVsRtnErr);
     f(r.mean_kl, u.meanKl);
     f(r.top1, u.top1);
     f(r.first_divergence, u.firstDivergence);

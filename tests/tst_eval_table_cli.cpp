@@ -8,7 +8,10 @@
 // texts tokenized), ends it with exit code 130, "cancelled: ..." on stderr, no table printed
 // and neither the --json nor the --csv file (nor a temporary one) left behind. With
 // --repeat 2 each speed keeps its two runs (mean, sample sd, min, max, values) in the JSON
-// and the CSV, and the printed table shows "mean ± sd".
+// and the CSV, and the printed table shows "mean ± sd". Every measured row's ln PPL against
+// the reference and against INT4 RTN (paired on the same tokens) is ln of the PPL ratio, its
+// sign the PPL order, 0 ± 0 on the row itself, and the reference against INT4 RTN is INT4 RTN
+// against the reference negated (mean and error); printed as "+0.062 ± 0.036".
 #include <QDir>
 #include <QElapsedTimer>
 #include <QFile>
@@ -114,6 +117,47 @@ class TestEvalTableCli : public QObject {
         QVERIFY2(left.isEmpty(), qPrintable(left.join(", ")));
     }
 
+    // The paired ln PPL columns of a measured table (the CLI keeps no per-token NLLs, so the
+    // errors are checked by their symmetry; tst_quant_table checks them against its own sums).
+    void checkPairedValues(const kvs::QuantTable& t, const QString& out) {
+        const kvs::QuantTableRow &ref = *t.find("ref"), &rtn = *t.find("int4-rtn");
+        QCOMPARE(rtn.ln_ppl_vs_int4_rtn.value_or(-1), 0.0);
+        QCOMPARE(rtn.ln_ppl_vs_int4_rtn_err.value_or(-1), 0.0);
+        QVERIFY(std::fabs(ref.ln_ppl_vs_ref.value_or(-1)) < 1e-12);
+        QVERIFY(std::fabs(*ref.ln_ppl_vs_int4_rtn + *rtn.ln_ppl_vs_ref) < 1e-9);
+        QVERIFY(std::fabs(*ref.ln_ppl_vs_int4_rtn_err - *rtn.ln_ppl_vs_ref_err) <= 1e-6 * *rtn.ln_ppl_vs_ref_err);
+        int n_signed = 0;  // rows whose PPL differs from INT4 RTN's
+        for (const kvs::QuantTableRow& row : t.rows) {
+            const QString scheme = QString::fromStdString(row.scheme);
+            if (!row.measured()) {
+                QVERIFY2(!row.ln_ppl_vs_ref && !row.ln_ppl_vs_int4_rtn, qPrintable(scheme));
+                continue;
+            }
+            QVERIFY2(row.ln_ppl_vs_ref && row.ln_ppl_vs_ref_err && row.ln_ppl_vs_int4_rtn && row.ln_ppl_vs_int4_rtn_err,
+                     qPrintable(scheme));
+            // the mean of the per-token differences is the log of the PPL ratio
+            QVERIFY2(std::fabs(*row.ln_ppl_vs_ref - std::log(*row.ppl / *ref.ppl)) < 1e-9, qPrintable(scheme));
+            QVERIFY2(std::fabs(*row.ln_ppl_vs_int4_rtn - std::log(*row.ppl / *rtn.ppl)) < 1e-9, qPrintable(scheme));
+            if (row.scheme != "int4-rtn") {
+                QVERIFY2(*row.ln_ppl_vs_int4_rtn_err > 0 && std::isfinite(*row.ln_ppl_vs_int4_rtn_err),
+                         qPrintable(scheme));
+                if (*row.ppl != *rtn.ppl) {
+                    QVERIFY2((*row.ln_ppl_vs_int4_rtn > 0) == (*row.ppl > *rtn.ppl), qPrintable(scheme));
+                    ++n_signed;
+                }
+            }
+            const QString cell =
+                QString::asprintf("%+.3f ± %.3f", *row.ln_ppl_vs_int4_rtn, *row.ln_ppl_vs_int4_rtn_err);
+            QVERIFY2(out.contains(QRegularExpression("\\| " + QRegularExpression::escape(scheme) + " \\|[^\\n]*\\| " +
+                                                     QRegularExpression::escape(cell) + " \\|")),
+                     qPrintable(cell + "\n" + out));
+        }
+        QVERIFY(n_signed >= 5);
+        QVERIFY2(out.contains("| vs reference | vs INT4 RTN |"), qPrintable(out));
+        QVERIFY2(out.contains(QRegularExpression("\\| int4-rtn \\|[^\\n]*\\| \\+0\\.000 ± 0\\.000 \\|")),
+                 qPrintable(out));
+    }
+
 private Q_SLOTS:
     void allSchemesOnATinyModel() {
         QTemporaryDir dir;
@@ -168,6 +212,7 @@ private Q_SLOTS:
             QVERIFY(*row.bits_per_weight >= 4 && *row.bits_per_weight <= 32);
             QVERIFY(*row.size_bytes > 0 && *row.size_bytes <= *t->rows[0].size_bytes);
         }
+        checkPairedValues(t.value(), r.out);
         const kvs::QuantTableRow& ref = t->rows[0];
         QCOMPARE(*ref.mean_kl, 0.0);
         QCOMPARE(*ref.top1, 1.0);
@@ -181,10 +226,10 @@ private Q_SLOTS:
         const QStringList lines = QString::fromUtf8(c.readAll()).split('\n', Qt::SkipEmptyParts);
         QCOMPARE(lines.size(), int(schemes.size()) + 1);
         const QStringList head = csvCells(lines[0]);
-        QCOMPARE(head.size(), 22);
+        QCOMPARE(head.size(), 26);
         for (size_t i = 0; i < t->rows.size(); ++i) {
             const QStringList cells = csvCells(lines[int(i) + 1]);
-            QCOMPARE(cells.size(), 22);
+            QCOMPARE(cells.size(), 26);
             QCOMPARE(cells[head.indexOf("scheme")].toStdString(), t->rows[i].scheme);
             const QString ppl = cells[head.indexOf("ppl")], kl = cells[head.indexOf("mean_kl")];
             if (!t->rows[i].measured()) {
@@ -195,6 +240,14 @@ private Q_SLOTS:
             QVERIFY(std::fabs(ppl.toDouble() - *t->rows[i].ppl) <= 1e-8 * *t->rows[i].ppl);
             QVERIFY(std::fabs(kl.toDouble() - *t->rows[i].mean_kl) <= 1e-8 * (1 + *t->rows[i].mean_kl));
             QCOMPARE(cells[head.indexOf("size_bytes")].toLongLong(), qint64(*t->rows[i].size_bytes));
+            for (const auto& [key, v] : {std::pair{"ln_ppl_vs_ref", *t->rows[i].ln_ppl_vs_ref},
+                                         std::pair{"ln_ppl_vs_ref_err", *t->rows[i].ln_ppl_vs_ref_err},
+                                         std::pair{"ln_ppl_vs_int4_rtn", *t->rows[i].ln_ppl_vs_int4_rtn},
+                                         std::pair{"ln_ppl_vs_int4_rtn_err", *t->rows[i].ln_ppl_vs_int4_rtn_err}}) {
+                const QString cellText = cells[head.indexOf(key)];
+                QVERIFY2(!cellText.isEmpty() && std::fabs(cellText.toDouble() - v) <= 1e-8 * (1e-6 + std::fabs(v)),
+                         key);
+            }
             const kvs::QuantTableSpread& decode = *t->rows[i].decode_spread;
             QCOMPARE(cells[head.indexOf("decode_runs")].toInt(), decode.runs);
             QVERIFY(std::fabs(cells[head.indexOf("decode_sd")].toDouble() - decode.sd) <= 1e-8 * (1 + decode.sd));

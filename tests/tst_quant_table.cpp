@@ -13,8 +13,10 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "engine/quant/eval.h"
 #include "engine/quant/quant_table.h"
 #include "engine/quant/quant_table_run.h"
+#include "engine/quant/quantize.h"
 #include "tests/support/test_paths.h"
 #include "tests/support/tiny_model.h"
 
@@ -35,6 +37,10 @@ QuantTable sampleTable() {
     ref.size_bytes = 1000000;
     ref.ppl = 10.5;
     ref.ppl_err = 0.25;
+    ref.ln_ppl_vs_ref = 0;
+    ref.ln_ppl_vs_ref_err = 0;
+    ref.ln_ppl_vs_int4_rtn = -0.25;
+    ref.ln_ppl_vs_int4_rtn_err = 0.03125;
     ref.mean_kl = 0;
     ref.top1 = 1;
     ref.first_divergence = 64;
@@ -48,12 +54,25 @@ QuantTable sampleTable() {
     q.bits_per_weight = 4.5;
     q.mean_kl = 0.0625;
     q.top1 = 0.875;
+    q.ln_ppl_vs_ref = 0.125;
+    q.ln_ppl_vs_ref_err = 0.015625;
+    q.ln_ppl_vs_int4_rtn = -0.0625;
+    q.ln_ppl_vs_int4_rtn_err = 0.0078125;
     QuantTableRow na;
     na.scheme = "q4_k";
     na.label = "Q4_K_M-style GGUF";
     na.note = "cannot be made: rows of 64, \"blocks\" of 256";  // a comma and quotes for the CSV
     t.rows = {ref, q, na};
     return t;
+}
+
+// The standard error of mean(a_i - b_i), two-pass: the sample sd of the differences / sqrt(n).
+double pairedErr(const std::vector<double>& a, const std::vector<double>& b) {
+    const size_t n = a.size();
+    double m = 0, ss = 0;
+    for (size_t i = 0; i < n; ++i) m += (a[i] - b[i]) / double(n);
+    for (size_t i = 0; i < n; ++i) ss += (a[i] - b[i] - m) * (a[i] - b[i] - m);
+    return std::sqrt(ss / double(n - 1) / double(n));
 }
 
 std::vector<int32_t> someTokens(int n, int n_vocab) {
@@ -66,38 +85,79 @@ std::vector<int32_t> someTokens(int n, int n_vocab) {
 
 class TestQuantTable : public QObject {
     Q_OBJECT
+
+    // A measured table's ln PPL against the reference and against int4-rtn: each is
+    // ln(PPL_row / PPL_other) (the mean of the per-token NLL differences), 0 ± 0 for the row
+    // itself, and its error is the test's own two-pass standard error of the differences over
+    // the per-token NLLs of the reference, int4-rtn and nf4 scored again here on the same chunks.
+    void checkPairedValues(const std::shared_ptr<Model>& source, const QuantTableOptions& o, const QuantTable& t) {
+        const QuantTableRow &ref = *t.find("ref"), &rtn = *t.find("int4-rtn");
+        QCOMPARE(rtn.ln_ppl_vs_int4_rtn.value_or(-1), 0.0);
+        QCOMPARE(rtn.ln_ppl_vs_int4_rtn_err.value_or(-1), 0.0);
+        QVERIFY(std::fabs(ref.ln_ppl_vs_ref.value_or(-1)) < 1e-12);
+        QVERIFY(ref.ln_ppl_vs_ref_err.value_or(-1) >= 0 && *ref.ln_ppl_vs_ref_err < 1e-6);
+        for (const QuantTableRow& r : t.rows) {
+            if (!r.measured()) {
+                QVERIFY2(!r.ln_ppl_vs_ref && !r.ln_ppl_vs_ref_err && !r.ln_ppl_vs_int4_rtn && !r.ln_ppl_vs_int4_rtn_err,
+                         r.scheme.c_str());
+                continue;
+            }
+            QVERIFY2(r.ln_ppl_vs_ref && r.ln_ppl_vs_ref_err && r.ln_ppl_vs_int4_rtn && r.ln_ppl_vs_int4_rtn_err,
+                     r.scheme.c_str());
+            QVERIFY2(std::fabs(*r.ln_ppl_vs_ref - std::log(*r.ppl / *ref.ppl)) < 1e-9, r.scheme.c_str());
+            QVERIFY2(std::fabs(*r.ln_ppl_vs_int4_rtn - std::log(*r.ppl / *rtn.ppl)) < 1e-9, r.scheme.c_str());
+            if (r.scheme != "ref") QVERIFY2(*r.ln_ppl_vs_ref_err > 0, r.scheme.c_str());
+            if (r.scheme != "int4-rtn") QVERIFY2(*r.ln_ppl_vs_int4_rtn_err > 0, r.scheme.c_str());
+        }
+        std::vector<std::shared_ptr<const Model>> models;  // ref, int4-rtn, nf4
+        for (const char* s : {"ref", "int4-rtn", "nf4"}) {
+            auto q = quantize_model(source, QuantScheme::parse(s).value());
+            QVERIFY2(q, q.message().c_str());
+            models.push_back(std::move(q.value()));
+        }
+        EvalOptions eo;
+        eo.n_ctx = o.n_ctx;
+        eo.bos = o.bos;
+        eo.runner = o.runner;
+        auto rep = compare_quality(models[0], models, o.eval_tokens, eo);
+        QVERIFY2(rep, rep.message().c_str());
+        const std::vector<double>&nll_ref = rep->variants[0].token_nll, &nll_rtn = rep->variants[1].token_nll,
+              &nll_nf4 = rep->variants[2].token_nll;
+        QCOMPARE(int64_t(nll_nf4.size()), rep->plan.n_scored());
+        const QuantTableRow& nf4 = *t.find("nf4");
+        const std::tuple<const char*, double, double> checks[] = {
+            {"nf4 vs int4-rtn", *nf4.ln_ppl_vs_int4_rtn_err, pairedErr(nll_nf4, nll_rtn)},
+            {"ref vs int4-rtn", *ref.ln_ppl_vs_int4_rtn_err, pairedErr(nll_ref, nll_rtn)},
+            {"nf4 vs ref", *nf4.ln_ppl_vs_ref_err, pairedErr(nll_nf4, nll_ref)},
+            {"int4-rtn vs ref", *rtn.ln_ppl_vs_ref_err, pairedErr(nll_rtn, nll_ref)}};
+        for (const auto& [what, got, want] : checks)
+            QVERIFY2(std::fabs(got - want) <= 1e-6 * want,
+                     qPrintable(QString("%1: %2, own %3").arg(what).arg(got).arg(want)));
+        // the reference against int4-rtn is int4-rtn against the reference, negated
+        QVERIFY(std::fabs(*ref.ln_ppl_vs_int4_rtn + *rtn.ln_ppl_vs_ref) < 1e-9);
+    }
+
 private Q_SLOTS:
     void jsonHasTheAgreedShape() {
         const json j = quant_table_to_json(sampleTable());
         QCOMPARE(j["format"].get<std::string>(), std::string("kvscope-quant-table"));
-        QCOMPARE(j["version"].get<int>(), 2);
+        QCOMPARE(j["version"].get<int>(), 3);
         QCOMPARE(j["n_params"].get<int64_t>(), int64_t(123456));
         const json& r = j["rows"][1];
-        for (const char* k : {"scheme",
-                              "label",
-                              "bits_per_weight",
-                              "size_bytes",
-                              "ppl",
-                              "ppl_err",
-                              "mean_kl",
-                              "top1",
-                              "first_divergence",
-                              "prefill_tok_s",
-                              "decode_tok_s",
-                              "prefill_runs",
-                              "prefill_sd",
-                              "prefill_min",
-                              "prefill_max",
-                              "prefill_values",
-                              "decode_runs",
-                              "decode_sd",
-                              "decode_min",
-                              "decode_max",
-                              "decode_values",
-                              "note"})
+        for (const char* k :
+             {"scheme",       "label",         "bits_per_weight",   "size_bytes",         "ppl",
+              "ppl_err",      "ln_ppl_vs_ref", "ln_ppl_vs_ref_err", "ln_ppl_vs_int4_rtn", "ln_ppl_vs_int4_rtn_err",
+              "mean_kl",      "top1",          "first_divergence",  "prefill_tok_s",      "decode_tok_s",
+              "prefill_runs", "prefill_sd",    "prefill_min",       "prefill_max",        "prefill_values",
+              "decode_runs",  "decode_sd",     "decode_min",        "decode_max",         "decode_values",
+              "note"})
             QVERIFY2(r.contains(k), k);
-        QCOMPARE(r.size(), size_t(22));
+        QCOMPARE(r.size(), size_t(26));
         QCOMPARE(r["top1"].get<double>(), 0.875);
+        QCOMPARE(r["ln_ppl_vs_ref"].get<double>(), 0.125);
+        QCOMPARE(r["ln_ppl_vs_ref_err"].get<double>(), 0.015625);
+        QCOMPARE(r["ln_ppl_vs_int4_rtn"].get<double>(), -0.0625);
+        QCOMPARE(r["ln_ppl_vs_int4_rtn_err"].get<double>(), 0.0078125);
         QCOMPARE(r["decode_runs"].get<int>(), 2);
         QCOMPARE(r["decode_sd"].get<double>(), 0.25);
         QCOMPARE(r["prefill_min"].get<double>(), 500.0);
@@ -105,8 +165,38 @@ private Q_SLOTS:
         QCOMPARE(r["prefill_values"], json({501.0, 500.0}));  // in the order run
         const json& na = j["rows"][2];
         QVERIFY(na["ppl"].is_null() && na["size_bytes"].is_null() && na["decode_tok_s"].is_null());
-        for (const char* k : {"decode_runs", "decode_sd", "decode_min", "decode_max", "decode_values"})
+        for (const char* k : {"decode_runs", "decode_sd", "decode_min", "decode_max", "decode_values", "ln_ppl_vs_ref",
+                              "ln_ppl_vs_ref_err", "ln_ppl_vs_int4_rtn", "ln_ppl_vs_int4_rtn_err"})
             QVERIFY2(na[k].is_null(), k);
+        // a paired value is written with its error or not at all (the reader refuses one alone)
+        QuantTable half = sampleTable();
+        half.rows[1].ln_ppl_vs_int4_rtn_err.reset();
+        half.rows[0].ln_ppl_vs_ref = NAN;
+        const json h = quant_table_to_json(half);
+        QVERIFY(h["rows"][1]["ln_ppl_vs_int4_rtn"].is_null() && h["rows"][1]["ln_ppl_vs_int4_rtn_err"].is_null());
+        QVERIFY(h["rows"][0]["ln_ppl_vs_ref"].is_null() && h["rows"][0]["ln_ppl_vs_ref_err"].is_null());
+        QVERIFY2(quant_table_from_json(h), quant_table_from_json(h).message().c_str());
+    }
+
+    // Version 2 (before the paired values) still reads: its rows have none.
+    void readsVersion2() {
+        json j = quant_table_to_json(sampleTable());
+        j["version"] = 2;
+        for (json& r : j["rows"])
+            for (const char* k : {"ln_ppl_vs_ref", "ln_ppl_vs_ref_err", "ln_ppl_vs_int4_rtn", "ln_ppl_vs_int4_rtn_err"})
+                r.erase(k);
+        auto t = quant_table_from_json(j, "v2.json");
+        QVERIFY2(t, t.message().c_str());
+        QCOMPARE(*t->rows[1].ppl, 10.5);
+        QVERIFY(t->rows[1].decode_spread && t->rows[1].decode_spread->runs == 2);
+        for (const QuantTableRow& r : t->rows)
+            QVERIFY(!r.ln_ppl_vs_ref && !r.ln_ppl_vs_ref_err && !r.ln_ppl_vs_int4_rtn && !r.ln_ppl_vs_int4_rtn_err);
+        // version 3 needs them: a missing one is named
+        j["version"] = 3;
+        auto v3 = quant_table_from_json(j, "v3.json");
+        QVERIFY(!v3);
+        QVERIFY2(v3.message().find("rows[0]: the key \"ln_ppl_vs_ref\" is missing") != std::string::npos,
+                 v3.message().c_str());
     }
 
     // Version 1 (before the spreads) still reads: its rows have no runs.
@@ -147,8 +237,8 @@ private Q_SLOTS:
         QTest::addColumn<QString>("expect");
         QTest::newRow("format") << R"({"format": "something-else"})"
                                 << "\"format\" is \"something-else\"";
-        QTest::newRow("version") << R"({"version": 3})"
-                                 << "version 3 is not supported";
+        QTest::newRow("version") << R"({"version": 4})"
+                                 << "version 4 is not supported (this reads 1 .. 3)";
         QTest::newRow("rows not an array") << R"({"rows": {}})"
                                            << "\"rows\" is not an array";
         QTest::newRow("model missing") << R"({"model": null})"
@@ -204,6 +294,27 @@ private Q_SLOTS:
         QTest::newRow("values a number") << "decode_values"
                                          << "3"
                                          << "rows[1]: \"decode_values\" is number, expected an array";
+        QTest::newRow("paired value without its error")
+            << "ln_ppl_vs_int4_rtn_err"
+            << "null"
+            << "rows[1]: \"ln_ppl_vs_int4_rtn\" is set but \"ln_ppl_vs_int4_rtn_err\" is null";
+        QTest::newRow("error without its value")
+            << "ln_ppl_vs_ref"
+            << "null"
+            << "rows[1]: \"ln_ppl_vs_ref_err\" is set but \"ln_ppl_vs_ref\" is null";
+        QTest::newRow("negative paired error") << "ln_ppl_vs_ref_err"
+                                               << "-0.5"
+                                               << "rows[1]: \"ln_ppl_vs_ref_err\" is -0.5, expected 0 .. inf";
+        QTest::newRow("paired value not finite") << "ln_ppl_vs_int4_rtn"
+                                                 << "-inf"
+                                                 << "rows[1]: \"ln_ppl_vs_int4_rtn\" is -inf, expected a finite number";
+        QTest::newRow("paired error not finite")
+            << "ln_ppl_vs_int4_rtn_err"
+            << "inf"
+            << "rows[1]: \"ln_ppl_vs_int4_rtn_err\" is inf, expected a finite number";
+        QTest::newRow("paired value a string") << "ln_ppl_vs_int4_rtn"
+                                               << "\"-0.1\""
+                                               << "rows[1]: \"ln_ppl_vs_int4_rtn\" is string, expected a number";
         QTest::newRow("note a number") << "note"
                                        << "7"
                                        << "rows[1]: \"note\" is number, expected a string";
@@ -213,7 +324,10 @@ private Q_SLOTS:
         QFETCH(QString, value);
         QFETCH(QString, expect);
         json j = quant_table_to_json(sampleTable());
-        j["rows"][1][key.toStdString()] = json::parse(value.toStdString());
+        // "inf" / "-inf": a json built in memory (JSON text cannot hold one: readerRefusesOverflow)
+        j["rows"][1][key.toStdString()] = value == "inf"    ? json(INFINITY)
+                                          : value == "-inf" ? json(-INFINITY)
+                                                            : json::parse(value.toStdString());
         auto t = quant_table_from_json(j, "x.json");
         QVERIFY(!t);
         QVERIFY2(QString::fromStdString(t.message()).contains(expect), t.message().c_str());
@@ -223,6 +337,22 @@ private Q_SLOTS:
         QVERIFY(!m);
         QVERIFY2(QString::fromStdString(m.message()).contains("rows[1]: the key \"" + key + "\" is missing"),
                  m.message().c_str());
+    }
+
+    // A number too large for a double in the file: the reader says which, not a crash.
+    void readerRefusesOverflow() {
+        QTemporaryDir dir;
+        const QString path = dir.filePath("big.json");
+        std::string text = quant_table_to_json(sampleTable()).dump();
+        const std::string key = "\"ln_ppl_vs_int4_rtn\":-0.0625";
+        QVERIFY(text.find(key) != std::string::npos);
+        text.replace(text.find(key), key.size(), "\"ln_ppl_vs_int4_rtn\":-1e999");
+        std::ofstream(path.toStdString()) << text;
+        auto t = read_quant_table(path.toStdString());
+        QVERIFY(!t);
+        QVERIFY2(t.message().find(path.toStdString() + ": not valid JSON") == 0 &&
+                     t.message().find("1e999") != std::string::npos,
+                 t.message().c_str());
     }
 
     void readerIgnoresUnknownKeys() {
@@ -239,12 +369,15 @@ private Q_SLOTS:
         const std::string csv = quant_table_csv(sampleTable());
         const QStringList lines = QString::fromStdString(csv).split('\n', Qt::SkipEmptyParts);
         QCOMPARE(lines.size(), 4);
-        QCOMPARE(lines[0], QString("scheme,label,bits_per_weight,size_bytes,ppl,ppl_err,mean_kl,top1,first_divergence,"
-                                   "prefill_tok_s,decode_tok_s,prefill_runs,prefill_sd,prefill_min,prefill_max,"
-                                   "prefill_values,decode_runs,decode_sd,decode_min,decode_max,decode_values,note"));
-        QCOMPARE(lines[2], QString("int4-gptq,GPTQ,4.5,1000000,10.5,0.25,0.0625,0.875,64,500.5,50.25,"
-                                   "2,0.5,500,501,501;500,2,0.25,50,50.5,50;50.5,"));
-        QCOMPARE(lines[3], QString("q4_k,Q4_K_M-style GGUF,,,,,,,,,,,,,,,,,,,,"
+        QCOMPARE(lines[0],
+                 QString("scheme,label,bits_per_weight,size_bytes,ppl,ppl_err,ln_ppl_vs_ref,ln_ppl_vs_ref_err,"
+                         "ln_ppl_vs_int4_rtn,ln_ppl_vs_int4_rtn_err,mean_kl,top1,first_divergence,"
+                         "prefill_tok_s,decode_tok_s,prefill_runs,prefill_sd,prefill_min,prefill_max,"
+                         "prefill_values,decode_runs,decode_sd,decode_min,decode_max,decode_values,note"));
+        QCOMPARE(lines[1].section(',', 0, 9), QString("ref,reference,32,1000000,10.5,0.25,0,0,-0.25,0.03125"));
+        QCOMPARE(lines[2], QString("int4-gptq,GPTQ,4.5,1000000,10.5,0.25,0.125,0.015625,-0.0625,0.0078125,0.0625,0.875,"
+                                   "64,500.5,50.25,2,0.5,500,501,501;500,2,0.25,50,50.5,50;50.5,"));
+        QCOMPARE(lines[3], QString("q4_k,Q4_K_M-style GGUF,,,,,,,,,,,,,,,,,,,,,,,,"
                                    "\"cannot be made: rows of 64, \"\"blocks\"\" of 256\""));
     }
 
@@ -316,6 +449,7 @@ private Q_SLOTS:
         QCOMPARE(*t->find("nf4")->bits_per_weight, 4.5);
         QCOMPARE(*t->find("fp4")->bits_per_weight, 4.5);
         QVERIFY(*t->find("int8")->mean_kl < *t->find("int4-rtn")->mean_kl);
+        checkPairedValues(*m, o, t.value());
         QVERIFY(std::is_sorted(fractions.begin(), fractions.end()));
         QCOMPARE(fractions.back(), 1.0);
         // every phase is heard through the one Progress: quantizing (GPTQ per layer), scoring
@@ -340,7 +474,12 @@ private Q_SLOTS:
         o.schemes = {"q8_0", "int8"};
         int full_calls = 0;  // a whole run's reports
         o.progress = Progress([&](const std::string&, double) { ++full_calls; });
-        QVERIFY(measure_quant_table(*m, o));
+        auto full = measure_quant_table(*m, o);
+        QVERIFY2(full, full.message().c_str());
+        for (const QuantTableRow& r : full->rows) {  // no int4-rtn row: nothing to pair with
+            QVERIFY2(r.ln_ppl_vs_ref && !r.ln_ppl_vs_int4_rtn && !r.ln_ppl_vs_int4_rtn_err, r.scheme.c_str());
+            QVERIFY(std::fabs(*r.ln_ppl_vs_ref - std::log(*r.ppl / *full->rows[0].ppl)) < 1e-9);
+        }
         // the flag raised by the third report stops the run at its next check: no table
         CancelFlag stop{false};
         int calls = 0, calls_at_stop = 0;

@@ -5,13 +5,17 @@
 // on the other); a run on a tiny model from the Run button fills every scheme with a
 // progress bar that ends full, Cancel stops a run, the CSV / JSON exports are the table's
 // format and read back (every field, the speeds' runs too), Load JSON shows a saved table
-// (version 1 too) and names a bad file; a speed shows "mean ± sd" with its runs as tooltip.
+// (version 1 too) and names a bad file; a speed shows "mean ± sd" with its runs as tooltip;
+// ln PPL against the reference and against INT4 RTN shows "-0.087 ± 0.021", sorts by its
+// number and says in its tooltip how many standard errors it is.
 // Screenshots: tests/output/quant_table_view.png (hand-fed), quant_table_run.png (the run).
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTableWidget>
 #include <QTemporaryDir>
 #include <QtTest>
+
+#include <cmath>
 
 #include "app/engine_bridge.h"
 #include "app/quant_table_dock.h"
@@ -35,6 +39,8 @@ ui::QuantTableRowInfo row(const char* scheme, const char* label, double bits, do
     r.sizeBytes = qint64(bits * 1e6);
     r.ppl = ppl;
     r.pplErr = ppl * 0.02;
+    r.lnPplVsRef = std::log(ppl / 10.0);  // the reference's PPL is 10
+    r.lnPplVsRefErr = 0.004 + 0.1 * (top1 < 1 ? 1 - top1 : 0);
     r.meanKl = kl;
     r.top1 = top1;
     r.firstDivergence = 20 * top1;
@@ -60,6 +66,22 @@ ui::QuantTableInfo handTable() {
     na.label = "Q4_K_M-style GGUF";
     na.note = "cannot be made for this model";
     t.rows.push_back(na);
+    return t;
+}
+
+// The hand table with an INT4 RTN row and every row's ln PPL against it (±: made up, chosen
+// so that sorting as text and as numbers differ: "+0.005" < "-0.020" < "-0.100" as text).
+ui::QuantTableInfo pairedTable() {
+    ui::QuantTableInfo t = handTable();
+    t.rows.insert(5, row("int4-rtn", "INT4 RTN", 4.44, 10.5, 0.06, 0.89, 72));
+    const std::pair<const char*, double> errs[] = {{"ref", 0.021},       {"int8", 0.02},  {"nf4", 0.036},
+                                                   {"int4-gptq", 0.009}, {"int4-rtn", 0}, {"q8_0", 0.02}};
+    for (ui::QuantTableRowInfo& r : t.rows)
+        for (const auto& [scheme, err] : errs)
+            if (r.scheme == scheme) {
+                r.lnPplVsRtn = r.scheme == "int4-rtn" ? 0.0 : std::log(*r.ppl / 10.5);
+                r.lnPplVsRtnErr = err;
+            }
     return t;
 }
 
@@ -92,6 +114,11 @@ private Q_SLOTS:
                  qPrintable(decode->toolTip()));
         QCOMPARE(tw->item(1, ui::QuantTableView::ColPrefill)->text(), QString("480.0"));
         QCOMPARE(tw->item(5, ui::QuantTableView::ColDecode)->text(), QString("–"));  // q4_k
+        // ln PPL vs the reference; vs INT4 RTN: no such row in this table
+        QCOMPARE(tw->item(2, ui::QuantTableView::ColVsRef)->text(), QString("+0.058 ± 0.014"));  // nf4: ln 1.06
+        QCOMPARE(tw->item(2, ui::QuantTableView::ColVsRtn)->text(), QString("–"));
+        QVERIFY2(tw->item(2, ui::QuantTableView::ColVsRtn)->toolTip().contains("no INT4 RTN row"),
+                 qPrintable(tw->item(2, ui::QuantTableView::ColVsRtn)->toolTip()));
 
         // log KL across: the reference (KL 0) is the dashed line, not a point; q4_k has nothing
         QCOMPARE(v.points().size(), 4);
@@ -110,13 +137,55 @@ private Q_SLOTS:
         QVERIFY(v.savePng(QString::fromStdString(test::output_path("quant_table_view.png"))));
     }
 
+    // ln(PPL / PPL of INT4 RTN): the cell, its tooltip (how many standard errors, which way),
+    // the header's tooltip, and sorting by the number (missing values last).
+    void pairedColumns() {
+        ui::QuantTableView v;
+        v.resize(1300, 760);
+        v.setTable(pairedTable());
+        QTableWidget* tw = v.tableWidget();
+        QCOMPARE(v.schemeOrder(), QStringList({"ref", "int8", "nf4", "int4-gptq", "q8_0", "int4-rtn", "q4_k"}));
+        QCOMPARE(tw->horizontalHeaderItem(ui::QuantTableView::ColVsRtn)->text(), QString("vs INT4 RTN"));
+        const QString head = tw->horizontalHeaderItem(ui::QuantTableView::ColVsRtn)->toolTip();
+        for (const char* words :
+             {"ln(PPL / PPL of INT4 RTN) on the same tokens", "± the standard error of the per-token differences",
+              "negative = better than INT4 RTN", "|value| > 2 × error = a real difference"})
+            QVERIFY2(head.contains(words), qPrintable(head));
+        QVERIFY(tw->horizontalHeaderItem(ui::QuantTableView::ColVsRef)->toolTip().contains("PPL of the reference"));
+        auto cell = [&](const char* scheme) {
+            return tw->item(int(v.schemeOrder().indexOf(scheme)), ui::QuantTableView::ColVsRtn);
+        };
+        // nf4: ln(10.6 / 10.5) = +0.0095 ± 0.036: 0.3 errors; GPTQ ln(10.4 / 10.5) = -0.0096 ± 0.009: 1.1;
+        // int8 ln(10.02 / 10.5) = -0.047 ± 0.02: 2.3, a real difference
+        QCOMPARE(cell("nf4")->text(), QString("+0.009 ± 0.036"));
+        QCOMPARE(cell("int8")->text(), QString("-0.047 ± 0.020"));
+        QCOMPARE(cell("int4-rtn")->text(), QString("+0.000 ± 0.000"));
+        QCOMPARE(cell("q4_k")->text(), QString("–"));
+        QVERIFY2(cell("nf4")->toolTip().contains("0.3 standard errors from 0, not a real difference from INT4 RTN"),
+                 qPrintable(cell("nf4")->toolTip()));
+        QVERIFY2(cell("int8")->toolTip().contains("2.3 standard errors from 0, really better than INT4 RTN"),
+                 qPrintable(cell("int8")->toolTip()));
+        QVERIFY2(cell("int4-rtn")->toolTip().contains("INT4 RTN itself"), qPrintable(cell("int4-rtn")->toolTip()));
+        // by the number, not the text; q4_k (none) last in either order
+        const QStringList ascending{"ref", "q8_0", "int8", "int4-gptq", "int4-rtn", "nf4", "q4_k"};
+        tw->sortByColumn(ui::QuantTableView::ColVsRtn, Qt::AscendingOrder);
+        QCOMPARE(v.schemeOrder(), ascending);
+        tw->sortByColumn(ui::QuantTableView::ColVsRtn, Qt::DescendingOrder);
+        QStringList descending(ascending.rbegin() + 1, ascending.rend());
+        QCOMPARE(v.schemeOrder(), descending << "q4_k");
+        v.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&v));
+        v.plot()->replot();
+        QVERIFY(v.savePng(QString::fromStdString(test::output_path("quant_table_paired.png"))));
+    }
+
     // The view's table exported as JSON by the dock and loaded back is the same table, every
     // field (the speeds' runs too) carried both ways by app/quant_table_convert.
     void exportLoadKeepsEveryField() {
         QTemporaryDir dir;
         ui::QuantTableView v, w;
         app::QuantTableDock dock(nullptr, &v), other(nullptr, &w);
-        v.setTable(handTable());
+        v.setTable(pairedTable());
         const QString json = dir.filePath("hand.json");
         dock.exportJson(json);
         other.loadJson(json);
@@ -135,6 +204,10 @@ private Q_SLOTS:
             QCOMPARE(y.sizeBytes, x.sizeBytes);
             QCOMPARE(y.ppl, x.ppl);
             QCOMPARE(y.pplErr, x.pplErr);
+            QCOMPARE(y.lnPplVsRef, x.lnPplVsRef);
+            QCOMPARE(y.lnPplVsRefErr, x.lnPplVsRefErr);
+            QCOMPARE(y.lnPplVsRtn, x.lnPplVsRtn);
+            QCOMPARE(y.lnPplVsRtnErr, x.lnPplVsRtnErr);
             QCOMPARE(y.meanKl, x.meanKl);
             QCOMPARE(y.top1, x.top1);
             QCOMPARE(y.firstDivergence, x.firstDivergence);

@@ -23,6 +23,9 @@ struct QuantTableRowInfo {
     std::optional<double> bitsPerWeight;
     std::optional<qint64> sizeBytes;
     std::optional<double> ppl, pplErr;
+    // ln(PPL / PPL of the reference / of INT4 RTN) on the same tokens ± the paired standard error
+    std::optional<double> lnPplVsRef, lnPplVsRefErr;
+    std::optional<double> lnPplVsRtn, lnPplVsRtnErr;
     std::optional<double> meanKl;
     std::optional<double> top1;  // 0..1
     std::optional<double> firstDivergence;

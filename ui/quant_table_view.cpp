@@ -80,6 +80,33 @@ QTableWidgetItem* speedItem(const std::optional<double>& mean, const std::option
     return it;
 }
 
+// A paired ln PPL difference against the row `other` names: "-0.087 ± 0.021", sorted by its
+// value, with a tooltip that says how many standard errors it is; `self`: the row is `other`.
+QTableWidgetItem* pairedItem(const std::optional<double>& v, const std::optional<double>& err, const QString& other,
+                             bool self) {
+    const bool set = v && err;
+    auto* it =
+        new NumberItem(set ? QString::asprintf("%+.3f ± %.3f", *v, *err) : QStringLiteral("–"), set ? v : std::nullopt);
+    if (!set) {
+        it->setToolTip(QuantTableView::tr("Not measured: no %1 row to pair with, or a table written before these "
+                                          "values were kept (version 1 or 2)")
+                           .arg(other));
+    } else if (self) {
+        it->setToolTip(QuantTableView::tr("This is %1 itself: 0 by definition").arg(other));
+    } else {
+        const double z = *err > 0 ? std::fabs(*v) / *err : (*v == 0 ? 0.0 : INFINITY);
+        const QString verdict = z > 2 ? (*v < 0 ? QuantTableView::tr("really better than %1").arg(other)
+                                                : QuantTableView::tr("really worse than %1").arg(other))
+                                      : QuantTableView::tr("not a real difference from %1").arg(other);
+        it->setToolTip(QuantTableView::tr("ln(PPL / PPL of %1) = %2 ± %3 on the same tokens: PPL × %4, %5 "
+                                          "standard errors from 0, %6")
+                           .arg(other, QString::asprintf("%+.4f", *v), QString::asprintf("%.4f", *err),
+                                QString::number(std::exp(*v), 'f', 3),
+                                std::isfinite(z) ? QString::number(z, 'f', 1) : QStringLiteral("∞"), verdict));
+    }
+    return it;
+}
+
 QColor pointColor() { return QColor(0x3D, 0x85, 0xC6); }
 
 }  // namespace
@@ -98,9 +125,15 @@ QuantTableView::QuantTableView(QWidget* parent) : QWidget(parent) {
 
     m_tableWidget = new QTableWidget(0, NColumns, this);
     m_tableWidget->setObjectName("quantTableRows");
-    m_tableWidget->setHorizontalHeaderLabels({tr("#"), tr("Scheme"), tr("Bits/weight"), tr("Size"), tr("PPL ± err"),
-                                              tr("Mean KL"), tr("Top-1"), tr("First divergence"), tr("Prefill tok/s"),
-                                              tr("Decode tok/s"), tr("Note")});
+    m_tableWidget->setHorizontalHeaderLabels(
+        {tr("#"), tr("Scheme"), tr("Bits/weight"), tr("Size"), tr("PPL ± err"), tr("vs reference"), tr("vs INT4 RTN"),
+         tr("Mean KL"), tr("Top-1"), tr("First divergence"), tr("Prefill tok/s"), tr("Decode tok/s"), tr("Note")});
+    m_tableWidget->horizontalHeaderItem(ColVsRef)->setToolTip(
+        tr("ln(PPL / PPL of the reference) on the same tokens, ± the standard error of the per-token differences; "
+           "|value| > 2 × error = a real difference"));
+    m_tableWidget->horizontalHeaderItem(ColVsRtn)->setToolTip(
+        tr("ln(PPL / PPL of INT4 RTN) on the same tokens, ± the standard error of the per-token differences; "
+           "negative = better than INT4 RTN; |value| > 2 × error = a real difference"));
     m_tableWidget->horizontalHeaderItem(ColDivergence)
         ->setToolTip(tr("Mean over the prompts of the first generated token where the greedy decode leaves the "
                         "reference's (a prompt that never left counts as all its tokens)"));
@@ -294,6 +327,10 @@ void QuantTableView::fillTable() {
         const QString ppl = r.ppl ? num(r.ppl, 3) + (r.pplErr ? QStringLiteral(" ± ") + num(r.pplErr, 3) : QString())
                                   : QStringLiteral("–");
         m_tableWidget->setItem(i, ColPpl, new NumberItem(ppl, r.ppl));
+        m_tableWidget->setItem(i, ColVsRef,
+                               pairedItem(r.lnPplVsRef, r.lnPplVsRefErr, tr("the reference"), r.scheme == "ref"));
+        m_tableWidget->setItem(i, ColVsRtn,
+                               pairedItem(r.lnPplVsRtn, r.lnPplVsRtnErr, tr("INT4 RTN"), r.scheme == "int4-rtn"));
         m_tableWidget->setItem(i, ColKl, new NumberItem(num(r.meanKl, 5), r.meanKl));
         m_tableWidget->setItem(i, ColTop1,
                                new NumberItem(num(r.top1, 2, QStringLiteral(" %"), 100.0), scaled(r.top1, 100.0)));

@@ -1,7 +1,9 @@
 #pragma once
 // The quantization comparison table of the loaded model: one row per scheme (reference,
 // INT8 RTN, LLM.int8(), NF4, FP4, INT4 RTN, GPTQ, GPTQ act-order, AWQ, Q4_K_M-style GGUF,
-// Q8_0) with bits per weight, size, perplexity ± error, mean KL, top-1 agreement, first
+// Q8_0) with bits per weight, size, perplexity ± error, ln(PPL / PPL of the reference) and
+// ln(PPL / PPL of INT4 RTN) on the same tokens ± their paired standard errors (what tells two
+// rows apart: a tooltip says how many errors each is), mean KL, top-1 agreement, first
 // greedy divergence and prefill / decode speed (mean ± sd of the runs, each run in the
 // cell's tooltip), sortable by any column (numbers sort as numbers, missing values last);
 // beside it a speed-vs-quality scatter plot: decode tok/s up,
@@ -35,6 +37,8 @@ public:
         ColBits,
         ColSize,
         ColPpl,
+        ColVsRef,  // ln(PPL / PPL of the reference), paired
+        ColVsRtn,  // ln(PPL / PPL of INT4 RTN), paired
         ColKl,
         ColTop1,
         ColDivergence,

@@ -28,20 +28,29 @@ std::string speed_cell(const std::optional<double>& mean, const std::optional<Qu
     return c;
 }
 
+// A paired ln PPL difference: "-0.087 ± 0.021", "-" when not measured.
+std::string paired_cell(const std::optional<double>& v, const std::optional<double>& err) {
+    if (!v || !err) return "-";
+    return cell("%+.3f", v) + cell(" ± %.3f", err);
+}
+
 void print_table(const QuantTable& t, const EvalCommandOptions& o, size_t n_prompts) {
     std::printf("model: %s (%.1f M parameters)\nmachine: %s\n\n", t.model.c_str(),
                 t.n_params ? double(*t.n_params) / 1e6 : 0.0, t.machine.c_str());
     std::printf(
-        "| scheme | label | bits/weight | size MiB | PPL | mean KL | top-1 %% | first divergence (mean of %zu, of %d) "
-        "| prefill tok/s | decode tok/s | note |\n",
+        "| scheme | label | bits/weight | size MiB | PPL | vs reference | vs INT4 RTN | mean KL | top-1 %% "
+        "| first divergence (mean of %zu, of %d) | prefill tok/s | decode tok/s | note |\n",
         n_prompts, o.divergence_tokens);
-    std::printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
+    std::printf("| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | ---: | --- |\n");
     for (const QuantTableRow& r : t.rows) {
         std::optional<double> bytes;
         if (r.size_bytes) bytes = double(*r.size_bytes);
         const std::string ppl = r.ppl ? cell("%.3f", r.ppl) + cell(" ± %.3f", r.ppl_err) : "-";
-        std::printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.scheme.c_str(), r.label.c_str(),
-                    cell("%.2f", r.bits_per_weight).c_str(), cell("%.1f", bytes, 1.0 / 1048576.0).c_str(), ppl.c_str(),
+        std::printf("| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n", r.scheme.c_str(),
+                    r.label.c_str(), cell("%.2f", r.bits_per_weight).c_str(),
+                    cell("%.1f", bytes, 1.0 / 1048576.0).c_str(), ppl.c_str(),
+                    paired_cell(r.ln_ppl_vs_ref, r.ln_ppl_vs_ref_err).c_str(),
+                    paired_cell(r.ln_ppl_vs_int4_rtn, r.ln_ppl_vs_int4_rtn_err).c_str(),
                     cell("%.5f", r.mean_kl).c_str(), cell("%.2f", r.top1, 100.0).c_str(),
                     cell("%.1f", r.first_divergence).c_str(), speed_cell(r.prefill_tok_s, r.prefill_spread).c_str(),
                     speed_cell(r.decode_tok_s, r.decode_spread).c_str(), r.note.c_str());
@@ -92,6 +101,9 @@ int run_eval_table(const EvalCommandOptions& o, const Session& session, const Ev
     else if (!o.no_speed)
         std::printf("speed: pp%d and tg%d, single stream, mean ± sd of %d runs (each run in --json / --csv)\n",
                     qo.n_prompt, qo.n_gen, o.repeat);
+    std::printf(
+        "vs reference / vs INT4 RTN: ln(PPL / PPL of that row) on the same tokens ± the standard error of the "
+        "per-token differences (negative = better; |value| > 2 x error = a real difference)\n");
     print_table(table.value(), o, in.prompt_ids.size());
     std::printf("elapsed %.1f s\n", std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
     int rc = 0;

@@ -16,28 +16,13 @@ namespace {
 using json = nlohmann::json;
 
 // The row keys in the order JSON and CSV write them.
-constexpr const char* kRowKeys[] = {"scheme",
-                                    "label",
-                                    "bits_per_weight",
-                                    "size_bytes",
-                                    "ppl",
-                                    "ppl_err",
-                                    "mean_kl",
-                                    "top1",
-                                    "first_divergence",
-                                    "prefill_tok_s",
-                                    "decode_tok_s",
-                                    "prefill_runs",
-                                    "prefill_sd",
-                                    "prefill_min",
-                                    "prefill_max",
-                                    "prefill_values",
-                                    "decode_runs",
-                                    "decode_sd",
-                                    "decode_min",
-                                    "decode_max",
-                                    "decode_values",
-                                    "note"};
+constexpr const char* kRowKeys[] = {
+    "scheme",       "label",         "bits_per_weight",   "size_bytes",         "ppl",
+    "ppl_err",      "ln_ppl_vs_ref", "ln_ppl_vs_ref_err", "ln_ppl_vs_int4_rtn", "ln_ppl_vs_int4_rtn_err",
+    "mean_kl",      "top1",          "first_divergence",  "prefill_tok_s",      "decode_tok_s",
+    "prefill_runs", "prefill_sd",    "prefill_min",       "prefill_max",        "prefill_values",
+    "decode_runs",  "decode_sd",     "decode_min",        "decode_max",         "decode_values",
+    "note"};
 
 // The speeds whose runs a row keeps: the key prefix and the row's members.
 struct SpeedField {
@@ -47,6 +32,25 @@ struct SpeedField {
 };
 constexpr SpeedField kSpeeds[] = {{"prefill", &QuantTableRow::prefill_tok_s, &QuantTableRow::prefill_spread},
                                   {"decode", &QuantTableRow::decode_tok_s, &QuantTableRow::decode_spread}};
+
+// The paired differences a row keeps (ln PPL against another row, ± its standard error):
+// the value's key, its error's key and the row's members.
+struct PairedField {
+    const char* key;
+    const char* err_key;
+    std::optional<double> QuantTableRow::*value;
+    std::optional<double> QuantTableRow::*err;
+};
+constexpr PairedField kPaired[] = {
+    {"ln_ppl_vs_ref", "ln_ppl_vs_ref_err", &QuantTableRow::ln_ppl_vs_ref, &QuantTableRow::ln_ppl_vs_ref_err},
+    {"ln_ppl_vs_int4_rtn", "ln_ppl_vs_int4_rtn_err", &QuantTableRow::ln_ppl_vs_int4_rtn,
+     &QuantTableRow::ln_ppl_vs_int4_rtn_err}};
+
+// A paired value goes out with its error or not at all (null both): never one without the other.
+bool paired_set(const QuantTableRow& r, const PairedField& f) {
+    const auto &v = r.*f.value, &e = r.*f.err;
+    return v && e && std::isfinite(*v) && std::isfinite(*e);
+}
 
 json opt_json(const std::optional<double>& v) { return v && std::isfinite(*v) ? json(*v) : json(nullptr); }
 json opt_json(const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); }
@@ -59,6 +63,11 @@ json row_json(const QuantTableRow& r) {
     j["size_bytes"] = opt_json(r.size_bytes);
     j["ppl"] = opt_json(r.ppl);
     j["ppl_err"] = opt_json(r.ppl_err);
+    for (const PairedField& f : kPaired) {
+        const bool set = paired_set(r, f);
+        j[f.key] = set ? json(*(r.*f.value)) : json(nullptr);
+        j[f.err_key] = set ? json(*(r.*f.err)) : json(nullptr);
+    }
     j["mean_kl"] = opt_json(r.mean_kl);
     j["top1"] = opt_json(r.top1);
     j["first_divergence"] = opt_json(r.first_divergence);
@@ -98,6 +107,11 @@ public:
         }
         if (!v->is_number()) return wrong(key, "a number or null");
         const double x = v->get<double>();
+        if (!std::isfinite(x)) {  // a number too large for a double parses as inf
+            char buf[160];
+            std::snprintf(buf, sizeof buf, "\"%s\" is %g, expected a finite number", key, x);
+            return Status::error(m_where + ": " + buf);
+        }
         if (!(x >= lo && x <= hi)) return out_of_range(key, x, lo, hi);
         out = x;
         return Status::ok();
@@ -127,7 +141,7 @@ public:
         std::vector<double> xs;
         for (size_t i = 0; i < v->size(); ++i) {
             const json& x = (*v)[i];
-            if (!x.is_number() || !(x.get<double>() >= 0))
+            if (!x.is_number() || !(x.get<double>() >= 0) || !std::isfinite(x.get<double>()))
                 return Status::error(m_where + ": \"" + key + "\"[" + std::to_string(i) + "] is " + x.dump() +
                                      ", expected a number >= 0");
             xs.push_back(x.get<double>());
@@ -200,7 +214,23 @@ Status spread_from_json(const Fields& f, const SpeedField& sf, QuantTableRow& r)
     return Status::ok();
 }
 
-// `version`: the file's; version 1 rows have no spread keys.
+// A paired value and its error: both null (not measured) or both set, the error >= 0.
+Status paired_from_json(const Fields& f, const PairedField& pf, QuantTableRow& r) {
+    std::optional<double> v, e;
+    KVS_RETURN_IF_ERROR(f.number(pf.key, v));
+    KVS_RETURN_IF_ERROR(f.number(pf.err_key, e, 0));
+    if (v.has_value() != e.has_value()) {
+        const char* set = v ? pf.key : pf.err_key;
+        const char* unset = v ? pf.err_key : pf.key;
+        return Status::error(f.where() + ": \"" + set + "\" is set but \"" + unset +
+                             "\" is null (a paired value and its standard error go together)");
+    }
+    r.*pf.value = v;
+    r.*pf.err = e;
+    return Status::ok();
+}
+
+// `version`: the file's; version 1 rows have no spread keys, version 1 and 2 rows no paired values.
 Result<QuantTableRow> row_from_json(const json& j, const std::string& where, int64_t version) {
     if (!j.is_object()) return Status::error(where + ": not a JSON object");
     const Fields f(j, where);
@@ -212,6 +242,8 @@ Result<QuantTableRow> row_from_json(const json& j, const std::string& where, int
     KVS_RETURN_IF_ERROR(f.count("size_bytes", r.size_bytes));
     KVS_RETURN_IF_ERROR(f.number("ppl", r.ppl, 0));
     KVS_RETURN_IF_ERROR(f.number("ppl_err", r.ppl_err, 0));
+    if (version >= 3)
+        for (const PairedField& pf : kPaired) KVS_RETURN_IF_ERROR(paired_from_json(f, pf, r));
     KVS_RETURN_IF_ERROR(f.number("mean_kl", r.mean_kl, 0));
     KVS_RETURN_IF_ERROR(f.number("top1", r.top1, 0, 1));
     KVS_RETURN_IF_ERROR(f.number("first_divergence", r.first_divergence, 0));
@@ -357,6 +389,10 @@ std::string quant_table_csv(const QuantTable& t) {
                                      r.size_bytes ? std::to_string(*r.size_bytes) : std::string(),
                                      csv_number(r.ppl),
                                      csv_number(r.ppl_err),
+                                     paired_set(r, kPaired[0]) ? csv_number(r.ln_ppl_vs_ref) : std::string(),
+                                     paired_set(r, kPaired[0]) ? csv_number(r.ln_ppl_vs_ref_err) : std::string(),
+                                     paired_set(r, kPaired[1]) ? csv_number(r.ln_ppl_vs_int4_rtn) : std::string(),
+                                     paired_set(r, kPaired[1]) ? csv_number(r.ln_ppl_vs_int4_rtn_err) : std::string(),
                                      csv_number(r.mean_kl),
                                      csv_number(r.top1),
                                      csv_number(r.first_divergence),
@@ -383,8 +419,12 @@ Result<QuantTable> read_quant_table(const std::string& path) {
     if (!in) return Status::error(path + ": cannot open");
     std::stringstream ss;
     ss << in.rdbuf();
-    const json j = json::parse(ss.str(), nullptr, /*allow_exceptions=*/false);
-    if (j.is_discarded()) return Status::error(path + ": not valid JSON");
+    json j;
+    try {
+        j = json::parse(ss.str());
+    } catch (const json::exception& e) {  // its text says where (and e.g. "number overflow parsing '1e999'")
+        return Status::error(path + ": not valid JSON: " + e.what());
+    }
     return quant_table_from_json(j, path);
 }
 

@@ -6,12 +6,14 @@
 // "Which quantization fits?" chooser reads. This file is the format only; quant_table_run.h
 // measures one.
 //
-// JSON (version 2), every key always present, null for a value not measured:
-//   {"format": "kvscope-quant-table", "version": 2, "model": "<name>", "n_params": N,
+// JSON (version 3), every key always present, null for a value not measured:
+//   {"format": "kvscope-quant-table", "version": 3, "model": "<name>", "n_params": N,
 //    "machine": "<cpu>",
 //    "rows": [{"scheme": "int4-gptq", "label": "GPTQ", "bits_per_weight": 4.5,
-//              "size_bytes": N, "ppl": x, "ppl_err": x, "mean_kl": x, "top1": 0.xx,
-//              "first_divergence": x, "prefill_tok_s": x, "decode_tok_s": x,
+//              "size_bytes": N, "ppl": x, "ppl_err": x, "ln_ppl_vs_ref": x,
+//              "ln_ppl_vs_ref_err": x, "ln_ppl_vs_int4_rtn": x, "ln_ppl_vs_int4_rtn_err": x,
+//              "mean_kl": x, "top1": 0.xx, "first_divergence": x, "prefill_tok_s": x,
+//              "decode_tok_s": x,
 //              "prefill_runs": 3, "prefill_sd": x, "prefill_min": x, "prefill_max": x,
 //              "prefill_values": [x, x, x], "decode_runs": 3, "decode_sd": x, "decode_min": x,
 //              "decode_max": x, "decode_values": [x, x, x], "note": ""}]}
@@ -22,6 +24,13 @@
 //   bits_per_weight   stored bits per weight of the per-layer linears (scales included)
 //   size_bytes        every weight tensor as stored (linears + embedding + output head)
 //   ppl, ppl_err      perplexity on the evaluation text, ± its standard error
+//   ln_ppl_vs_ref     ln(PPL / PPL of the reference) on the same scored tokens (eval.h
+//                     VariantQuality::ln_ppl_ratio), ± the standard error of the per-token NLL
+//                     differences (_err): 0 ± 0 for the reference row itself
+//   ln_ppl_vs_int4_rtn  the same against the int4-rtn row (eval.h paired_difference of the two
+//                     rows' per-token NLLs): 0 ± 0 for that row itself, null in every row when
+//                     the table has no measured int4-rtn row. Paired, so far tighter than either
+//                     row's ppl_err: |value| > 2 x _err is a real difference
 //   mean_kl           mean KL(reference || scheme) of the next-token distributions, nats
 //   top1              share of scored positions whose argmax equals the reference's, 0..1
 //   first_divergence  mean over the fixed prompt set of the index of the first generated
@@ -38,8 +47,10 @@
 // The reader accepts unknown keys (a later version may add some) and refuses a missing or
 // mistyped known key, a negative count or size, and a top1 outside 0..1, naming the row and
 // the field; of a spread it refuses runs < 1, a values list whose length is not runs, min >
-// max and a spread given in part. It reads version 1 too (written before the spreads: its
-// rows have none).
+// max and a spread given in part; of a paired value it refuses one without its error (or an
+// error without its value), a negative error and a number too large to be finite. It reads
+// versions 1 (written before the spreads: its rows have none) and 2 (before the paired values:
+// its rows have none) too.
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -52,7 +63,7 @@
 namespace kvs {
 
 inline constexpr const char* kQuantTableFormat = "kvscope-quant-table";
-inline constexpr int kQuantTableVersion = 2;
+inline constexpr int kQuantTableVersion = 3;
 
 // The timed runs behind a mean speed (eval.h SpeedSample without its mean).
 struct QuantTableSpread {
@@ -67,6 +78,10 @@ struct QuantTableRow {
     std::optional<double> bits_per_weight;
     std::optional<int64_t> size_bytes;
     std::optional<double> ppl, ppl_err;
+    // ln(PPL / PPL_other) on the same tokens ± the paired standard error, against the reference
+    // and against int4-rtn (none in version 1 / 2 files; vs int4-rtn none without that row)
+    std::optional<double> ln_ppl_vs_ref, ln_ppl_vs_ref_err;
+    std::optional<double> ln_ppl_vs_int4_rtn, ln_ppl_vs_int4_rtn_err;
     std::optional<double> mean_kl;
     std::optional<double> top1;  // 0..1
     std::optional<double> first_divergence;

@@ -87,6 +87,23 @@ Status make_entries(const std::shared_ptr<const Model>& source, const std::vecto
     return Status::ok();
 }
 
+// Every made row's ln(PPL / PPL_int4-rtn) on the same tokens (paired_difference of the two
+// rows' per-token NLLs; 0 ± 0 for int4-rtn itself); left null when int4-rtn was not made.
+// `made` and rep.variants are in the same order.
+Status pair_with_int4_rtn(const std::vector<Entry*>& made, const QualityReport& rep) {
+    const VariantQuality* rtn = nullptr;
+    for (size_t i = 0; i < made.size(); ++i)
+        if (made[i]->row.scheme == "int4-rtn") rtn = &rep.variants[i];
+    if (!rtn) return Status::ok();
+    for (size_t i = 0; i < made.size(); ++i) {
+        auto d = paired_difference(rep.variants[i].token_nll, rtn->token_nll);
+        if (!d) return Status::error("pairing " + made[i]->row.scheme + " with int4-rtn: " + d.message());
+        made[i]->row.ln_ppl_vs_int4_rtn = d->mean;
+        made[i]->row.ln_ppl_vs_int4_rtn_err = d->err;
+    }
+    return Status::ok();
+}
+
 // Quality and first divergence of every made model (the reference scored against itself too).
 Status measure_quality(std::vector<Entry>& entries, const QuantTableOptions& o, const Phases& ph) {
     std::vector<Entry*> made;
@@ -111,7 +128,10 @@ Status measure_quality(std::vector<Entry>& entries, const QuantTableOptions& o, 
         r.ppl_err = q.ppl.ppl_err;
         r.mean_kl = q.kl.mean;
         r.top1 = q.kl.top1_pct / 100.0;
+        r.ln_ppl_vs_ref = q.ln_ppl_ratio;
+        r.ln_ppl_vs_ref_err = q.ln_ppl_ratio_err;
     }
+    KVS_RETURN_IF_ERROR(pair_with_int4_rtn(made, rep.value()));
     if (o.prompts.empty()) return Status::ok();
     const Progress div_progress = o.progress.part(ph.quality_end, ph.divergence_end);  // per prompt and model
     div_progress.report("First greedy divergence on " + std::to_string(o.prompts.size()) + " prompts", 0.0);

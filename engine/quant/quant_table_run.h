@@ -7,6 +7,9 @@
 // The reference row is measured like every other row (the reference is also scored as a
 // variant of itself), so its KL of 0, top-1 of 1 and full first-divergence count are
 // measured values, not typed-in ones: they check that the evaluation is deterministic.
+// Every measured row also gets ln(PPL / PPL of the reference) and ln(PPL / PPL of int4-rtn)
+// paired on the same scored tokens (eval.h ln_ppl_ratio and paired_difference), so two rows
+// can be told apart although each perplexity has a wide error bar.
 // A scheme that cannot be made for the model (a row width its blocks do not divide, no
 // calibration tokens) becomes a row with only scheme, label and a note saying why.
 #include <cstdint>
