@@ -31,6 +31,7 @@
 //                     and last  @eval     calibrate on the scored text (the bound above)
 //   KVS_AWQ_SIZES     calibration sizes (default "128,256,512")
 //   KVS_AWQ_SEEDS     calibration seeds (default "0,1")
+//   KVS_AWQ_EVAL_TOKENS  GPL-3 tokens scored in chunks of 512 (default 2048; 0: the whole text)
 //   KVS_BENCH_OUT     JSON file name in the test output folder (default bench_awq_robust.json)
 // Each cell takes minutes: run it directly with QTEST_FUNCTION_TIMEOUT raised, e.g.
 // QTEST_FUNCTION_TIMEOUT=7200000. Never fails on the numbers; skips when the default model is
@@ -150,7 +151,9 @@ void BenchAwqRobust::grid() {
     auto loaded = load_model(path);
     QVERIFY2(loaded, loaded.message().c_str());
     std::shared_ptr<const Model> source = loaded.value();
-    auto eval_tokens = tokenize_text_file(*source, "/usr/share/common-licenses/GPL-3", 2048);
+    const char* n_eval_env = std::getenv("KVS_AWQ_EVAL_TOKENS");
+    const int n_eval = n_eval_env && *n_eval_env ? std::atoi(n_eval_env) : 2048;
+    auto eval_tokens = tokenize_text_file(*source, "/usr/share/common-licenses/GPL-3", n_eval);
     QVERIFY2(eval_tokens, eval_tokens.message().c_str());
     auto calib_text = tokenize_text_file(*source, default_calibration_text_path(), 0);
     QVERIFY2(calib_text, calib_text.message().c_str());
@@ -170,6 +173,7 @@ void BenchAwqRobust::grid() {
         out["reference_ppl"] = rep->reference.ppl;
         out["reference_ppl_err"] = rep->reference.ppl_err;
         out["n_scored"] = rep->plan.n_scored();
+        out["eval_tokens"] = eval_tokens->size();
         return rep->variants[0];
     };
     auto rtn = quantize_model(source, QuantScheme::parse("int4-rtn").value());
