@@ -1,33 +1,24 @@
 // bitsandbytes' 4-bit weight formats NF4 and FP4 (blocks of 64, float absmax, a 16-value code
 // book), scalar: dequantize, round-to-nearest quantize, and the dot product against F32
 // activations (the code book's values are not integers, so there is no int8 path).
+#include <array>
 #include <cmath>
 #include <cstring>
 
+#include "kernels/bnb_code_books.h"
 #include "kernels/cpu/quant_blocks.h"
 #include "kernels/cpu/quant_formats.h"
 
 namespace kvs::cpu {
 namespace {
 
-constexpr float kNf4[16] = {-1.0f,
-                            -0.6961928009986877f,
-                            -0.5250730514526367f,
-                            -0.39491748809814453f,
-                            -0.28444138169288635f,
-                            -0.18477343022823334f,
-                            -0.09105003625154495f,
-                            0.0f,
-                            0.07958029955625534f,
-                            0.16093020141124725f,
-                            0.24611230194568634f,
-                            0.33791524171829224f,
-                            0.44070982933044434f,
-                            0.5626170039176941f,
-                            0.7229568362236023f,
-                            1.0f};
-constexpr float kFp4[16] = {0.0f,  5.208333333e-03f,  0.66666667f,  1.0f,  0.33333333f,  0.5f,  0.16666667f,  0.25f,
-                            -0.0f, -5.208333333e-03f, -0.66666667f, -1.0f, -0.33333333f, -0.5f, -0.16666667f, -0.25f};
+// The code books as arrays (kernels/bnb_code_books.h, which the CUDA decoders read too).
+std::array<float, 16> code_table(float (*code)(int)) {
+    std::array<float, 16> t{};
+    for (int q = 0; q < 16; ++q) t[size_t(q)] = code(q);
+    return t;
+}
+const std::array<float, 16> kNf4 = code_table(nf4_code), kFp4 = code_table(fp4_code);
 
 // The index of the code value nearest to x (ties: the lower value).
 uint8_t nearest(const float* code, float x) {
@@ -42,7 +33,7 @@ uint8_t nearest(const float* code, float x) {
 
 }  // namespace
 
-const float* bnb_code_book(DType t) { return t == DType::NF4 ? kNf4 : t == DType::FP4 ? kFp4 : nullptr; }
+const float* bnb_code_book(DType t) { return t == DType::NF4 ? kNf4.data() : t == DType::FP4 ? kFp4.data() : nullptr; }
 
 void dequantize_row_bnb(DType t, const void* src, float* dst, int64_t n) {
     const float* code = bnb_code_book(t);

@@ -1,42 +1,19 @@
 #pragma once
-// The code books of bitsandbytes' formats on the device, value for value as the CPU
-// reference keeps them (kernels/cpu/quant_formats_bnb.cpp, quant_formats_bnb_dq.cpp):
-// NF4's 16 NormalFloat values, FP4's 16 signed e2m1 values, and the sorted signed 8-bit
-// dynamic map that NF4_DQ's block absmax codes index. __host__ __device__, so the decoders
+// The code books of bitsandbytes' formats on the device: NF4's and FP4's (the shared
+// kernels/bnb_code_books.h, which the CPU reference reads too) and the sorted signed 8-bit
+// dynamic map that NF4_DQ's block absmax codes index, value for value as the CPU computes it
+// (kernels/cpu/quant_formats_bnb_dq.cpp). __host__ __device__, so the decoders
 // that use them can be checked on a machine without a GPU (tests/tst_cuda_decoders
 // compares every value with the CPU's tables). In device code the tables are static
 // device memory: a warp's lanes look up different entries through the L1 cache.
 #include <cuda_runtime.h>
 
+#include "kernels/bnb_code_books.h"
+
 namespace kvs::cuda {
 
-__host__ __device__ __forceinline__ float nf4_code(int q) {
-    static constexpr float kCode[16] = {-1.0f,
-                                        -0.6961928009986877f,
-                                        -0.5250730514526367f,
-                                        -0.39491748809814453f,
-                                        -0.28444138169288635f,
-                                        -0.18477343022823334f,
-                                        -0.09105003625154495f,
-                                        0.0f,
-                                        0.07958029955625534f,
-                                        0.16093020141124725f,
-                                        0.24611230194568634f,
-                                        0.33791524171829224f,
-                                        0.44070982933044434f,
-                                        0.5626170039176941f,
-                                        0.7229568362236023f,
-                                        1.0f};
-    return kCode[q];
-}
-
-// Index bit 3 is the sign; bits 0-2 select the magnitude (bitsandbytes' dDequantizeFP4Tree).
-__host__ __device__ __forceinline__ float fp4_code(int q) {
-    static constexpr float kCode[16] = {
-        0.0f,  5.208333333e-03f,  0.66666667f,  1.0f,  0.33333333f,  0.5f,  0.16666667f,  0.25f,
-        -0.0f, -5.208333333e-03f, -0.66666667f, -1.0f, -0.33333333f, -0.5f, -0.16666667f, -0.25f};
-    return kCode[q];
-}
+using kvs::fp4_code;
+using kvs::nf4_code;
 
 // create_dynamic_map(signed=True, max_exponent_bits=7, total_bits=8), sorted (the CPU's
 // cpu::dynamic_map8(), printed with 9 significant digits: every float exactly).
