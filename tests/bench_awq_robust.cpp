@@ -28,6 +28,8 @@
 //                     -sN       clipping shrinks by at most N % (AwqOptions::max_shrink, default 50)
 //                     -rw       AwqOptions::residual_weight (each token's errors weighted by
 //                               1 / its residual's mean square)
+//                     -ac       AwqOptions::asym_clip (the clipping search also shrinks each
+//                               group's two ends apart)
 //                     and last  @eval     calibrate on the scored text (the bound above)
 //   KVS_AWQ_SIZES     calibration sizes (default "128,256,512")
 //   KVS_AWQ_SEEDS     calibration seeds (default "0,1")
@@ -123,6 +125,8 @@ Setting parse_setting(std::string name) {
             s.opt.sequential = true;
         else if (part == "rw")
             s.opt.residual_weight = true;
+        else if (part == "ac")
+            s.opt.asym_clip = true;
         else if (part[0] == 'g')
             s.opt.n_grid = number(part);
         else if (part[0] == 'c')
@@ -225,6 +229,7 @@ void BenchAwqRobust::grid() {
                      {"clip", st.opt.clip},
                      {"sequential", st.opt.sequential},
                      {"residual_weight", st.opt.residual_weight},
+                     {"asym_clip", st.opt.asym_clip},
                      {"max_shrink", st.opt.max_shrink},
                      {"n_grid", st.opt.n_grid},
                      {"clip_grid", st.opt.clip_grid > 0 ? st.opt.clip_grid : st.opt.n_grid},

@@ -364,6 +364,41 @@ private Q_SLOTS:
         QVERIFY(n_changed > 0);
     }
 
+    // Asymmetric clipping starts from the symmetric search's clamp and keeps it unless one end
+    // alone does better: no (row, group) error above the symmetric one; on skewed groups (a
+    // long positive tail) some strictly below.
+    void awq_asymmetric_clip_never_worse() {
+        const int n_rows = 48, n_in = 256, n_out = 24;
+        auto w = random_matrix(n_out, n_in, 21, false);
+        for (int o = 0; o < n_out; ++o) w[o * n_in + (o * 7) % n_in] = 6.0f * std::fabs(w[o * n_in]) + 0.5f;
+        auto x = random_matrix(n_rows, n_in, 22, false);
+        auto be = make_cpu_backend(1);
+        auto sym = w, asym = w;
+        awq_clip(*be, sym.data(), n_out, n_in, x.data(), n_rows, 80, 0.5f, 128, false);
+        awq_clip(*be, asym.data(), n_out, n_in, x.data(), n_rows, 80, 0.5f, 128, true);
+        std::vector<float> qs(w.size()), qa(w.size());
+        fake_quant_int4(sym.data(), qs.data(), int64_t(w.size()));
+        fake_quant_int4(asym.data(), qa.data(), int64_t(w.size()));
+        int n_better = 0;
+        for (int o = 0; o < n_out; ++o)
+            for (int g = 0; g < n_in; g += 128) {
+                double e_sym = 0.0, e_asym = 0.0;
+                for (int t = 0; t < n_rows; ++t) {
+                    double d0 = 0.0, d1 = 0.0;
+                    for (int i = g; i < g + 128; ++i) {
+                        d0 += double(x[t * n_in + i]) * (w[o * n_in + i] - qs[o * n_in + i]);
+                        d1 += double(x[t * n_in + i]) * (w[o * n_in + i] - qa[o * n_in + i]);
+                    }
+                    e_sym += d0 * d0;
+                    e_asym += d1 * d1;
+                }
+                QVERIFY2(e_asym <= e_sym * (1 + 1e-4),
+                         qPrintable(QString("row %1 group %2: %3 > %4").arg(o).arg(g).arg(e_asym).arg(e_sym)));
+                if (e_asym < e_sym * 0.999) ++n_better;
+            }
+        QVERIFY2(n_better > 0, "asymmetric clipping found nothing better than the symmetric clamp");
+    }
+
     // Layer 0's q/k/v input is rmsnorm(embedding) * attn_norm: computed here by hand, for
     // the sampled positions skip, skip + stride, ...
     // Calibration sequences are independent: the second sequence of 16 tokens gives, at

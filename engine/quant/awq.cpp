@@ -268,11 +268,11 @@ void clip_layer(Backend& be, const ModelConfig& c, FloatLayer& f, const LayerAct
     const auto attn_out = gather_weighted_rows(a.attn_out.data(), QD, keep, rw.mid);
     const auto ffn_in = gather_weighted_rows(a.ffn_in.data(), E, keep, rw.out);
     const auto down_in = gather_weighted_rows(a.down_in.data(), F, keep, rw.out);
-    awq_clip(be, f.wv.data(), KV, E, attn_in.data(), n, grid, opt.max_shrink, group_of(opt, E));
-    awq_clip(be, f.wo.data(), E, QD, attn_out.data(), n, grid, opt.max_shrink, group_of(opt, QD));
-    awq_clip(be, f.gate.data(), F, E, ffn_in.data(), n, grid, opt.max_shrink, group_of(opt, E));
-    awq_clip(be, f.up.data(), F, E, ffn_in.data(), n, grid, opt.max_shrink, group_of(opt, E));
-    awq_clip(be, f.down.data(), E, F, down_in.data(), n, grid, opt.max_shrink, group_of(opt, F));
+    awq_clip(be, f.wv.data(), KV, E, attn_in.data(), n, grid, opt.max_shrink, group_of(opt, E), opt.asym_clip);
+    awq_clip(be, f.wo.data(), E, QD, attn_out.data(), n, grid, opt.max_shrink, group_of(opt, QD), opt.asym_clip);
+    awq_clip(be, f.gate.data(), F, E, ffn_in.data(), n, grid, opt.max_shrink, group_of(opt, E), opt.asym_clip);
+    awq_clip(be, f.up.data(), F, E, ffn_in.data(), n, grid, opt.max_shrink, group_of(opt, E), opt.asym_clip);
+    awq_clip(be, f.down.data(), E, F, down_in.data(), n, grid, opt.max_shrink, group_of(opt, F), opt.asym_clip);
 }
 
 // Encodes one float matrix into the variant's storage.

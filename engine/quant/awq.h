@@ -33,7 +33,8 @@
 // two seeds where 1/20 closed 17-40 %, with a lower mean KL in every cell (docs/benchmarks.md
 // "Robust AWQ"). Options measured there and left off: `sequential` (layers calibrated on the
 // variant's earlier layers, as GPTQ), a finer alpha grid (n_grid 40 / 80), `residual_weight`
-// (errors relative to each token's residual).
+// (errors relative to each token's residual), `asym_clip` (each group's two ends clipped apart:
+// a lower KL in every cell tried, but no higher perplexity share).
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -70,6 +71,7 @@ struct AwqOptions {
     float max_shrink = 0.5f;    // clipping tries shrink ratios below this
     bool search_scales = true;  // false: s = 1 (RTN + clipping)
     bool clip = true;           // run the clipping search
+    bool asym_clip = false;     // the clipping search also shrinks each group's two ends apart (awq_clip)
     bool duo_scaling = true;    // s = x_mean^a / w_mean^(1-a) (AutoAWQ's default), else x_mean^a
     AwqLoss loss = AwqLoss::Block;
     // Calibration rows left out of the down group's loss (its mean |x| keeps them). The
@@ -157,8 +159,12 @@ std::vector<float> awq_weight_mean(const std::vector<const float*>& linears, con
 std::vector<float> awq_quant_dequant(const float* w, int64_t n_out, int64_t n_in, const float* s, int group);
 
 // The clipping search of one linear w [n_out, n_in] (float, already scaled) over its
-// inputs x [n_rows, n_in]; clamps w in place.
+// inputs x [n_rows, n_in]; clamps w in place. Per output row and group: symmetric clamps
+// +-max|w| * (1 - i/n_grid) first (AutoAWQ); with `asymmetric`, then the upper end alone
+// (max(w, 0) * (1 - i/n_grid)) and then the lower end alone, each keeping the clamp so far
+// when no candidate is better (the INT4 grid is asymmetric: a group's two ends need not
+// shrink together).
 void awq_clip(Backend& backend, float* w, int64_t n_out, int64_t n_in, const float* x, int n_rows, int n_grid,
-              float max_shrink, int group = 128);
+              float max_shrink, int group = 128, bool asymmetric = false);
 
 }  // namespace kvs

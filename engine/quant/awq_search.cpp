@@ -4,6 +4,7 @@
 // fake_quant_int4 (the exact values quantize_row(I4_G128) stores).
 #include <algorithm>
 #include <cmath>
+#include <functional>
 #include <limits>
 
 #include "engine/quant/awq.h"
@@ -132,49 +133,81 @@ std::vector<float> awq_search_scale(Backend& backend, const std::vector<const fl
 }
 
 void awq_clip(Backend& backend, float* w, int64_t n_out, int64_t n_in, const float* x, int n_rows, int n_grid,
-              float max_shrink, int group) {
+              float max_shrink, int group, bool asymmetric) {
     const int G = group;
     const int n_cand = std::max(1, static_cast<int>(max_shrink * static_cast<float>(n_grid)));
-    std::vector<float> xt(static_cast<size_t>(G) * n_rows);         // [G, n_rows] the group's inputs, transposed
-    std::vector<float> gram(static_cast<size_t>(G) * G);            // [G, G] X_g^T X_g
-    std::vector<float> e(static_cast<size_t>(n_cand * n_out) * G);  // [n_cand * n_out, G] error of each candidate
-    std::vector<float> eg(e.size());                                // [n_cand * n_out, G] E G
-    std::vector<float> maxv(static_cast<size_t>(n_cand * n_out));   // [n_cand, n_out] the candidate's clamp
+    const int n_slots = n_cand + 1;                                  // a pass tries at most n_cand + 1 clamps per row
+    std::vector<float> xt(static_cast<size_t>(G) * n_rows);          // [G, n_rows] the group's inputs, transposed
+    std::vector<float> gram(static_cast<size_t>(G) * G);             // [G, G] X_g^T X_g
+    std::vector<float> e(static_cast<size_t>(n_slots * n_out) * G);  // [n_slots * n_out, G] error of each candidate
+    std::vector<float> eg(e.size());                                 // [n_slots * n_out, G] E G
+    std::vector<float> lo_c(static_cast<size_t>(n_slots * n_out));   // [n_slots, n_out] the candidate's clamp
+    std::vector<float> hi_c(lo_c.size());
+    std::vector<float> lo(static_cast<size_t>(n_out)), hi(lo.size());  // [n_out] the clamp chosen so far
     std::vector<float> tmp(G);
+    auto shrink = [&](int c) { return 1.0f - static_cast<float>(c) / static_cast<float>(n_grid); };
+    // One pass: candidate k of row r clamps to [lo_c, hi_c] = bounds(r, k) for k < n_k; each row
+    // keeps its candidate with the least error over the group's inputs, e^T (X_g^T X_g) e.
+    auto pass = [&](int64_t g0, int n_k, const std::function<std::pair<float, float>(int64_t, int)>& bounds) {
+        for (int64_t r = 0; r < n_out; ++r) {
+            const float* wr = w + r * n_in + g0;
+            for (int k = 0; k < n_k; ++k) {
+                const auto [l, h] = bounds(r, k);
+                lo_c[static_cast<size_t>(k * n_out + r)] = l;
+                hi_c[static_cast<size_t>(k * n_out + r)] = h;
+                for (int i = 0; i < G; ++i) tmp[i] = std::clamp(wr[i], l, h);
+                fake_quant_int4(tmp.data(), tmp.data(), G, G);
+                float* er = e.data() + static_cast<size_t>(k * n_out + r) * G;
+                for (int i = 0; i < G; ++i) er[i] = wr[i] - tmp[i];
+            }
+        }
+        backend.matmul(WeightView{DType::F32, gram.data(), G, G}, e.data(), eg.data(), static_cast<int>(n_k * n_out));
+        for (int64_t r = 0; r < n_out; ++r) {
+            double best_err = std::numeric_limits<double>::infinity();
+            for (int k = 0; k < n_k; ++k) {
+                const size_t off = static_cast<size_t>(k * n_out + r) * G;
+                double err = 0.0;
+                for (int i = 0; i < G; ++i) err += static_cast<double>(e[off + i]) * eg[off + i];
+                if (err < best_err) {
+                    best_err = err;
+                    lo[static_cast<size_t>(r)] = lo_c[static_cast<size_t>(k * n_out + r)];
+                    hi[static_cast<size_t>(r)] = hi_c[static_cast<size_t>(k * n_out + r)];
+                }
+            }
+        }
+    };
     for (int64_t g0 = 0; g0 < n_in; g0 += G) {
         for (int r = 0; r < n_rows; ++r)
             for (int i = 0; i < G; ++i) xt[static_cast<size_t>(i) * n_rows + r] = x[r * n_in + g0 + i];
         // gram[i, j] = sum_r x[r, g0 + i] x[r, g0 + j]: then e^T G e = sum_r (x_g . e)^2
         backend.matmul(WeightView{DType::F32, xt.data(), n_rows, G}, xt.data(), gram.data(), G);
-        for (int64_t r = 0; r < n_out; ++r) {
+        // the group's max|w|, and its largest / smallest weight on either side of 0
+        auto extent = [&](int64_t r, bool upper) {
             const float* wr = w + r * n_in + g0;
-            float amax = 0.0f;
-            for (int i = 0; i < G; ++i) amax = std::max(amax, std::fabs(wr[i]));
-            for (int c = 0; c < n_cand; ++c) {
-                const float m = amax * (1.0f - static_cast<float>(c) / static_cast<float>(n_grid));
-                maxv[static_cast<size_t>(c * n_out + r)] = m;
-                for (int i = 0; i < G; ++i) tmp[i] = std::clamp(wr[i], -m, m);
-                fake_quant_int4(tmp.data(), tmp.data(), G, G);
-                float* er = e.data() + static_cast<size_t>(c * n_out + r) * G;
-                for (int i = 0; i < G; ++i) er[i] = wr[i] - tmp[i];
-            }
+            float v = 0.0f;
+            for (int i = 0; i < G; ++i) v = upper ? std::max(v, wr[i]) : std::min(v, wr[i]);
+            return v;
+        };
+        // symmetric clamps +-max|w| * shrink (AutoAWQ's search)
+        pass(g0, n_cand, [&](int64_t r, int k) {
+            const float m = std::max(extent(r, true), -extent(r, false)) * shrink(k);
+            return std::pair{-m, m};
+        });
+        if (asymmetric) {
+            // then the upper end alone, then the lower end alone (candidate 0: the clamp so far)
+            pass(g0, n_slots, [&](int64_t r, int k) {
+                const size_t i = static_cast<size_t>(r);
+                return k == 0 ? std::pair{lo[i], hi[i]} : std::pair{lo[i], extent(r, true) * shrink(k - 1)};
+            });
+            pass(g0, n_slots, [&](int64_t r, int k) {
+                const size_t i = static_cast<size_t>(r);
+                return k == 0 ? std::pair{lo[i], hi[i]} : std::pair{extent(r, false) * shrink(k - 1), hi[i]};
+            });
         }
-        backend.matmul(WeightView{DType::F32, gram.data(), G, G}, e.data(), eg.data(),
-                       static_cast<int>(n_cand * n_out));
         for (int64_t r = 0; r < n_out; ++r) {
-            double best_err = std::numeric_limits<double>::infinity();
-            float best_m = maxv[static_cast<size_t>(r)];
-            for (int c = 0; c < n_cand; ++c) {
-                const size_t off = static_cast<size_t>(c * n_out + r) * G;
-                double err = 0.0;
-                for (int i = 0; i < G; ++i) err += static_cast<double>(e[off + i]) * eg[off + i];
-                if (err < best_err) {
-                    best_err = err;
-                    best_m = maxv[static_cast<size_t>(c * n_out + r)];
-                }
-            }
             float* wr = w + r * n_in + g0;
-            for (int i = 0; i < G; ++i) wr[i] = std::clamp(wr[i], -best_m, best_m);
+            for (int i = 0; i < G; ++i)
+                wr[i] = std::clamp(wr[i], lo[static_cast<size_t>(r)], hi[static_cast<size_t>(r)]);
         }
     }
 }
