@@ -136,13 +136,12 @@ LIBRARIES          =+ $(_SPACE_) "-L$(TOP)/lib64/stubs" "-L$(TOP)/lib64"
 EOF
 "$tk/bin/nvcc" --version || die "the unpacked nvcc does not run"
 
-# 3. Configure and build kvscope_cuda only. CUDAToolkit_ROOT as well as CMAKE_CUDA_COMPILER:
-# tests/CMakeLists.txt calls find_package(CUDAToolkit) in a directory where the CUDA language
-# is not enabled, and without the hint that call finds whichever nvcc is first on PATH.
+# 3. Configure and build kvscope_cuda only. No CUDAToolkit_ROOT hint: CMAKE_CUDA_COMPILER alone
+# must decide the toolkit everywhere (tests/ takes kvscope_cuda's headers, KVSCOPE_CUDA_INCLUDE_DIRS).
 echo "== configure $build"
 cmake -S "$src" -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVSCOPE_WERROR=ON -DKVSCOPE_CUDA=ON \
     -DCMAKE_CUDA_COMPILER="$tk/bin/nvcc" -DCMAKE_CUDA_HOST_COMPILER="$host_cxx" \
-    -DCUDAToolkit_ROOT="$tk" || die "cmake configure failed"
+    || die "cmake configure failed"
 grep -qs 'set(CMAKE_CUDA_COMPILER_VERSION "11\.8\.' "$build/CMakeFiles/"*/CMakeCUDACompiler.cmake ||
     die "$build was configured with another CUDA compiler (remove it and run again)"
 echo "== build kvscope_cuda"
