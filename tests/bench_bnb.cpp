@@ -16,7 +16,8 @@
 //   KVS_BNB_ROUNDS   speed rounds (default 3)
 //   KVS_BNB_THREADS  threads (default 2)
 //                    "A^B@down+o": scheme A with those linears from scheme B (an ablation).
-//                    With int4-rtn among them, every scheme's paired ln(PPL / PPL_int4-rtn) too.
+//                    With int4-rtn (int4-sym) among them, every scheme's paired ln(PPL / PPL_int4-rtn)
+//                    (ln(PPL / PPL_int4-sym)) too.
 //   KVS_BENCH_OUT    JSON file name in the test output folder (default bench_bnb.json)
 // Prints tables and writes the JSON; never fails on the numbers; skips without the default model.
 // Long runs: raise QTEST_FUNCTION_TIMEOUT (e.g. 7200000).
@@ -212,17 +213,21 @@ void BenchBnb::table() {
                  {"top1_pct", q.kl.top1_pct}});
         }
         // Each scheme against INT4 RTN on the same tokens (issue 19: "NF4 at or below INT4 RTN's
-        // perplexity"): the paired difference of log perplexities and its error.
-        const auto rtn = std::find(q_names.begin(), q_names.end(), "int4-rtn");
-        if (rtn != q_names.end())
+        // perplexity") and against symmetric INT4 (the QLoRA paper's Int4 baseline): the paired
+        // difference of log perplexities and its error, for whichever of the two was scored.
+        for (const std::string base_name : {"int4-rtn", "int4-sym"}) {
+            const auto b = std::find(q_names.begin(), q_names.end(), base_name);
+            if (b == q_names.end()) continue;
+            const std::string key = "vs_" + std::string(base_name == "int4-rtn" ? "int4_rtn" : "int4_sym");
             for (size_t i = 0; i < vs.size(); ++i) {
-                const auto& base = rep->variants[size_t(rtn - q_names.begin())].token_nll;
+                const auto& base = rep->variants[size_t(b - q_names.begin())].token_nll;
                 auto d = paired_difference(rep->variants[i].token_nll, base);
                 QVERIFY2(d, d.message().c_str());
-                std::printf("%s vs int4-rtn: ln(PPL ratio) %+.4f ± %.4f (paired, %lld tokens)\n", q_names[i].c_str(),
-                            d->mean, d->err, static_cast<long long>(d->n));
-                cells[i]["vs_int4_rtn"] = {{"ln_ppl_ratio", d->mean}, {"ln_ppl_ratio_err", d->err}};
+                std::printf("%s vs %s: ln(PPL ratio) %+.4f ± %.4f (paired, %lld tokens)\n", q_names[i].c_str(),
+                            base_name.c_str(), d->mean, d->err, static_cast<long long>(d->n));
+                cells[i][key] = {{"ln_ppl_ratio", d->mean}, {"ln_ppl_ratio_err", d->err}};
             }
+        }
         out["reference_ppl"] = rep->reference.ppl;
         out["reference_ppl_err"] = rep->reference.ppl_err;
         out["quality"] = cells;

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <random>
 #include <vector>
 
@@ -282,6 +283,8 @@ private Q_SLOTS:
         QTest::newRow("rtn4") << "RTN4" << int(QuantScheme::Kind::Int4Rtn) << int(DType::I4_G128);
         QTest::newRow("int4-awq") << "int4-awq" << int(QuantScheme::Kind::Int4Awq) << int(DType::I4_G128);
         QTest::newRow("awq4") << "awq4" << int(QuantScheme::Kind::Int4Awq) << int(DType::I4_G128);
+        QTest::newRow("int4-sym") << "int4-sym" << int(QuantScheme::Kind::Int4Sym) << int(DType::I4_G128);
+        QTest::newRow("sym4") << "SYM4" << int(QuantScheme::Kind::Int4Sym) << int(DType::I4_G128);
     }
     void scheme_parsing() {
         QFETCH(QString, text);
@@ -294,6 +297,66 @@ private Q_SLOTS:
         auto bad = QuantScheme::parse("int3");
         QVERIFY(!bad.is_ok());
         QVERIFY(bad.message().find("int4-awq") != std::string::npos);
+    }
+
+    // int4-sym against its definition (AutoGPTQ's sym quantizer, no error feedback): per group d
+    // = 2 max|w| / 15 (to fp16), every stored weight d * k with k in -8..7 the nearest to w / d;
+    // groups of 128, 64 on 192-wide rows, as int4-rtn.
+    void int4_sym_is_symmetric_rtn() {
+        auto m = tiny_model("quant_schemes_sym.gguf", 192, 4, 2, 256);
+        QVERIFY(m);
+        auto q = quantize_model(m, QuantScheme::parse("int4-sym").value());
+        QVERIFY2(q, q.message().c_str());
+        QVERIFY2((*q)->format == "variant:int4-sym", (*q)->format.c_str());
+        int n_groups = 0;
+        for (size_t l = 0; l < m->layers.size(); ++l) {
+            const LayerWeights &S = m->layers[l], &Q = (*q)->layers[l];
+            const WeightView* src[] = {&S.wq, &S.wk, &S.wv, &S.wo, &S.w_gate, &S.w_up, &S.w_down};
+            const WeightView* dst[] = {&Q.wq, &Q.wk, &Q.wv, &Q.wo, &Q.w_gate, &Q.w_up, &Q.w_down};
+            for (int k = 0; k < 7; ++k) {
+                const WeightView &a = *src[k], &b = *dst[k];
+                const int group = a.n_in % 128 == 0 ? 128 : 64;
+                QCOMPARE(int(b.dtype), int(group == 128 ? DType::I4_G128 : DType::I4_G64));
+                const auto* w = static_cast<const float*>(a.data);
+                const size_t rb = row_bytes(b.dtype, b.n_in);
+                std::vector<float> row(size_t(b.n_in));
+                for (int64_t r = 0; r < b.n_out; ++r) {
+                    cpu::dequantize_row(b.dtype, static_cast<const uint8_t*>(b.data) + size_t(r) * rb, row.data(),
+                                        b.n_in);
+                    for (int64_t g0 = 0; g0 < b.n_in; g0 += group, ++n_groups) {
+                        double amax = 0.0;
+                        for (int i = 0; i < group; ++i)
+                            amax = std::max(amax, std::fabs(double(w[r * a.n_in + g0 + i])));
+                        const double d = 2.0 * amax / 15.0;
+                        for (int i = 0; i < group; ++i) {
+                            const double x = w[r * a.n_in + g0 + i], v = row[size_t(g0 + i)];
+                            const double kx = std::clamp(std::nearbyint(x / d), -8.0, 7.0);
+                            // fp16 d: within 2^-11 relative, so k * d within 8 * 2^-11 d of the exact level;
+                            // w / d within that of a half step may round either way
+                            const double tol = 8.0 * d / 2048.0 + 1e-12;
+                            const double half = std::fabs(std::fabs(x / d - std::trunc(x / d)) - 0.5);
+                            const double other = std::clamp(kx + (x / d > kx ? 1.0 : -1.0), -8.0, 7.0);
+                            QVERIFY2(std::fabs(v - kx * d) <= tol ||
+                                         (half < 8.0 / 2048.0 && std::fabs(v - other * d) <= tol),
+                                     qPrintable(QString("layer %1 linear %2 row %3 col %4: w %5 -> %6, expected %7")
+                                                    .arg(l)
+                                                    .arg(k)
+                                                    .arg(r)
+                                                    .arg(g0 + i)
+                                                    .arg(x)
+                                                    .arg(v)
+                                                    .arg(kx * d)));
+                        }
+                    }
+                }
+            }
+        }
+        QVERIFY(n_groups > 0);
+        // int4-rtn stores the same groups asymmetrically: its weights differ
+        auto rtn = quantize_model(m, QuantScheme::parse("int4-rtn").value());
+        QVERIFY2(rtn, rtn.message().c_str());
+        const WeightView &a = (*q)->layers[0].wq, &b = (*rtn)->layers[0].wq;
+        QVERIFY(std::memcmp(a.data, b.data, tensor_bytes(a.dtype, a.n_in, a.n_out)) != 0);
     }
 
     // awq_group_loss against the definition: mean over (token, output) of the squared

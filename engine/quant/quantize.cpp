@@ -63,6 +63,19 @@ WeightView reencode(const WeightView& w, DType to, VariantStorage& storage) {
     return WeightView{to, storage.buffers.back().data(), w.n_in, w.n_out};
 }
 
+// w as symmetric INT4 in groups of int4_group_for(n_in) (GPTQ's quantizer with sym, no error
+// feedback: zero 8, scale 2 max|w| / 15), owned by `storage`; input column order.
+WeightView encode_int4_sym(const WeightView& w, VariantStorage& storage) {
+    const std::vector<float> f = dequantize_matrix(w);  // [n_out, n_in], input column order
+    GptqOptions o;
+    o.sym = true;
+    const GptqMatrix q = gptq_rtn_matrix(f.data(), w.n_out, w.n_in, int4_group_for(w.n_in), o);
+    DType type = DType::F32;
+    auto bytes = gptq_encode(q, &type);  // trivial g_idx, 4 bits, group 128 / 64: always encodes
+    storage.buffers.push_back(std::move(bytes.value()));
+    return WeightView{type, storage.buffers.back().data(), w.n_in, w.n_out};
+}
+
 // w as NF4_DQ (whole tensor: its absmax groups run across rows), owned by `storage`.
 WeightView encode_nf4_dq(const WeightView& w, VariantStorage& storage) {
     const std::vector<float> f = dequantize_matrix(w);  // [n_out, n_in]
@@ -79,7 +92,9 @@ void set_llm_int8_threshold(const WeightView& w, float threshold) {
     for (int64_t r = 0; r < w.n_out; ++r) std::memcpy(p + size_t(r) * rb, &threshold, sizeof(float));
 }
 
-bool is_int4(const QuantScheme& s) { return s.kind == QuantScheme::Kind::Int4Rtn || s.calibrated(); }
+bool is_int4(const QuantScheme& s) {
+    return s.kind == QuantScheme::Kind::Int4Rtn || s.kind == QuantScheme::Kind::Int4Sym || s.calibrated();
+}
 // The type a linear of the source becomes: the scheme's, except that INT4 rows 128 does
 // not divide take groups of 64 (I4_G64). Null when no type of the scheme fits the row.
 std::optional<DType> target_type(const WeightView& w, const QuantScheme& scheme) {
@@ -130,6 +145,7 @@ Result<QuantScheme> QuantScheme::parse(const std::string& text) {
         return q;
     }
     if (s == "int4-rtn" || s == "rtn4") return QuantScheme{Kind::Int4Rtn, DType::I4_G128, "int4-rtn"};
+    if (s == "int4-sym" || s == "sym4") return QuantScheme{Kind::Int4Sym, DType::I4_G128, "int4-sym"};
     if (s == "int4-awq" || s == "awq4") return QuantScheme{Kind::Int4Awq, DType::I4_G128, "int4-awq"};
     if (s == "int4-gptq" || s == "gptq4" || s == "gptq")
         return QuantScheme{Kind::Int4Gptq, DType::I4_G128, "int4-gptq"};
@@ -143,8 +159,9 @@ Result<QuantScheme> QuantScheme::parse(const std::string& text) {
 std::vector<std::string> QuantScheme::spellings() {
     std::vector<std::string> out{"ref"};
     for (DType t : kGgmlVariantTypes) out.push_back(lower(std::string(dtype_name(t))));
-    for (const char* n : {"int8", "llm-int8", "int8-llm", "llm-int8:T", "nf4", "nf4-dq", "fp4", "int4-rtn", "rtn4",
-                          "int4-awq", "awq4", "int4-gptq", "gptq4", "gptq", "int4-gptq-act", "gptq4-act", "gptq-act"})
+    for (const char* n :
+         {"int8", "llm-int8", "int8-llm", "llm-int8:T", "nf4", "nf4-dq", "fp4", "int4-rtn", "rtn4", "int4-sym", "sym4",
+          "int4-awq", "awq4", "int4-gptq", "gptq4", "gptq", "int4-gptq-act", "gptq4-act", "gptq-act"})
         out.emplace_back(n);
     return out;
 }
@@ -181,6 +198,7 @@ std::string quant_label(const Model& source, const QuantScheme& scheme) {
                 return "NF4 (bitsandbytes, blocks of 64, double-quantized absmax: 8-bit, groups of 256)";
             return std::string(dtype_name(scheme.dtype)) + " (bitsandbytes, blocks of 64, float absmax)";
         case QuantScheme::Kind::Int4Rtn: return "INT4 " + int4_groups() + " (RTN)";
+        case QuantScheme::Kind::Int4Sym: return "INT4 symmetric " + int4_groups() + " (RTN)";
         case QuantScheme::Kind::Int4Awq: return "INT4 " + int4_groups() + " (AWQ)";
         case QuantScheme::Kind::Int4Gptq: return "INT4 " + int4_groups() + " (GPTQ)";
         case QuantScheme::Kind::Int4GptqAct: return "INT4 " + int4_groups() + " (GPTQ, act-order)";
@@ -261,6 +279,8 @@ Result<std::shared_ptr<Model>> quantize_model(std::shared_ptr<const Model> sourc
             const DType to = *target_type(*w, scheme);
             if (to == DType::NF4_DQ) {
                 *w = encode_nf4_dq(*w, *storage);
+            } else if (scheme.kind == QuantScheme::Kind::Int4Sym) {
+                *w = encode_int4_sym(*w, *storage);
             } else if (w->dtype != to || w->in_perm) {
                 *w = reencode(*w, to, *storage);
                 if (to == DType::I8_LLM) set_llm_int8_threshold(*w, scheme.llm_int8_threshold);

@@ -13,6 +13,9 @@
 //   "int8"      INT8 per output channel, symmetric (I8_ROW), round to nearest
 //   "int4-rtn"  INT4 asymmetric groups of 128 (I4_G128), round to nearest (alias "rtn4");
 //               rows 128 does not divide (SmolLM2-135M's 576) take groups of 64 (I4_G64)
+//   "int4-sym"  INT4 symmetric (AutoGPTQ's sym=True quantizer: range +-max|w|, zero 8; alias
+//               "sym4"), round to nearest, in the same formats and groups as int4-rtn: the
+//               QLoRA paper's Int4 baseline, next to which NF4 is defined
 //   "int4-awq"  the same INT4 formats by AWQ (engine/quant/awq.h; alias "awq4"): needs
 //               QuantOptions.calibration_tokens (engine/quant/calibration.h)
 //   "int4-gptq" the same INT4 formats by GPTQ (engine/quant/gptq.h; alias "gptq4"), asymmetric
@@ -43,7 +46,18 @@
 namespace kvs {
 
 struct QuantScheme {
-    enum class Kind { Reference, GgmlType, Int8PerChannel, Int4Rtn, Int4Awq, Int4Gptq, Int4GptqAct, Bnb4, LlmInt8 };
+    enum class Kind {
+        Reference,
+        GgmlType,
+        Int8PerChannel,
+        Int4Rtn,
+        Int4Sym,
+        Int4Awq,
+        Int4Gptq,
+        Int4GptqAct,
+        Bnb4,
+        LlmInt8
+    };
     Kind kind = Kind::Reference;
     DType dtype = DType::F32;  // the linears' type in the variant (INT4: I4_G128, I4_G64 where 128 does not fit)
     std::string name;          // the spelling that parsed ("q4_k", "ref", ...)
