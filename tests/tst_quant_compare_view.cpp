@@ -210,8 +210,9 @@ private Q_SLOTS:
 
     void schemeChoicesHaveNoAliases() {
         QStringList s = kvs::app::QuantCompareWorker::schemeChoices();
-        for (const char* want : {"q8_0", "q4_0", "int8", "int4-rtn", "int4-awq"}) QVERIFY2(s.contains(want), want);
-        for (const char* not_there : {"ref", "rtn4", "awq4"}) QVERIFY2(!s.contains(not_there), not_there);
+        for (const char* want : {"q8_0", "q4_0", "int8", "int4-rtn", "int4-sym", "int4-awq"})
+            QVERIFY2(s.contains(want), want);
+        for (const char* not_there : {"ref", "rtn4", "sym4", "awq4"}) QVERIFY2(!s.contains(not_there), not_there);
         QCOMPARE(s.removeDuplicates(), 0);
     }
 };
