@@ -8,7 +8,12 @@
 // (version 1 too) and names a bad file; a speed shows "mean ± sd" with its runs as tooltip;
 // ln PPL against the reference and against INT4 RTN shows "-0.087 ± 0.021", sorts by its
 // number and says in its tooltip how many standard errors it is.
-// Screenshots: tests/output/quant_table_view.png (hand-fed), quant_table_run.png (the run).
+// The scatter's labels (placed by ui/label_placement) as drawn: no two boxes overlap, none
+// covers a marker, each inside the axis rect and next to its point or joined to it by a
+// leader line, on the hand table and the default model's (after a resize and on the other
+// quality axis too).
+// Screenshots: tests/output/quant_table_view.png (hand-fed), quant_table_run.png (the run),
+// quant_table_default_model.png (docs/screenshots/quant_table.png) and _small.png (760 x 560).
 #include <QPushButton>
 #include <QSignalSpy>
 #include <QTableWidget>
@@ -85,6 +90,38 @@ ui::QuantTableInfo pairedTable() {
     return t;
 }
 
+// What the drawn labels must hold, "" when they do: one box per point, inside the axis
+// rect, no two overlapping, none over a marker (the discs where QCustomPlot draws the points:
+// the graph's scatter size around each point's pixel), each next to its own point unless a
+// leader line joins them.
+QString labelViolations(const ui::QuantTableView& v) {
+    const QVector<ui::QuantTableView::LabelBox> boxes = v.labelBoxes();
+    if (boxes.size() != v.points().size())
+        return QStringLiteral("%1 labels for %2 points").arg(boxes.size()).arg(v.points().size());
+    QCustomPlot* plot = v.plot();
+    const double r = plot->graph(0)->scatterStyle().size() / 2;
+    QVector<QRectF> markers;
+    for (const auto& p : v.points())
+        markers.push_back(QRectF(plot->xAxis->coordToPixel(p.x) - r, plot->yAxis->coordToPixel(p.y) - r, 2 * r, 2 * r));
+    const QRectF area = plot->axisRect()->rect();
+    for (int i = 0; i < boxes.size(); ++i) {
+        const QRectF b = boxes[i].rect;
+        const QString name = boxes[i].text;
+        if (b.isEmpty()) return name + " has an empty box";
+        if (!area.contains(b)) return name + " leaves the axis rect";
+        for (int j = 0; j < i; ++j)
+            if (b.intersects(boxes[j].rect)) return name + " overlaps " + boxes[j].text;
+        for (const QRectF& m : markers)
+            if (b.intersects(m)) return name + " covers a marker";
+        const bool ownPoint =
+            std::any_of(markers.begin(), markers.end(), [&](const QRectF& m) { return m.center() == boxes[i].point; });
+        if (!ownPoint) return name + "'s point is not a drawn point";
+        if (!boxes[i].leader && !b.adjusted(-3 * r, -3 * r, 3 * r, 3 * r).contains(boxes[i].point))
+            return name + " is away from its point without a leader line";
+    }
+    return {};
+}
+
 }  // namespace
 
 class TestQuantTableView : public QObject {
@@ -134,7 +171,31 @@ private Q_SLOTS:
         v.show();
         QVERIFY(QTest::qWaitForWindowExposed(&v));
         v.plot()->replot();
+        QVERIFY2(labelViolations(v).isEmpty(), qPrintable(labelViolations(v)));
         QVERIFY(v.savePng(QString::fromStdString(test::output_path("quant_table_view.png"))));
+    }
+
+    // Ten schemes within 5 % of each other in KL and speed (their markers touch): every label
+    // still finds a free place, those with no room beside their point at the end of a leader
+    // line. Screenshot: tests/output/quant_table_crowded.png.
+    void crowdedLabels() {
+        ui::QuantTableInfo t;
+        t.model = "crowded";
+        t.rows = {row("ref", "reference", 32, 10.0, 0, 1, 20)};
+        const char* names[] = {"INT8 RTN", "LLM.int8()",        "NF4", "FP4", "INT4 RTN", "GPTQ", "GPTQ act-order",
+                               "AWQ",      "Q4_K_M-style GGUF", "Q8_0"};
+        for (int i = 0; i < 10; ++i)
+            t.rows.push_back(row("s", names[i], 4.5, 10.5, 0.1 * (1 + 0.005 * i), 0.9, 100 + 0.5 * (i % 4)));
+        ui::QuantTableView v;
+        v.resize(900, 640);
+        v.setTable(t);
+        v.show();
+        QVERIFY(QTest::qWaitForWindowExposed(&v));
+        v.plot()->replot();
+        QVERIFY2(labelViolations(v).isEmpty(), qPrintable(labelViolations(v)));
+        const auto boxes = v.labelBoxes();
+        QVERIFY(std::any_of(boxes.begin(), boxes.end(), [](const auto& b) { return b.leader; }));
+        QVERIFY(v.savePng(QString::fromStdString(test::output_path("quant_table_crowded.png"))));
     }
 
     // ln(PPL / PPL of INT4 RTN): the cell, its tooltip (how many standard errors, which way),
@@ -363,7 +424,18 @@ private Q_SLOTS:
         v.show();
         QVERIFY(QTest::qWaitForWindowExposed(&v));
         v.plot()->replot();
+        QVERIFY2(labelViolations(v).isEmpty(), qPrintable(labelViolations(v)));
         QVERIFY(v.savePng(QString::fromStdString(test::output_path("quant_table_default_model.png"))));
+        // placed again on a smaller plot (afterLayout), and on the other quality axis
+        const int wide = v.plot()->width();
+        v.resize(760, 560);
+        QTRY_VERIFY(v.plot()->width() < wide);
+        v.plot()->replot();
+        QVERIFY2(labelViolations(v).isEmpty(), qPrintable("760 x 560: " + labelViolations(v)));
+        QVERIFY(v.savePng(QString::fromStdString(test::output_path("quant_table_default_model_small.png"))));
+        v.setQualityAxis(ui::QuantTableView::QualityAxis::DeltaPpl);
+        v.plot()->replot();
+        QVERIFY2(labelViolations(v).isEmpty(), qPrintable("ΔPPL axis: " + labelViolations(v)));
     }
 };
 

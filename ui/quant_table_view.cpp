@@ -16,6 +16,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "ui/label_placement.h"
 #include "ui/qcp.h"
 
 namespace kvs::ui {
@@ -108,6 +109,12 @@ QTableWidgetItem* pairedItem(const std::optional<double>& v, const std::optional
 }
 
 QColor pointColor() { return QColor(0x3D, 0x85, 0xC6); }
+constexpr double kMarkerSize = 9;  // the scatter's disc, px
+
+// A text item's box as QCustomPlot draws it (its corner anchors), pixels.
+QRectF itemBox(const QCPItemText* t) {
+    return QRectF(t->topLeft->pixelPosition(), t->bottomRight->pixelPosition()).normalized();
+}
 
 }  // namespace
 
@@ -148,6 +155,9 @@ QuantTableView::QuantTableView(QWidget* parent) : QWidget(parent) {
     m_plot = new QCustomPlot(this);
     m_plot->setObjectName("quantTablePlot");
     m_plot->setMinimumHeight(220);
+    // The labels are placed in pixels, so again on every replot once the layout is known:
+    // after a resize, a change of axes or a new table alike.
+    connect(m_plot, &QCustomPlot::afterLayout, this, &QuantTableView::layoutLabels);
 
     auto* plotBox = new QWidget(this);
     auto* pl = new QVBoxLayout(plotBox);
@@ -363,6 +373,8 @@ void QuantTableView::setQualityAxis(QualityAxis axis) {
 void QuantTableView::rebuildPlot() {
     m_plot->clearGraphs();
     m_plot->clearItems();
+    m_labels.clear();
+    m_refCaption = nullptr;
     m_points.clear();
     const QPalette pal = palette();
     const QFont small = scaledFont(font(), 0.9);
@@ -397,35 +409,26 @@ void QuantTableView::rebuildPlot() {
 
     QCPGraph* g = m_plot->addGraph();
     g->setLineStyle(QCPGraph::lsNone);
-    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, pointColor(), pointColor(), 9));
+    g->setScatterStyle(QCPScatterStyle(QCPScatterStyle::ssDisc, pointColor(), pointColor(), kMarkerSize));
     // sorted by x: QCPGraph keeps its data in key order anyway
     QVector<Point> sorted = m_points;
     std::sort(sorted.begin(), sorted.end(), [](const Point& a, const Point& b) { return a.x < b.x; });
     for (const Point& p : sorted) g->addData(p.x, p.y);
     const QColor text = pal.color(QPalette::Text);
-    // A label goes right of its point, except where the next point is close (it goes left and
-    // the neighbour right) and for the last point (the axis ends there).
-    double ymax = 0;
-    for (const Point& p : sorted) ymax = std::max(ymax, p.y);
-    auto close = [&](const Point& a, const Point& b) {
-        const double dx = kl ? std::log10(b.x / a.x) : (b.x - a.x) / std::max(1e-9, sorted.back().x - sorted.front().x);
-        return std::fabs(dx) < (kl ? 0.25 : 0.12) && std::fabs(b.y - a.y) < 0.08 * std::max(1e-9, ymax);
-    };
-    QVector<bool> rightOf(sorted.size(), true);
-    for (int i = 0; i + 1 < sorted.size(); ++i)
-        if (close(sorted[i], sorted[i + 1])) rightOf[i] = false;
-    if (!sorted.isEmpty() && (sorted.size() < 2 || !close(sorted[sorted.size() - 2], sorted.back())))
-        rightOf.back() = false;
-    for (int i = 0; i < sorted.size(); ++i) {
-        auto* t = new QCPItemText(m_plot);
-        t->position->setType(QCPItemPosition::ptPlotCoords);
-        t->position->setCoords(sorted[i].x, sorted[i].y);
-        const bool right = rightOf[i];
-        t->setPositionAlignment((right ? Qt::AlignLeft : Qt::AlignRight) | Qt::AlignVCenter);
-        t->setPadding(QMargins(right ? 8 : 0, 0, right ? 0 : 8, 0));
-        t->setText(sorted[i].label);
-        t->setFont(small);
-        t->setColor(text);
+    // Each label's place is found in pixels at the next replot (layoutLabels).
+    for (const Point& p : sorted) {
+        PointLabel l{new QCPItemText(m_plot), new QCPItemLine(m_plot), p.x, p.y};
+        l.text->position->setType(QCPItemPosition::ptAbsolute);
+        l.text->setPositionAlignment(Qt::AlignLeft | Qt::AlignTop);
+        l.text->setPadding(QMargins());
+        l.text->setText(p.label);
+        l.text->setFont(small);
+        l.text->setColor(text);
+        l.leader->start->setType(QCPItemPosition::ptAbsolute);
+        l.leader->end->setType(QCPItemPosition::ptAbsolute);
+        l.leader->setPen(QPen(mixColors(pal.color(QPalette::Base), text, 0.5), 1));
+        l.leader->setVisible(false);
+        m_labels.push_back(l);
     }
 
     double xlo = 0, xhi = 1, ylo = 0, yhi = 1;
@@ -457,8 +460,48 @@ void QuantTableView::rebuildPlot() {
         t->setText(tr("reference (KL 0)"));
         t->setFont(small);
         t->setColor(text);
+        m_refCaption = t;
     }
     m_plot->replot(QCustomPlot::rpQueuedReplot);
+}
+
+void QuantTableView::layoutLabels() {
+    if (m_labels.isEmpty()) return;
+    LabelPlacementInput in;
+    for (const PointLabel& l : m_labels) {
+        in.points.push_back({m_plot->xAxis->coordToPixel(l.x), m_plot->yAxis->coordToPixel(l.y)});
+        // measured as QCPItemText measures the text it draws
+        const QRect box = QFontMetrics(l.text->font())
+                              .boundingRect(0, 0, 0, 0, Qt::TextDontClip | l.text->textAlignment(), l.text->text());
+        in.sizes.push_back(QSizeF(box.size()));
+    }
+    in.markerRadius = kMarkerSize / 2 + 0.5;
+    in.gap = 4;
+    in.bounds = QRectF(m_plot->axisRect()->rect()).adjusted(1, 1, -1, -1);
+    if (m_refCaption) in.obstacles.push_back(itemBox(m_refCaption));
+    const QVector<PlacedLabel> placed = kvs::ui::placeLabels(in);
+    for (int i = 0; i < m_labels.size() && i < placed.size(); ++i) {
+        const PointLabel& l = m_labels[i];
+        l.text->position->setCoords(placed[i].rect.topLeft());
+        l.leader->setVisible(placed[i].leader);
+        if (placed[i].leader) {
+            // from the marker's edge to the box's nearest point
+            const QPointF p = in.points[i], q = nearestPointOn(placed[i].rect, p);
+            const double len = std::hypot(q.x() - p.x(), q.y() - p.y());
+            const double k = len > 0 ? std::min(1.0, in.markerRadius / len) : 0.0;
+            l.leader->start->setCoords(p + (q - p) * k);
+            l.leader->end->setCoords(q);
+        }
+    }
+}
+
+QVector<QuantTableView::LabelBox> QuantTableView::labelBoxes() const {
+    QVector<LabelBox> out;
+    for (const PointLabel& l : m_labels)
+        out.push_back({l.text->text(), itemBox(l.text),
+                       QPointF(m_plot->xAxis->coordToPixel(l.x), m_plot->yAxis->coordToPixel(l.y)),
+                       l.leader->visible()});
+    return out;
 }
 
 void QuantTableView::setReady(bool ready, const QString& why) {

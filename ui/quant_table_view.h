@@ -8,9 +8,11 @@
 // cell's tooltip), sortable by any column (numbers sort as numbers, missing values last);
 // beside it a speed-vs-quality scatter plot: decode tok/s up,
 // mean KL (log axis; the reference, at KL 0, is a dashed line at its speed) or ΔPPL across,
-// a labelled point per scheme. Run (in the background, by the app) with a progress bar and
+// a labelled point per scheme (labels never over another label or marker:
+// ui/label_placement). Run (in the background, by the app) with a progress bar and
 // Cancel; Load JSON; export CSV / JSON (written by the app in the table's format) and PNG
 // (the whole view). Plain ui types only (ui/quant_table_types.h).
+#include <QRectF>
 #include <QWidget>
 
 #include "ui/quant_table_types.h"
@@ -18,6 +20,8 @@
 class QCheckBox;
 class QComboBox;
 class QCustomPlot;
+class QCPItemLine;
+class QCPItemText;
 class QLabel;
 class QProgressBar;
 class QPushButton;
@@ -84,6 +88,17 @@ public:
         QString label;
     };
     const QVector<Point>& points() const { return m_points; }
+    // The scatter's labels as drawn at the last replot, in the plot widget's pixels: each
+    // label's box (read back from its QCustomPlot text item), its point's marker centre and
+    // whether a leader line joins them (ui/label_placement places them on every replot, so
+    // after a resize or a change of axes too).
+    struct LabelBox {
+        QString text;
+        QRectF rect;
+        QPointF point;
+        bool leader = false;
+    };
+    QVector<LabelBox> labelBoxes() const;
     // The schemes in the table's current (sorted) row order.
     QStringList schemeOrder() const;
 
@@ -101,6 +116,7 @@ private:
     QWidget* buildControls();
     void fillTable();
     void rebuildPlot();
+    void layoutLabels();
     void setRunning(bool running);
     QString askPath(const QString& title, const QString& filter, bool save);
     void exportPngAsked();
@@ -110,6 +126,15 @@ private:
     bool m_ready = false;
     bool m_running = false;
     QVector<Point> m_points;
+    // A scatter point's label: its text, the leader line shown when the text is away from
+    // the point, and the point in data coordinates.
+    struct PointLabel {
+        QCPItemText* text = nullptr;
+        QCPItemLine* leader = nullptr;
+        double x = 0, y = 0;
+    };
+    QVector<PointLabel> m_labels;
+    QCPItemText* m_refCaption = nullptr;  // "reference (KL 0)": labels keep clear of it
 
     QPushButton* m_run = nullptr;
     QPushButton* m_cancel = nullptr;
