@@ -47,6 +47,19 @@ std::vector<float> dequant(DType t, const std::vector<uint8_t>& q, int64_t n_out
     return out;
 }
 
+// Sum over the rows of x [n_rows, n_in] of (x_g . (w - q)_g)^2 for row o of w and q [n_out, n_in]
+// and the group of 128 inputs starting at g: the clipping search's error, naive.
+double group_output_error(const std::vector<float>& x, const std::vector<float>& w, const std::vector<float>& q,
+                          int n_rows, int n_in, int o, int g) {
+    double e = 0.0;
+    for (int t = 0; t < n_rows; ++t) {
+        double d = 0.0;
+        for (int i = g; i < g + 128; ++i) d += double(x[t * n_in + i]) * (w[o * n_in + i] - q[o * n_in + i]);
+        e += d * d;
+    }
+    return e;
+}
+
 // A tiny F32 llama model written and loaded by the test.
 std::shared_ptr<const Model> tiny_model(const char* name, int n_embd, int n_head, int n_kv_head, int n_ff) {
     test::TinyModelSpec spec;
@@ -411,16 +424,8 @@ private Q_SLOTS:
         int n_changed = 0;
         for (int o = 0; o < n_out; ++o)
             for (int g = 0; g < n_in; g += 128) {
-                double e_plain = 0.0, e_clip = 0.0;
-                for (int t = 0; t < n_rows; ++t) {
-                    double d0 = 0.0, d1 = 0.0;
-                    for (int i = g; i < g + 128; ++i) {
-                        d0 += double(x[t * n_in + i]) * (w[o * n_in + i] - qw[o * n_in + i]);
-                        d1 += double(x[t * n_in + i]) * (w[o * n_in + i] - qc[o * n_in + i]);
-                    }
-                    e_plain += d0 * d0;
-                    e_clip += d1 * d1;
-                }
+                const double e_plain = group_output_error(x, w, qw, n_rows, n_in, o, g);
+                const double e_clip = group_output_error(x, w, qc, n_rows, n_in, o, g);
                 QVERIFY(e_clip <= e_plain * (1 + 1e-4));
                 if (e_clip < e_plain * 0.999) ++n_changed;
             }
@@ -445,16 +450,8 @@ private Q_SLOTS:
         int n_better = 0;
         for (int o = 0; o < n_out; ++o)
             for (int g = 0; g < n_in; g += 128) {
-                double e_sym = 0.0, e_asym = 0.0;
-                for (int t = 0; t < n_rows; ++t) {
-                    double d0 = 0.0, d1 = 0.0;
-                    for (int i = g; i < g + 128; ++i) {
-                        d0 += double(x[t * n_in + i]) * (w[o * n_in + i] - qs[o * n_in + i]);
-                        d1 += double(x[t * n_in + i]) * (w[o * n_in + i] - qa[o * n_in + i]);
-                    }
-                    e_sym += d0 * d0;
-                    e_asym += d1 * d1;
-                }
+                const double e_sym = group_output_error(x, w, qs, n_rows, n_in, o, g);
+                const double e_asym = group_output_error(x, w, qa, n_rows, n_in, o, g);
                 QVERIFY2(e_asym <= e_sym * (1 + 1e-4),
                          qPrintable(QString("row %1 group %2: %3 > %4").arg(o).arg(g).arg(e_asym).arg(e_sym)));
                 if (e_asym < e_sym * 0.999) ++n_better;
