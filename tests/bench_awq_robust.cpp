@@ -28,6 +28,7 @@
 //                     -sN       clipping shrinks by at most N % (AwqOptions::max_shrink, default 50)
 //                     -rw       AwqOptions::residual_weight (each token's errors weighted by
 //                               1 / its residual's mean square)
+//                     -noduo    s = x_mean^alpha alone (llm-awq's scales; duo_scaling = false)
 //                     -ac       AwqOptions::asym_clip (the clipping search also shrinks each
 //                               group's two ends apart)
 //                     and last  @eval     calibrate on the scored text (the bound above)
@@ -127,6 +128,8 @@ Setting parse_setting(std::string name) {
             s.opt.residual_weight = true;
         else if (part == "ac")
             s.opt.asym_clip = true;
+        else if (part == "noduo")
+            s.opt.duo_scaling = false;
         else if (part[0] == 'g')
             s.opt.n_grid = number(part);
         else if (part[0] == 'c')
@@ -230,6 +233,7 @@ void BenchAwqRobust::grid() {
                      {"sequential", st.opt.sequential},
                      {"residual_weight", st.opt.residual_weight},
                      {"asym_clip", st.opt.asym_clip},
+                     {"duo_scaling", st.opt.duo_scaling},
                      {"max_shrink", st.opt.max_shrink},
                      {"n_grid", st.opt.n_grid},
                      {"clip_grid", st.opt.clip_grid > 0 ? st.opt.clip_grid : st.opt.n_grid},
