@@ -127,16 +127,19 @@ void print_table(const FitRequest& rq, const FitResult& r) {
     std::printf("%s (%.2fB parameters) on %s, goal %s, %lld x %lld tokens, KV %s\n\n", rq.model.name.c_str(),
                 double(rq.model.n_params) / 1e9, rq.device.described.c_str(), fit_goal_name(rq.goal).c_str(),
                 (long long)rq.batch, (long long)rq.context, kv_type_name(rq.kv_type).c_str());
-    std::printf("%4s  %-14s %-15s %5s %9s %9s %9s %4s %7s %8s %9s  %s\n", "rank", "scheme", "label", "bits", "weights",
-                "KV need", "KV room", "fits", "max bat", "max ctx", "quality", "why");
-    std::printf("%4s  %-14s %-15s %5s %9s %9s %9s %4s %7s %8s %9s\n", "", "", "", "", "GiB", "GiB", "GiB", "", "", "",
-                "ΔPPL %");
+    // the label column as wide as its longest label ("Q4_K_M-style GGUF")
+    int lw = 5;
+    for (const FitRow& x : r.rows) lw = std::max(lw, int(x.label.size()));
+    std::printf("%4s  %-14s %-*s %5s %9s %9s %9s %4s %7s %8s %9s  %s\n", "rank", "scheme", lw, "label", "bits",
+                "weights", "KV need", "KV room", "fits", "max bat", "max ctx", "quality", "why");
+    std::printf("%4s  %-14s %-*s %5s %9s %9s %9s %4s %7s %8s %9s\n", "", "", lw, "", "", "GiB", "GiB", "GiB", "", "",
+                "", "ΔPPL %");
     for (const FitRow& x : r.rows) {
         char q[32] = "-";
         if (x.ppl_increase_pct) std::snprintf(q, sizeof q, "%+.1f", *x.ppl_increase_pct);
-        std::printf("%4s  %-14s %-15s %5.2f %9s %9s %9s %4s %7lld %8lld %9s  %s\n",
-                    x.rank ? std::to_string(x.rank).c_str() : "-", x.scheme.c_str(), x.label.c_str(), x.bits_per_weight,
-                    x.applies ? gib(x.weight_bytes).c_str() : "-", gib(x.kv_bytes).c_str(),
+        std::printf("%4s  %-14s %-*s %5.2f %9s %9s %9s %4s %7lld %8lld %9s  %s\n",
+                    x.rank ? std::to_string(x.rank).c_str() : "-", x.scheme.c_str(), lw, x.label.c_str(),
+                    x.bits_per_weight, x.applies ? gib(x.weight_bytes).c_str() : "-", gib(x.kv_bytes).c_str(),
                     x.applies ? gib(x.room_bytes).c_str() : "-", x.fits ? "yes" : "no", (long long)x.max_batch,
                     (long long)x.max_context, q, x.why.c_str());
     }

@@ -10,6 +10,7 @@
 #include <sstream>
 #include <tuple>
 
+#include "engine/quant/quant_table.h"
 #include "engine/quant/quantize.h"
 #include "engine/runtime/engine.h"
 #include "engine/runtime/session.h"
@@ -62,28 +63,15 @@ constexpr Preset kPresets[] = {
     {"LLaMA-65B", 80, 8192, 64, 64, 22016, 32000, 2048, 3.53, 3.67, 3.66, 3.66, 3.62},
 };
 
-const char* scheme_label(const std::string& s) {
-    static const std::map<std::string, const char*> labels = {{"ref", "reference"},
-                                                              {"f16", "FP16"},
-                                                              {"bf16", "BF16"},
-                                                              {"q8_0", "Q8_0"},
-                                                              {"int8", "INT8 RTN"},
-                                                              {"llm-int8", "LLM.int8()"},
-                                                              {"nf4", "NF4"},
-                                                              {"fp4", "FP4"},
-                                                              {"int4-rtn", "INT4 RTN"},
-                                                              {"int4-gptq", "GPTQ"},
-                                                              {"int4-gptq-act", "GPTQ act-order"},
-                                                              {"int4-awq", "AWQ"},
-                                                              {"q4_k", "Q4_K"},
-                                                              {"q4_0", "Q4_0"},
-                                                              {"q4_1", "Q4_1"},
-                                                              {"q5_0", "Q5_0"},
-                                                              {"q5_1", "Q5_1"},
-                                                              {"q5_k", "Q5_K"},
-                                                              {"q6_k", "Q6_K"}};
-    auto it = labels.find(s);
-    return it == labels.end() ? nullptr : it->second;
+// The chooser's row labels: the comparison table's (quant_table_label), and for the schemes
+// the table has no row for, FP16 or the GGML type's name ("q5_k" -> "Q5_K").
+std::string scheme_label(const std::string& s) {
+    const std::string t = quant_table_label(s);
+    if (t != s) return t;
+    if (s == "f16") return "FP16";
+    std::string up = s;
+    std::transform(up.begin(), up.end(), up.begin(), [](unsigned char c) { return char(std::toupper(c)); });
+    return up;
 }
 
 // A loose name match: one contains the other, case ignored ("SmolLM2-135M" and
@@ -366,7 +354,7 @@ Result<FitResult> quant_fit(const FitRequest& rq) {
     for (const QuantScheme& s : schemes) {
         FitRow r;
         r.scheme = s.name;
-        r.label = scheme_label(s.name) ? scheme_label(s.name) : s.name;
+        r.label = scheme_label(s.name);
         const Sizes z = sizes_of(rq.model, s);
         r.applies = z.applies;
         r.bits_per_weight = z.bits;
