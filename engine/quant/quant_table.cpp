@@ -8,250 +8,228 @@
 #include <fstream>
 #include <iterator>
 #include <sstream>
+#include <type_traits>
 
 namespace kvs {
 
 namespace {
 
 using json = nlohmann::json;
+using Row = QuantTableRow;
+using Spread = QuantTableSpread;
 
-// The row keys in the order JSON and CSV write them.
-constexpr const char* kRowKeys[] = {
-    "scheme",       "label",         "bits_per_weight",   "size_bytes",         "ppl",
-    "ppl_err",      "ln_ppl_vs_ref", "ln_ppl_vs_ref_err", "ln_ppl_vs_int4_rtn", "ln_ppl_vs_int4_rtn_err",
-    "mean_kl",      "top1",          "first_divergence",  "prefill_tok_s",      "decode_tok_s",
-    "prefill_runs", "prefill_sd",    "prefill_min",       "prefill_max",        "prefill_values",
-    "decode_runs",  "decode_sd",     "decode_min",        "decode_max",         "decode_values",
-    "note"};
-
-// The speeds whose runs a row keeps: the key prefix and the row's members.
-struct SpeedField {
-    const char* prefix;
-    std::optional<double> QuantTableRow::*mean;
-    std::optional<QuantTableSpread> QuantTableRow::*spread;
-};
-constexpr SpeedField kSpeeds[] = {{"prefill", &QuantTableRow::prefill_tok_s, &QuantTableRow::prefill_spread},
-                                  {"decode", &QuantTableRow::decode_tok_s, &QuantTableRow::decode_spread}};
-
-// The paired differences a row keeps (ln PPL against another row, ± its standard error):
-// the value's key, its error's key and the row's members.
-struct PairedField {
-    const char* key;
-    const char* err_key;
-    std::optional<double> QuantTableRow::*value;
-    std::optional<double> QuantTableRow::*err;
-};
-constexpr PairedField kPaired[] = {
-    {"ln_ppl_vs_ref", "ln_ppl_vs_ref_err", &QuantTableRow::ln_ppl_vs_ref, &QuantTableRow::ln_ppl_vs_ref_err},
-    {"ln_ppl_vs_int4_rtn", "ln_ppl_vs_int4_rtn_err", &QuantTableRow::ln_ppl_vs_int4_rtn,
-     &QuantTableRow::ln_ppl_vs_int4_rtn_err}};
-
-// A paired value goes out with its error or not at all (null both): never one without the other.
-bool paired_set(const QuantTableRow& r, const PairedField& f) {
-    const auto &v = r.*f.value, &e = r.*f.err;
-    return v && e && std::isfinite(*v) && std::isfinite(*e);
+template <typename... A>
+std::string printed(const char* format, A... a) {
+    char buf[160];
+    std::snprintf(buf, sizeof buf, format, a...);
+    return buf;
 }
 
-json opt_json(const std::optional<double>& v) { return v && std::isfinite(*v) ? json(*v) : json(nullptr); }
-json opt_json(const std::optional<int64_t>& v) { return v ? json(*v) : json(nullptr); }
+// What a key holds, which decides how the reader checks it: a string, a number or null (in a
+// range), a whole number >= 0 or null, an array of numbers >= 0 or null.
+enum class Kind { text, number, count, values };
 
-json row_json(const QuantTableRow& r) {
+// The value type of a member: T of a T or of a std::optional<T>.
+template <typename C, typename T>
+T value_of(T C::*);
+template <typename C, typename T>
+T value_of(std::optional<T> C::*);
+
+template <typename T>
+constexpr Kind kind_of() {
+    if constexpr (std::is_same_v<T, std::string>) return Kind::text;
+    if constexpr (std::is_same_v<T, double>) return Kind::number;
+    if constexpr (std::is_same_v<T, std::vector<double>>) return Kind::values;
+    return Kind::count;  // int, int64_t
+}
+
+// A check of a key together with the keys before it, run once the key itself has been read.
+using RowCheck = Status (*)(const json& row, const std::string& key, const std::string& where);
+
+// One key of a row, which is also its CSV column: how it is written, read and checked.
+struct Column {
+    const char* key;
+    Kind kind;
+    json (*get)(const Row&);         // the value written: null for none
+    void (*set)(Row&, const json&);  // stores a checked value that is not null
+    int since = 1;                   // the first file version whose rows have the key
+    double lo = 0, hi = INFINITY;    // a number's range
+    RowCheck check = nullptr;
+
+    constexpr Column range(double l, double h) const { return {key, kind, get, set, since, l, h, check}; }
+    constexpr Column then(RowCheck f) const { return {key, kind, get, set, since, lo, hi, f}; }
+};
+
+json to_cell(const std::string& s) { return s; }
+json to_cell(const std::optional<double>& v) { return v && std::isfinite(*v) ? json(*v) : json(); }
+json to_cell(const std::optional<int64_t>& v) { return v ? json(*v) : json(); }
+
+template <auto M>
+json get_field(const Row& r) {
+    return to_cell(r.*M);
+}
+template <auto M>
+void set_field(Row& r, const json& v) {
+    r.*M = v.get<decltype(value_of(M))>();
+}
+// A paired value or its error goes out with its partner, both finite, or not at all (null both).
+template <auto M, auto Partner>
+json get_paired(const Row& r) {
+    const auto &v = r.*M, &p = r.*Partner;
+    return v && p && std::isfinite(*v) && std::isfinite(*p) ? json(*v) : json();
+}
+// One of the five keys of a speed's runs (S), part P of them.
+template <auto S, auto P>
+json get_part(const Row& r) {
+    return r.*S ? json((*(r.*S)).*P) : json();
+}
+template <auto S, auto P>
+void set_part(Row& r, const json& v) {
+    std::optional<Spread>& s = r.*S;
+    if (!s) s.emplace();
+    (*s).*P = v.get<decltype(value_of(P))>();
+}
+
+// The spreads came in version 2, the paired values in version 3.
+constexpr int kSpreadSince = 2, kPairedSince = 3;
+
+template <auto M>
+constexpr Column field(const char* key, int since = 1) {
+    return {key, kind_of<decltype(value_of(M))>(), get_field<M>, set_field<M>, since};
+}
+template <auto M, auto Partner>
+constexpr Column paired(const char* key) {
+    return {key, Kind::number, get_paired<M, Partner>, set_field<M>, kPairedSince};
+}
+template <auto S, auto P>
+constexpr Column part(const char* key) {
+    return {key, kind_of<decltype(value_of(P))>(), get_part<S, P>, set_part<S, P>, kSpreadSince};
+}
+
+Status check_not_empty(const json& row, const std::string& key, const std::string& where) {
+    if (!row.at(key).get_ref<const std::string&>().empty()) return Status::ok();
+    return Status::error(where + ": \"" + key + "\" is empty");
+}
+
+// After "<v>_err": the paired value "<v>" and its error both null (not measured) or both set.
+Status check_paired(const json& row, const std::string& err_key, const std::string& where) {
+    const std::string key = err_key.substr(0, err_key.rfind("_err"));
+    const bool has_value = !row.at(key).is_null(), has_err = !row.at(err_key).is_null();
+    if (has_value == has_err) return Status::ok();
+    return Status::error(where + ": \"" + (has_value ? key : err_key) + "\" is set but \"" +
+                         (has_value ? err_key : key) +
+                         "\" is null (a paired value and its standard error go together)");
+}
+
+// After "<speed>_values": the speed's five spread keys all null (none), or all set and
+// consistent with each other and with the speed's mean "<speed>_tok_s".
+Status check_spread(const json& row, const std::string& values_key, const std::string& where) {
+    const std::string p = values_key.substr(0, values_key.rfind("_values"));
+    const std::string keys[] = {p + "_runs", p + "_sd", p + "_min", p + "_max", values_key};
+    const auto is_set = [&](const std::string& k) { return !row.at(k).is_null(); };
+    if (std::none_of(std::begin(keys), std::end(keys), is_set)) return Status::ok();
+    for (const std::string& k : keys)
+        if (!is_set(k))
+            return Status::error(where + ": \"" + k + "\" is null while other " + p +
+                                 "_ spread keys are set (all five null or all set)");
+    const int64_t runs = row.at(keys[0]).get<int64_t>();
+    const double lo = row.at(keys[2]).get<double>(), hi = row.at(keys[3]).get<double>();
+    const size_t n_values = row.at(values_key).size();
+    if (runs < 1 || runs > 1000000)
+        return Status::error(where + ": \"" + keys[0] + "\" is " + std::to_string(runs) + ", expected 1 .. 1000000");
+    if (int64_t(n_values) != runs)
+        return Status::error(where + ": \"" + values_key + "\" has " + std::to_string(n_values) + " values, \"" +
+                             keys[0] + "\" says " + std::to_string(runs));
+    if (lo > hi)
+        return Status::error(where + ": " +
+                             printed("\"%s\" %g is above \"%s\" %g", keys[2].c_str(), lo, keys[3].c_str(), hi));
+    if (!is_set(p + "_tok_s"))
+        return Status::error(where + ": \"" + keys[0] + "\" is set but \"" + p + "_tok_s\" is null");
+    return Status::ok();
+}
+
+// The row's keys in the order JSON and CSV write them; the reader reads and checks them in this
+// order too. A number's range is 0 .. inf unless given. A new key is one line here (with the
+// version that brings it: field<&Row::x>("x", 4)).
+constexpr Column kColumns[] = {
+    field<&Row::scheme>("scheme").then(check_not_empty),
+    field<&Row::label>("label"),
+    field<&Row::bits_per_weight>("bits_per_weight"),
+    field<&Row::size_bytes>("size_bytes"),
+    field<&Row::ppl>("ppl"),
+    field<&Row::ppl_err>("ppl_err"),
+    paired<&Row::ln_ppl_vs_ref, &Row::ln_ppl_vs_ref_err>("ln_ppl_vs_ref").range(-INFINITY, INFINITY),
+    paired<&Row::ln_ppl_vs_ref_err, &Row::ln_ppl_vs_ref>("ln_ppl_vs_ref_err").then(check_paired),
+    paired<&Row::ln_ppl_vs_int4_rtn, &Row::ln_ppl_vs_int4_rtn_err>("ln_ppl_vs_int4_rtn").range(-INFINITY, INFINITY),
+    paired<&Row::ln_ppl_vs_int4_rtn_err, &Row::ln_ppl_vs_int4_rtn>("ln_ppl_vs_int4_rtn_err").then(check_paired),
+    field<&Row::mean_kl>("mean_kl"),
+    field<&Row::top1>("top1").range(0, 1),
+    field<&Row::first_divergence>("first_divergence"),
+    field<&Row::prefill_tok_s>("prefill_tok_s"),
+    field<&Row::decode_tok_s>("decode_tok_s"),
+    part<&Row::prefill_spread, &Spread::runs>("prefill_runs"),
+    part<&Row::prefill_spread, &Spread::sd>("prefill_sd"),
+    part<&Row::prefill_spread, &Spread::min>("prefill_min"),
+    part<&Row::prefill_spread, &Spread::max>("prefill_max"),
+    part<&Row::prefill_spread, &Spread::values>("prefill_values").then(check_spread),
+    part<&Row::decode_spread, &Spread::runs>("decode_runs"),
+    part<&Row::decode_spread, &Spread::sd>("decode_sd"),
+    part<&Row::decode_spread, &Spread::min>("decode_min"),
+    part<&Row::decode_spread, &Spread::max>("decode_max"),
+    part<&Row::decode_spread, &Spread::values>("decode_values").then(check_spread),
+    field<&Row::note>("note"),
+};
+
+// Checks that `key` of object `o` is there and holds a `kind` (a number in lo .. hi); the
+// error names `where` and the key.
+Status check_value(const json& o, const std::string& key, Kind kind, const std::string& where, double lo = 0,
+                   double hi = INFINITY) {
+    const auto it = o.find(key);
+    if (it == o.end()) return Status::error(where + ": the key \"" + key + "\" is missing");
+    const json& v = *it;
+    const auto wrong = [&](const char* expected) {
+        return Status::error(where + ": \"" + key + "\" is " + v.type_name() + ", expected " + expected);
+    };
+    if (kind == Kind::text) return v.is_string() ? Status::ok() : wrong("a string");
+    if (v.is_null()) return Status::ok();
+    if (kind == Kind::number) {
+        if (!v.is_number()) return wrong("a number or null");
+        const double x = v.get<double>();
+        if (!std::isfinite(x))  // a number too large for a double parses as inf
+            return Status::error(where + ": " + printed("\"%s\" is %g, expected a finite number", key.c_str(), x));
+        if (!(x >= lo && x <= hi))
+            return Status::error(where + ": " + printed("\"%s\" is %g, expected %g .. %g", key.c_str(), x, lo, hi));
+    } else if (kind == Kind::count) {
+        if (!v.is_number_integer()) return wrong("a whole number or null");
+        if (v.get<int64_t>() < 0)
+            return Status::error(where + ": \"" + key + "\" is " + std::to_string(v.get<int64_t>()) +
+                                 ", expected >= 0");
+    } else {
+        if (!v.is_array()) return wrong("an array of numbers or null");
+        for (size_t i = 0; i < v.size(); ++i)
+            if (!v[i].is_number() || !(v[i].get<double>() >= 0) || !std::isfinite(v[i].get<double>()))
+                return Status::error(where + ": \"" + key + "\"[" + std::to_string(i) + "] is " + v[i].dump() +
+                                     ", expected a number >= 0");
+    }
+    return Status::ok();
+}
+
+json row_json(const Row& r) {
     json j = json::object();
-    j["scheme"] = r.scheme;
-    j["label"] = r.label;
-    j["bits_per_weight"] = opt_json(r.bits_per_weight);
-    j["size_bytes"] = opt_json(r.size_bytes);
-    j["ppl"] = opt_json(r.ppl);
-    j["ppl_err"] = opt_json(r.ppl_err);
-    for (const PairedField& f : kPaired) {
-        const bool set = paired_set(r, f);
-        j[f.key] = set ? json(*(r.*f.value)) : json(nullptr);
-        j[f.err_key] = set ? json(*(r.*f.err)) : json(nullptr);
-    }
-    j["mean_kl"] = opt_json(r.mean_kl);
-    j["top1"] = opt_json(r.top1);
-    j["first_divergence"] = opt_json(r.first_divergence);
-    j["prefill_tok_s"] = opt_json(r.prefill_tok_s);
-    j["decode_tok_s"] = opt_json(r.decode_tok_s);
-    for (const SpeedField& f : kSpeeds) {
-        const std::optional<QuantTableSpread>& sp = r.*f.spread;
-        const std::string p = f.prefix;
-        j[p + "_runs"] = sp ? json(sp->runs) : json(nullptr);
-        j[p + "_sd"] = sp ? json(sp->sd) : json(nullptr);
-        j[p + "_min"] = sp ? json(sp->min) : json(nullptr);
-        j[p + "_max"] = sp ? json(sp->max) : json(nullptr);
-        j[p + "_values"] = sp ? json(sp->values) : json(nullptr);
-    }
-    j["note"] = r.note;
+    for (const Column& c : kColumns) j[c.key] = c.get(r);
     return j;
 }
 
-// Reads one known key of an object; the error names `where` and the key.
-class Fields {
-public:
-    Fields(const json& j, std::string where) : m_j(j), m_where(std::move(where)) {}
-
-    Status text(const char* key, std::string& out) const {
-        const json* v = find(key);
-        if (!v) return missing(key);
-        if (!v->is_string()) return wrong(key, "a string");
-        out = v->get<std::string>();
-        return Status::ok();
-    }
-    Status number(const char* key, std::optional<double>& out, double lo = -INFINITY, double hi = INFINITY) const {
-        const json* v = find(key);
-        if (!v) return missing(key);
-        if (v->is_null()) {
-            out.reset();
-            return Status::ok();
-        }
-        if (!v->is_number()) return wrong(key, "a number or null");
-        const double x = v->get<double>();
-        if (!std::isfinite(x)) {  // a number too large for a double parses as inf
-            char buf[160];
-            std::snprintf(buf, sizeof buf, "\"%s\" is %g, expected a finite number", key, x);
-            return Status::error(m_where + ": " + buf);
-        }
-        if (!(x >= lo && x <= hi)) return out_of_range(key, x, lo, hi);
-        out = x;
-        return Status::ok();
-    }
-    Status count(const char* key, std::optional<int64_t>& out) const {
-        const json* v = find(key);
-        if (!v) return missing(key);
-        if (v->is_null()) {
-            out.reset();
-            return Status::ok();
-        }
-        if (!v->is_number_integer()) return wrong(key, "a whole number or null");
-        const int64_t x = v->get<int64_t>();
-        if (x < 0) return Status::error(m_where + ": \"" + key + "\" is " + std::to_string(x) + ", expected >= 0");
-        out = x;
-        return Status::ok();
-    }
-
-    Status numbers(const char* key, std::optional<std::vector<double>>& out) const {
-        const json* v = find(key);
-        if (!v) return missing(key);
-        if (v->is_null()) {
-            out.reset();
-            return Status::ok();
-        }
-        if (!v->is_array()) return wrong(key, "an array of numbers or null");
-        std::vector<double> xs;
-        for (size_t i = 0; i < v->size(); ++i) {
-            const json& x = (*v)[i];
-            if (!x.is_number() || !(x.get<double>() >= 0) || !std::isfinite(x.get<double>()))
-                return Status::error(m_where + ": \"" + key + "\"[" + std::to_string(i) + "] is " + x.dump() +
-                                     ", expected a number >= 0");
-            xs.push_back(x.get<double>());
-        }
-        out = std::move(xs);
-        return Status::ok();
-    }
-    const std::string& where() const { return m_where; }
-
-private:
-    const json* find(const char* key) const {
-        auto it = m_j.find(key);
-        return it == m_j.end() ? nullptr : &*it;
-    }
-    Status missing(const char* key) const { return Status::error(m_where + ": the key \"" + key + "\" is missing"); }
-    Status wrong(const char* key, const char* expected) const {
-        return Status::error(m_where + ": \"" + key + "\" is " + std::string(m_j.at(key).type_name()) + ", expected " +
-                             expected);
-    }
-    Status out_of_range(const char* key, double x, double lo, double hi) const {
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "\"%s\" is %g, expected %g .. %g", key, x, lo, hi);
-        return Status::error(m_where + ": " + buf);
-    }
-    const json& m_j;
-    std::string m_where;
-};
-
-// The runs behind one speed: all five keys null (none) or all set and consistent.
-Status spread_from_json(const Fields& f, const SpeedField& sf, QuantTableRow& r) {
-    const std::string p = sf.prefix, k_runs = p + "_runs", k_sd = p + "_sd", k_min = p + "_min", k_max = p + "_max",
-                      k_values = p + "_values";
-    std::optional<int64_t> runs;
-    std::optional<double> sd, lo, hi;
-    std::optional<std::vector<double>> values;
-    KVS_RETURN_IF_ERROR(f.count(k_runs.c_str(), runs));
-    KVS_RETURN_IF_ERROR(f.number(k_sd.c_str(), sd, 0));
-    KVS_RETURN_IF_ERROR(f.number(k_min.c_str(), lo, 0));
-    KVS_RETURN_IF_ERROR(f.number(k_max.c_str(), hi, 0));
-    KVS_RETURN_IF_ERROR(f.numbers(k_values.c_str(), values));
-    const std::pair<bool, const std::string*> set[] = {{runs.has_value(), &k_runs},
-                                                       {sd.has_value(), &k_sd},
-                                                       {lo.has_value(), &k_min},
-                                                       {hi.has_value(), &k_max},
-                                                       {values.has_value(), &k_values}};
-    const auto n_set = std::count_if(std::begin(set), std::end(set), [](const auto& s) { return s.first; });
-    if (n_set == 0) {
-        (r.*sf.spread).reset();
-        return Status::ok();
-    }
-    const std::string& w = f.where();
-    if (n_set != std::ssize(set))
-        for (const auto& [is_set, key] : set)
-            if (!is_set)
-                return Status::error(w + ": \"" + *key + "\" is null while other " + p +
-                                     "_ spread keys are set (all five null or all set)");
-    if (*runs < 1 || *runs > 1000000)
-        return Status::error(w + ": \"" + k_runs + "\" is " + std::to_string(*runs) + ", expected 1 .. 1000000");
-    if (int64_t(values->size()) != *runs)
-        return Status::error(w + ": \"" + k_values + "\" has " + std::to_string(values->size()) + " values, \"" +
-                             k_runs + "\" says " + std::to_string(*runs));
-    if (*lo > *hi) {
-        char buf[160];
-        std::snprintf(buf, sizeof buf, "\"%s\" %g is above \"%s\" %g", k_min.c_str(), *lo, k_max.c_str(), *hi);
-        return Status::error(w + ": " + buf);
-    }
-    if (!(r.*sf.mean).has_value())
-        return Status::error(w + ": \"" + k_runs + "\" is set but \"" + p + "_tok_s\" is null");
-    r.*sf.spread = QuantTableSpread{int(*runs), *sd, *lo, *hi, std::move(*values)};
-    return Status::ok();
-}
-
-// A paired value and its error: both null (not measured) or both set, the error >= 0.
-Status paired_from_json(const Fields& f, const PairedField& pf, QuantTableRow& r) {
-    std::optional<double> v, e;
-    KVS_RETURN_IF_ERROR(f.number(pf.key, v));
-    KVS_RETURN_IF_ERROR(f.number(pf.err_key, e, 0));
-    if (v.has_value() != e.has_value()) {
-        const char* set = v ? pf.key : pf.err_key;
-        const char* unset = v ? pf.err_key : pf.key;
-        return Status::error(f.where() + ": \"" + set + "\" is set but \"" + unset +
-                             "\" is null (a paired value and its standard error go together)");
-    }
-    r.*pf.value = v;
-    r.*pf.err = e;
-    return Status::ok();
-}
-
-// `version`: the file's; version 1 rows have no spread keys, version 1 and 2 rows no paired values.
-Result<QuantTableRow> row_from_json(const json& j, const std::string& where, int64_t version) {
+// `version`: the file's; the keys a later version added are not read.
+Result<Row> row_from_json(const json& j, const std::string& where, int64_t version) {
     if (!j.is_object()) return Status::error(where + ": not a JSON object");
-    const Fields f(j, where);
-    QuantTableRow r;
-    KVS_RETURN_IF_ERROR(f.text("scheme", r.scheme));
-    if (r.scheme.empty()) return Status::error(where + ": \"scheme\" is empty");
-    KVS_RETURN_IF_ERROR(f.text("label", r.label));
-    KVS_RETURN_IF_ERROR(f.number("bits_per_weight", r.bits_per_weight, 0));
-    KVS_RETURN_IF_ERROR(f.count("size_bytes", r.size_bytes));
-    KVS_RETURN_IF_ERROR(f.number("ppl", r.ppl, 0));
-    KVS_RETURN_IF_ERROR(f.number("ppl_err", r.ppl_err, 0));
-    if (version >= 3)
-        for (const PairedField& pf : kPaired) KVS_RETURN_IF_ERROR(paired_from_json(f, pf, r));
-    KVS_RETURN_IF_ERROR(f.number("mean_kl", r.mean_kl, 0));
-    KVS_RETURN_IF_ERROR(f.number("top1", r.top1, 0, 1));
-    KVS_RETURN_IF_ERROR(f.number("first_divergence", r.first_divergence, 0));
-    KVS_RETURN_IF_ERROR(f.number("prefill_tok_s", r.prefill_tok_s, 0));
-    KVS_RETURN_IF_ERROR(f.number("decode_tok_s", r.decode_tok_s, 0));
-    if (version >= 2)
-        for (const SpeedField& sf : kSpeeds) KVS_RETURN_IF_ERROR(spread_from_json(f, sf, r));
-    KVS_RETURN_IF_ERROR(f.text("note", r.note));
+    Row r;
+    for (const Column& c : kColumns) {
+        if (version < c.since) continue;
+        KVS_RETURN_IF_ERROR(check_value(j, c.key, c.kind, where, c.lo, c.hi));
+        if (const json& v = j.at(c.key); !v.is_null()) c.set(r, v);
+        if (c.check) KVS_RETURN_IF_ERROR(c.check(j, c.key, where));
+    }
     return r;
 }
 
@@ -265,20 +243,16 @@ std::string csv_text(const std::string& s) {
     return out + "\"";
 }
 
-std::string csv_number(const std::optional<double>& v) {
-    if (!v || !std::isfinite(*v)) return "";
-    char buf[64];
-    std::snprintf(buf, sizeof buf, "%.10g", *v);
-    return buf;
-}
+std::string csv_number(double v) { return std::isfinite(v) ? printed("%.10g", v) : std::string(); }
 
-// runs, sd, min, max, values (one cell, ';' between them): five cells, empty without a spread.
-std::string csv_spread(const std::optional<QuantTableSpread>& sp) {
-    if (!sp) return ",,,,";
-    std::string values;
-    for (double v : sp->values) values += (values.empty() ? "" : ";") + csv_number(v);
-    return std::to_string(sp->runs) + "," + csv_number(sp->sd) + "," + csv_number(sp->min) + "," + csv_number(sp->max) +
-           "," + values;
+// A written value as a CSV cell: null empty, a list of numbers one cell with ';' between them.
+std::string csv_cell(const json& v) {
+    if (v.is_string()) return csv_text(v.get_ref<const std::string&>());
+    if (v.is_number_integer()) return std::to_string(v.get<int64_t>());
+    if (v.is_number()) return csv_number(v.get<double>());
+    std::string out;
+    for (size_t i = 0; v.is_array() && i < v.size(); ++i) out += (i ? ";" : "") + csv_number(v[i].get<double>());
+    return out;
 }
 
 // Writes `text` to path through a temporary file in the same folder, so a reader never
@@ -343,7 +317,7 @@ nlohmann::json quant_table_to_json(const QuantTable& t) {
     j["format"] = kQuantTableFormat;
     j["version"] = kQuantTableVersion;
     j["model"] = t.model;
-    j["n_params"] = opt_json(t.n_params);
+    j["n_params"] = to_cell(t.n_params);
     j["machine"] = t.machine;
     j["rows"] = std::move(rows);
     return j;
@@ -351,9 +325,8 @@ nlohmann::json quant_table_to_json(const QuantTable& t) {
 
 Result<QuantTable> quant_table_from_json(const nlohmann::json& j, const std::string& where) {
     if (!j.is_object()) return Status::error(where + ": not a JSON object");
-    const Fields f(j, where);
-    std::string format;
-    KVS_RETURN_IF_ERROR(f.text("format", format));
+    KVS_RETURN_IF_ERROR(check_value(j, "format", Kind::text, where));
+    const std::string& format = j.at("format").get_ref<const std::string&>();
     if (format != kQuantTableFormat)
         return Status::error(where + ": \"format\" is \"" + format + "\", expected \"" + kQuantTableFormat + "\"");
     auto v = j.find("version");
@@ -363,10 +336,13 @@ Result<QuantTable> quant_table_from_json(const nlohmann::json& j, const std::str
     if (version < 1 || version > kQuantTableVersion)
         return Status::error(where + ": version " + std::to_string(version) + " is not supported (this reads 1 .. " +
                              std::to_string(kQuantTableVersion) + ")");
+    KVS_RETURN_IF_ERROR(check_value(j, "model", Kind::text, where));
+    KVS_RETURN_IF_ERROR(check_value(j, "n_params", Kind::count, where));
+    KVS_RETURN_IF_ERROR(check_value(j, "machine", Kind::text, where));
     QuantTable t;
-    KVS_RETURN_IF_ERROR(f.text("model", t.model));
-    KVS_RETURN_IF_ERROR(f.count("n_params", t.n_params));
-    KVS_RETURN_IF_ERROR(f.text("machine", t.machine));
+    t.model = j.at("model").get<std::string>();
+    if (!j.at("n_params").is_null()) t.n_params = j.at("n_params").get<int64_t>();
+    t.machine = j.at("machine").get<std::string>();
     auto rows = j.find("rows");
     if (rows == j.end()) return Status::error(where + ": the key \"rows\" is missing");
     if (!rows->is_array()) return Status::error(where + ": \"rows\" is not an array");
@@ -380,28 +356,11 @@ Result<QuantTable> quant_table_from_json(const nlohmann::json& j, const std::str
 
 std::string quant_table_csv(const QuantTable& t) {
     std::string out;
-    for (const char* k : kRowKeys) out += (out.empty() ? "" : ",") + std::string(k);
+    for (const Column& c : kColumns) out += (out.empty() ? "" : ",") + std::string(c.key);
     out += "\n";
-    for (const QuantTableRow& r : t.rows) {
-        const std::string cells[] = {csv_text(r.scheme),
-                                     csv_text(r.label),
-                                     csv_number(r.bits_per_weight),
-                                     r.size_bytes ? std::to_string(*r.size_bytes) : std::string(),
-                                     csv_number(r.ppl),
-                                     csv_number(r.ppl_err),
-                                     paired_set(r, kPaired[0]) ? csv_number(r.ln_ppl_vs_ref) : std::string(),
-                                     paired_set(r, kPaired[0]) ? csv_number(r.ln_ppl_vs_ref_err) : std::string(),
-                                     paired_set(r, kPaired[1]) ? csv_number(r.ln_ppl_vs_int4_rtn) : std::string(),
-                                     paired_set(r, kPaired[1]) ? csv_number(r.ln_ppl_vs_int4_rtn_err) : std::string(),
-                                     csv_number(r.mean_kl),
-                                     csv_number(r.top1),
-                                     csv_number(r.first_divergence),
-                                     csv_number(r.prefill_tok_s),
-                                     csv_number(r.decode_tok_s)};
-        std::string line;
-        for (const std::string& c : cells) line += (&c == cells ? "" : ",") + c;
-        for (const SpeedField& sf : kSpeeds) line += "," + csv_spread(r.*sf.spread);
-        out += line + "," + csv_text(r.note) + "\n";
+    for (const Row& r : t.rows) {
+        for (const Column& c : kColumns) out += (&c == kColumns ? "" : ",") + csv_cell(c.get(r));
+        out += "\n";
     }
     return out;
 }
