@@ -84,6 +84,8 @@ private Q_SLOTS:
     void matmul();
     void llmInt8_data();
     void llmInt8();
+    void embedding_data();
+    void embedding();
     void modelLogits_data();
     void modelLogits();
     void rmsNorm_data();
@@ -211,30 +213,45 @@ void TestCudaBackend::matmul_data() {
     QTest::addColumn<int>("n_tokens");
     QTest::addColumn<bool>("permuted");
     QTest::addColumn<double>("tolerance");
+    QTest::addColumn<float>("x_max");  // activations uniform in [-x_max, x_max]
     const DType types[] = {DType::F32,    DType::F16,  DType::BF16, DType::Q4_0,   DType::Q4_1,  DType::Q5_0,
                            DType::Q5_1,   DType::Q8_0, DType::Q4_K, DType::Q5_K,   DType::Q6_K,  DType::I4_G128,
                            DType::I4_G64, DType::NF4,  DType::FP4,  DType::NF4_DQ, DType::I8_ROW};
     for (DType t : types) {
         const std::string name(dtype_name(t));
         // GEMV: float math on the exactly dequantized weights
-        QTest::newRow((name + " gemv").c_str()) << int(t) << 512 << 67 << 1 << false << 1e-5;
+        QTest::newRow((name + " gemv").c_str()) << int(t) << 512 << 67 << 1 << false << 1e-5 << 1.0f;
         // cuBLAS: fp16 activations (and fp16 weights), fp32 sums; F32 weights stay fp32
-        QTest::newRow((name + " gemm").c_str()) << int(t) << 512 << 67 << 7 << false << (t == DType::F32 ? 1e-5 : 3e-3);
+        // 72 items of 32 per row: each lane of the GEMV's warp takes 2 or 3 (n_in past one warp stride, not a multiple)
+        QTest::newRow((name + " gemv 2304 x 37").c_str()) << int(t) << 2304 << 37 << 1 << false << 1e-5 << 1.0f;
+        QTest::newRow((name + " gemm").c_str())
+            << int(t) << 512 << 67 << 7 << false << (t == DType::F32 ? 1e-5 : 3e-3) << 1.0f;
     }
     // More than one 2^24-element chunk of dequantized weights per GEMM.
-    QTest::newRow("Q4_0 gemm chunked") << int(DType::Q4_0) << 4096 << 4500 << 3 << false << 3e-3;
+    QTest::newRow("Q4_0 gemm chunked") << int(DType::Q4_0) << 4096 << 4500 << 3 << false << 3e-3 << 1.0f;
     // Rows of 576 (SmolLM2's n_embd): 9 blocks of 64 per row, so NF4_DQ's groups of 256 blocks
     // (scale2 in the tail) begin inside rows, and I4_G64 is the group size that divides the row.
-    QTest::newRow("NF4_DQ gemv 576 x 67, 3 scale groups") << int(DType::NF4_DQ) << 576 << 67 << 1 << false << 1e-5;
-    QTest::newRow("NF4_DQ gemm 576 x 67, 3 scale groups") << int(DType::NF4_DQ) << 576 << 67 << 9 << false << 3e-3;
-    QTest::newRow("NF4_DQ gemm chunked") << int(DType::NF4_DQ) << 4096 << 4500 << 2 << false << 3e-3;
-    QTest::newRow("I4_G64 gemv 576") << int(DType::I4_G64) << 576 << 67 << 1 << false << 1e-5;
+    QTest::newRow("NF4_DQ gemv 576 x 67, 3 scale groups")
+        << int(DType::NF4_DQ) << 576 << 67 << 1 << false << 1e-5 << 1.0f;
+    QTest::newRow("NF4_DQ gemm 576 x 67, 3 scale groups")
+        << int(DType::NF4_DQ) << 576 << 67 << 9 << false << 3e-3 << 1.0f;
+    QTest::newRow("NF4_DQ gemm chunked") << int(DType::NF4_DQ) << 4096 << 4500 << 2 << false << 3e-3 << 1.0f;
+    QTest::newRow("I4_G64 gemv 576") << int(DType::I4_G64) << 576 << 67 << 1 << false << 1e-5 << 1.0f;
     // GPTQ act-order (WeightView::in_perm): the activations gathered on the device first.
-    QTest::newRow("I4_G128 gemv in_perm") << int(DType::I4_G128) << 512 << 67 << 1 << true << 1e-5;
-    QTest::newRow("I4_G128 gemm in_perm") << int(DType::I4_G128) << 512 << 67 << 7 << true << 3e-3;
-    QTest::newRow("I4_G64 gemv in_perm 576") << int(DType::I4_G64) << 576 << 67 << 1 << true << 1e-5;
-    QTest::newRow("I4_G64 gemm in_perm 576") << int(DType::I4_G64) << 576 << 67 << 9 << true << 3e-3;
-    QTest::newRow("Q4_1 gemm in_perm (GPTQ g32)") << int(DType::Q4_1) << 512 << 67 << 7 << true << 3e-3;
+    QTest::newRow("I4_G128 gemv in_perm") << int(DType::I4_G128) << 512 << 67 << 1 << true << 1e-5 << 1.0f;
+    QTest::newRow("I4_G128 gemm in_perm") << int(DType::I4_G128) << 512 << 67 << 7 << true << 3e-3 << 1.0f;
+    QTest::newRow("I4_G64 gemv in_perm 576") << int(DType::I4_G64) << 576 << 67 << 1 << true << 1e-5 << 1.0f;
+    QTest::newRow("I4_G64 gemm in_perm 576") << int(DType::I4_G64) << 576 << 67 << 9 << true << 3e-3 << 1.0f;
+    // 300,001 rows: 75,001 GEMV thread blocks (more than 65,535: the grid's x dimension, not y or z),
+    // 1,172 NF4_DQ scale groups; the GEMM dequantizes them in two chunks of 262,144 rows and fewer
+    QTest::newRow("NF4_DQ gemv 64 x 300001") << int(DType::NF4_DQ) << 64 << 300001 << 1 << false << 1e-5 << 1.0f;
+    QTest::newRow("NF4_DQ gemm 64 x 300001, 2 chunks")
+        << int(DType::NF4_DQ) << 64 << 300001 << 3 << false << 3e-3 << 1.0f;
+    // The prompt GEMM converts activations to fp16 (largest finite 65504): SmolLM2-135M's largest
+    // matmul input measured on the CPU is 3193 (ffn_down, 512 tokens of GPL-3), Gemma 3 270M's 285.
+    QTest::newRow("I4_G64 gemm 576, activations up to 3200")
+        << int(DType::I4_G64) << 576 << 67 << 9 << false << 3e-3 << 3200.0f;
+    QTest::newRow("Q4_1 gemm in_perm (GPTQ g32)") << int(DType::Q4_1) << 512 << 67 << 7 << true << 3e-3 << 1.0f;
 }
 
 void TestCudaBackend::matmul() {
@@ -244,6 +261,7 @@ void TestCudaBackend::matmul() {
     QFETCH(int, n_tokens);
     QFETCH(bool, permuted);
     QFETCH(double, tolerance);
+    QFETCH(float, x_max);
     QString why;
     Backend* gpu = gpu_backend(&why);
     if (!gpu) QSKIP(qPrintable("no CUDA backend: " + why));
@@ -253,7 +271,8 @@ void TestCudaBackend::matmul() {
     const std::vector<float> w_f = random_floats(static_cast<size_t>(n_out) * n_in, 11);  // [n_out, n_in]
     std::vector<float> w_deq;                                                             // [n_out, n_in]
     const std::vector<uint8_t> w_q = encode_weights(t, w_f, n_in, n_out, &w_deq);
-    const std::vector<float> x = random_floats(static_cast<size_t>(n_tokens) * n_in, 12);  // [n_tokens, n_in]
+    const std::vector<float> x =
+        random_floats(static_cast<size_t>(n_tokens) * n_in, 12, -x_max, x_max);  // [n_tokens, n_in]
     std::vector<int32_t> perm(static_cast<size_t>(n_in));  // [n_in] stored column p is input column perm[p]
     for (int i = 0; i < n_in; ++i) perm[static_cast<size_t>(i)] = i;
     if (permuted) std::shuffle(perm.begin(), perm.end(), std::mt19937(13));
@@ -290,6 +309,8 @@ void TestCudaBackend::llmInt8_data() {
     QTest::newRow("threshold 2.5, 5 tokens") << 2.5f << 1536 << 40 << 5 << false;
     QTest::newRow("no outliers (inf), 3 tokens") << float(INFINITY) << 512 << 33 << 3 << false;
     QTest::newRow("threshold 6, 4 tokens, in_perm") << 6.0f << 576 << 67 << 4 << true;
+    // the kernel's tokens run along the grid's y dimension, at most 65,535: a second round
+    QTest::newRow("threshold 6, 70000 tokens (past 65,535 grid rows)") << 6.0f << 128 << 5 << 70000 << false;
 }
 
 // LLM.int8() quantizes each token's activations around its outliers, so the reference is the
@@ -330,6 +351,70 @@ void TestCudaBackend::llmInt8() {
     gpu->matmul(view, d_x.as<float>(), d_y.as<float>(), n_tokens);
     const double err = normalized_error(d_y.read<float>(), want);
     QVERIFY2(err < 1e-5, qPrintable(QString("normalized error %1 against cpu::llm_int8_dot").arg(err)));
+}
+
+void TestCudaBackend::embedding_data() {
+    QTest::addColumn<int>("dtype");
+    QTest::addColumn<int>("n_in");
+    QTest::addColumn<int>("n_vocab");
+    // Qwen2's 151,936-word vocabulary: NF4_DQ's one block per row puts 594 scale groups in the tail
+    for (DType t : {DType::NF4_DQ, DType::I8_LLM, DType::Q8_0, DType::I4_G64})
+        QTest::newRow((std::string(dtype_name(t)) + " 64 x 151936").c_str()) << int(t) << 64 << 151936;
+    // F16 rows of 8192: the table is 2.49 GB, its last rows start past 2^31 bytes
+    QTest::newRow("F16 8192 x 151936, rows past 2 GiB") << int(DType::F16) << 8192 << 151936;
+}
+
+// Rows gathered by id through the device decoders against the CPU's decoding of the same rows,
+// bit for bit (each decoded value is one float product, or NF4_DQ's two unfused steps, on both).
+// The ids reach the last row and both sides of NF4_DQ's scale-group boundaries (rows 255 / 256,
+// 131071 / 131072, and 151807 / 151808 where the last, partial group of 128 begins).
+void TestCudaBackend::embedding() {
+    QFETCH(int, dtype);
+    QFETCH(int, n_in);
+    QFETCH(int, n_vocab);
+    QString why;
+    Backend* gpu = gpu_backend(&why);
+    if (!gpu) QSKIP(qPrintable("no CUDA backend: " + why));
+    const auto t = static_cast<DType>(dtype);
+    QVERIFY(gpu->supports(t));
+    const size_t rb = row_bytes(t, n_in);
+    const std::vector<int32_t> ids = {n_vocab - 1, 0,           255,           256,          131071,
+                                      131072,      n_vocab / 2, n_vocab - 129, n_vocab - 128};  // [n_tokens]
+    const int n_tokens = static_cast<int>(ids.size());
+    std::vector<uint8_t> table(tensor_bytes(t, n_in, n_vocab));     // [n_vocab, rb] (+ NF4_DQ's tail)
+    std::vector<float> want(static_cast<size_t>(n_tokens) * n_in);  // [n_tokens, n_in]
+    if (t == DType::F16) {  // a pattern of finite halves (below 1.0), distinct from row to row
+        auto* h = reinterpret_cast<uint16_t*>(table.data());
+        for (size_t i = 0; i < table.size() / 2; ++i) h[i] = static_cast<uint16_t>((i * 40503u + i / n_in) & 0xBBFFu);
+        for (int k = 0; k < n_tokens; ++k)
+            for (int i = 0; i < n_in; ++i)
+                want[size_t(k) * n_in + i] = cpu::fp16_to_fp32(h[size_t(ids[size_t(k)]) * n_in + i]);
+    } else {
+        const std::vector<float> w_f = random_floats(static_cast<size_t>(n_vocab) * n_in, 51, -0.2f, 0.2f);
+        std::vector<float> w_deq;  // [n_vocab, n_in]
+        if (t == DType::I8_LLM) {
+            w_deq.resize(w_f.size());
+            for (int r = 0; r < n_vocab; ++r) {
+                cpu::quantize_llm_int8_row(&w_f[size_t(r) * n_in], n_in, cpu::kLlmInt8Threshold, &table[r * rb]);
+                cpu::dequantize_row(t, &table[r * rb], &w_deq[size_t(r) * n_in], n_in);
+            }
+        } else {
+            table = encode_weights(t, w_f, n_in, n_vocab, &w_deq);
+        }
+        for (int k = 0; k < n_tokens; ++k)
+            std::copy_n(&w_deq[size_t(ids[size_t(k)]) * n_in], n_in, &want[size_t(k) * n_in]);
+    }
+    DeviceBuffer d_t(gpu, table), d_ids(gpu, ids), d_out(gpu, nullptr, want.size() * sizeof(float));
+    gpu->embedding(WeightView{t, d_t.as<void>(), n_in, n_vocab}, d_ids.as<int32_t>(), n_tokens, d_out.as<float>());
+    const std::vector<float> got = d_out.read<float>();
+    for (size_t i = 0; i < want.size(); ++i)
+        if (!(got[i] == want[i]))
+            QFAIL(qPrintable(QString("token %1 (row %2), element %3: GPU %4, CPU %5")
+                                 .arg(i / size_t(n_in))
+                                 .arg(ids[i / size_t(n_in)])
+                                 .arg(i % size_t(n_in))
+                                 .arg(got[i], 0, 'g', 9)
+                                 .arg(want[i], 0, 'g', 9)));
 }
 
 void TestCudaBackend::modelLogits_data() {
