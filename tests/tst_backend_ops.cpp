@@ -272,7 +272,7 @@ void TestBackendOps::embedding_data() {
     QTest::addColumn<int>("n_tokens");
     for (const char* b : kBackends)
         for (DType t : {DType::F32, DType::F16, DType::BF16, DType::Q8_0, DType::Q4_1, DType::Q4_K, DType::Q6_K,
-                        DType::I8_ROW, DType::I4_G128, DType::I4_G64, DType::NF4, DType::FP4})
+                        DType::I8_ROW, DType::I4_G128, DType::I4_G64, DType::NF4, DType::FP4, DType::NF4_DQ})
             for (int n_tokens : {3, 40})
                 QTest::addRow("%s/%s/%d", b, dtype_name(t).data(), n_tokens) << QString(b) << int(t) << n_tokens;
 }
@@ -288,8 +288,17 @@ void TestBackendOps::embedding() {
     const int n_vocab = 50, n_in = 512;
     const auto src = gaussian(static_cast<size_t>(n_vocab) * n_in, 71);
     const size_t rb = row_bytes(t, n_in);
-    std::vector<uint8_t> table(rb * n_vocab);  // [n_vocab, rb]
-    for (int r = 0; r < n_vocab; ++r) cpu::quantize_row(t, &src[static_cast<size_t>(r) * n_in], &table[r * rb], n_in);
+    // [n_vocab, rb]; NF4_DQ whole (its absmax groups of 256 blocks run across rows, then its tail)
+    std::vector<uint8_t> table(tensor_bytes(t, n_in, n_vocab));
+    std::vector<float> whole;  // NF4_DQ decoded whole: [n_vocab, n_in]
+    if (t == DType::NF4_DQ) {
+        cpu::quantize_nf4_dq(src.data(), n_in, n_vocab, table.data());
+        whole.resize(src.size());
+        cpu::dequantize_nf4_dq(table.data(), n_in, n_vocab, whole.data());
+    } else {
+        for (int r = 0; r < n_vocab; ++r)
+            cpu::quantize_row(t, &src[static_cast<size_t>(r) * n_in], &table[r * rb], n_in);
+    }
     std::vector<int32_t> ids(static_cast<size_t>(n_tokens));  // [n_tokens]
     for (int i = 0; i < n_tokens; ++i) ids[i] = (i * 37 + 5) % n_vocab;
     ids[0] = n_vocab - 1;
@@ -298,6 +307,8 @@ void TestBackendOps::embedding() {
     std::vector<float> row(static_cast<size_t>(n_in));
     for (int i = 0; i < n_tokens; ++i) {
         if (t == DType::F32) std::copy_n(&src[static_cast<size_t>(ids[i]) * n_in], n_in, row.begin());
+        else if (t == DType::NF4_DQ)
+            std::copy_n(&whole[static_cast<size_t>(ids[i]) * n_in], n_in, row.begin());
         else
             cpu::dequantize_row(t, &table[ids[i] * rb], row.data(), n_in);
         std::copy(row.begin(), row.end(), ref.begin() + static_cast<ptrdiff_t>(i) * n_in);

@@ -73,8 +73,12 @@ public:
         const auto* base = static_cast<const uint8_t*>(table.data);  // [n_out, row]
         rows(n_tokens, table.n_in, [&](int64_t t) {
             assert(ids[t] >= 0 && ids[t] < table.n_out);
-            cpu::dequantize_row(table.dtype, base + static_cast<size_t>(ids[t]) * row, out + t * table.n_in,
-                                table.n_in);
+            if (table.dtype == DType::NF4_DQ)  // a row's absmax codes decode with the tensor's tail
+                cpu::dequantize_nf4_dq_rows(table.data, table.n_in, table.n_out, ids[t], ids[t] + 1,
+                                            out + t * table.n_in);
+            else
+                cpu::dequantize_row(table.dtype, base + static_cast<size_t>(ids[t]) * row, out + t * table.n_in,
+                                    table.n_in);
         });
     }
 

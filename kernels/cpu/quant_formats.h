@@ -94,6 +94,8 @@ float llm_int8_threshold(const void* w_row);
 // tensor_bytes(NF4_DQ, n_in, n_out) bytes, and back.
 void quantize_nf4_dq(const float* w, int64_t n_in, int64_t n_out, void* dst);
 void dequantize_nf4_dq(const void* src, int64_t n_in, int64_t n_out, float* dst);
+// Rows r0..r1 of the whole tensor src [n_out, n_in] (an embedding lookup): dst [r1 - r0, n_in].
+void dequantize_nf4_dq_rows(const void* src, int64_t n_in, int64_t n_out, int64_t r0, int64_t r1, float* dst);
 // bitsandbytes' create_dynamic_map(signed=True, max_exponent_bits=7, total_bits=8), sorted: [256].
 const float* dynamic_map8();
 

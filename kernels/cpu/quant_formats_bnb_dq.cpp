@@ -114,21 +114,25 @@ void nf4_dq_absmax(const void* tensor, int64_t n_in, int64_t n_out, int64_t b0, 
     }
 }
 
-void dequantize_nf4_dq(const void* src, int64_t n_in, int64_t n_out, float* dst) {
+void dequantize_nf4_dq_rows(const void* src, int64_t n_in, int64_t n_out, int64_t r0, int64_t r1, float* dst) {
     const float* code = bnb_code_book(DType::NF4);
     const int64_t nb_row = n_in / kQKBnb;
     const size_t rb = row_bytes(DType::NF4_DQ, n_in);
     std::vector<float> absmax(static_cast<size_t>(nb_row));  // [nb_row]
-    for (int64_t r = 0; r < n_out; ++r) {
+    for (int64_t r = r0; r < r1; ++r) {
         nf4_dq_absmax(src, n_in, n_out, r * nb_row, (r + 1) * nb_row, absmax.data());
         const auto* blk = reinterpret_cast<const BlockNf4Dq*>(static_cast<const uint8_t*>(src) + size_t(r) * rb);
-        float* y = dst + r * n_in;
+        float* y = dst + (r - r0) * n_in;
         for (int64_t b = 0; b < nb_row; ++b, y += kQKBnb)
             for (int j = 0; j < kQKBnb / 2; ++j) {
                 y[2 * j] = absmax[size_t(b)] * code[blk[b].qs[j] >> 4];
                 y[2 * j + 1] = absmax[size_t(b)] * code[blk[b].qs[j] & 0xF];
             }
     }
+}
+
+void dequantize_nf4_dq(const void* src, int64_t n_in, int64_t n_out, float* dst) {
+    dequantize_nf4_dq_rows(src, n_in, n_out, 0, n_out, dst);
 }
 
 float dot_nf4_dq_f32(const void* w_row, const float* absmax, const float* a, int64_t n) {
