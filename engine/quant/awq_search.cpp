@@ -144,6 +144,7 @@ void awq_clip(Backend& backend, float* w, int64_t n_out, int64_t n_in, const flo
     std::vector<float> lo_c(static_cast<size_t>(n_slots * n_out));   // [n_slots, n_out] the candidate's clamp
     std::vector<float> hi_c(lo_c.size());
     std::vector<float> lo(static_cast<size_t>(n_out)), hi(lo.size());  // [n_out] the clamp chosen so far
+    std::vector<float> w_lo(lo.size()), w_hi(lo.size());               // [n_out] the group's min(w, 0), max(w, 0)
     std::vector<float> tmp(G);
     auto shrink = [&](int c) { return 1.0f - static_cast<float>(c) / static_cast<float>(n_grid); };
     // One pass: candidate k of row r clamps to [lo_c, hi_c] = bounds(r, k) for k < n_k; each row
@@ -181,27 +182,28 @@ void awq_clip(Backend& backend, float* w, int64_t n_out, int64_t n_in, const flo
             for (int i = 0; i < G; ++i) xt[static_cast<size_t>(i) * n_rows + r] = x[r * n_in + g0 + i];
         // gram[i, j] = sum_r x[r, g0 + i] x[r, g0 + j]: then e^T G e = sum_r (x_g . e)^2
         backend.matmul(WeightView{DType::F32, xt.data(), n_rows, G}, xt.data(), gram.data(), G);
-        // the group's max|w|, and its largest / smallest weight on either side of 0
-        auto extent = [&](int64_t r, bool upper) {
+        // each row's largest / smallest weight in the group, on either side of 0 (max|w| is the larger magnitude)
+        for (int64_t r = 0; r < n_out; ++r) {
             const float* wr = w + r * n_in + g0;
-            float v = 0.0f;
-            for (int i = 0; i < G; ++i) v = upper ? std::max(v, wr[i]) : std::min(v, wr[i]);
-            return v;
-        };
+            float top = 0.0f, bottom = 0.0f;
+            for (int i = 0; i < G; ++i) top = std::max(top, wr[i]), bottom = std::min(bottom, wr[i]);
+            w_hi[static_cast<size_t>(r)] = top;
+            w_lo[static_cast<size_t>(r)] = bottom;
+        }
         // symmetric clamps +-max|w| * shrink (AutoAWQ's search)
         pass(g0, n_cand, [&](int64_t r, int k) {
-            const float m = std::max(extent(r, true), -extent(r, false)) * shrink(k);
+            const float m = std::max(w_hi[static_cast<size_t>(r)], -w_lo[static_cast<size_t>(r)]) * shrink(k);
             return std::pair{-m, m};
         });
         if (asymmetric) {
             // then the upper end alone, then the lower end alone (candidate 0: the clamp so far)
             pass(g0, n_slots, [&](int64_t r, int k) {
                 const size_t i = static_cast<size_t>(r);
-                return k == 0 ? std::pair{lo[i], hi[i]} : std::pair{lo[i], extent(r, true) * shrink(k - 1)};
+                return k == 0 ? std::pair{lo[i], hi[i]} : std::pair{lo[i], w_hi[i] * shrink(k - 1)};
             });
             pass(g0, n_slots, [&](int64_t r, int k) {
                 const size_t i = static_cast<size_t>(r);
-                return k == 0 ? std::pair{lo[i], hi[i]} : std::pair{extent(r, false) * shrink(k - 1), hi[i]};
+                return k == 0 ? std::pair{lo[i], hi[i]} : std::pair{w_lo[i] * shrink(k - 1), hi[i]};
             });
         }
         for (int64_t r = 0; r < n_out; ++r) {
